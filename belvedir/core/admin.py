@@ -1,0 +1,52 @@
+from django.contrib import admin, messages
+
+from .models import ApiKey, Membership, Project
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name", "memberships__user__username"]
+    list_filter = ["created_at"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "project", "role", "created_at"]
+    list_filter = ["role"]
+    search_fields = ["user__username", "project__name"]
+    list_select_related = ["user", "project"]
+    autocomplete_fields = ["user", "project"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "project", "user", "scope", "per_run", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["scope", "per_run", ("revoked_at", admin.EmptyFieldListFilter)]
+    search_fields = ["prefix", "name", "project__name", "user__username"]
+    list_select_related = ["project", "user"]
+    readonly_fields = ["prefix", "key_hash", "per_run", "created_at", "last_used_at", "revoked_at"]
+    autocomplete_fields = ["project", "user"]
+    actions = ["revoke"]
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        key, raw = ApiKey.issue(project=obj.project, user=obj.user, name=obj.name, scope=obj.scope)
+        obj.pk = key.pk
+        obj.refresh_from_db()
+        # The only moment the raw key exists; the admin shows it once.
+        messages.warning(request, f"New API key (copy it now, it is not stored): {raw}")
+
+    @admin.action(description="Revoke selected keys")
+    def revoke(self, request, queryset):
+        for key in queryset.filter(revoked_at__isnull=True):
+            key.revoke()
+        self.message_user(request, "Revoked.")

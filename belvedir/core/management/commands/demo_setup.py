@@ -1,0 +1,38 @@
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from belvedir.core.actions import create_account, ensure_default_project
+from belvedir.core.models import ApiKey
+
+DEMO_USERNAME = "demo"
+DEMO_KEY_NAME = "demo (make run)"
+
+
+class Command(BaseCommand):
+    help = "Create or refresh the demo login and API key, and print them (development only)."
+
+    @transaction.atomic
+    def handle(self, *args, **options):
+        password = secrets.token_urlsafe(12)
+        user = get_user_model().objects.filter(username=DEMO_USERNAME).first()
+        if user is None:
+            user = create_account(username=DEMO_USERNAME, password=password, email="demo@example.com")
+        else:
+            user.set_password(password)
+            user.save(update_fields=["password"])
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+        project = ensure_default_project(user)
+        for old in ApiKey.objects.filter(user=user, name=DEMO_KEY_NAME).active():
+            old.revoke()
+        _, raw = ApiKey.issue(project=project, user=user, name=DEMO_KEY_NAME)
+        self.stdout.write(
+            self.style.SUCCESS("Demo login (a new password each start):")
+            + f"\n  URL:      {settings.BELVEDIR_BASE_URL}/login/"
+            + f"\n  username: {DEMO_USERNAME}\n  password: {password}"
+            + f"\n  API key:  {raw}\n"
+        )

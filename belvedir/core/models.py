@@ -1,0 +1,120 @@
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+KEY_PREFIX = "bv_live_"
+# 32 bytes of randomness is 43 url-safe characters; the brief asks for at least 32.
+KEY_RANDOM_BYTES = 32
+VISIBLE_PREFIX_LEN = len(KEY_PREFIX) + 6
+
+
+class ProjectQuerySet(models.QuerySet):
+    def for_user(self, user):
+        return self.filter(memberships__user=user)
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=100)
+    created_at = models.DateTimeField(default=timezone.now)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="projects")
+
+    objects = ProjectQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="one_membership_per_user")]
+
+    def __str__(self):
+        return f"{self.user} in {self.project} ({self.role})"
+
+
+class ProjectScopedQuerySet(models.QuerySet):
+    """Base for every model a user reaches: the one query that scopes it.
+
+    Dashboard views and API `get_queryset` both go through `for_user`, so an
+    object of another project is simply not found (404), never leaked.
+    """
+
+    project_path = "project"
+
+    def for_user(self, user, project=None):
+        qs = self.filter(**{f"{self.project_path}__memberships__user": user})
+        if project is not None:
+            qs = qs.filter(**{self.project_path: project})
+        return qs
+
+
+def hash_key(raw: str) -> str:
+    # Keys carry 256 bits of randomness, so a fast hash is enough: there is
+    # nothing to brute-force, and lookups stay one indexed equality query.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiKeyQuerySet(ProjectScopedQuerySet):
+    def active(self):
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiKey(models.Model):
+    class Scope(models.TextChoices):
+        FULL = "full", "Full API"
+        INGEST = "ingest", "Trace ingest only"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    scope = models.CharField(max_length=10, choices=Scope.choices, default=Scope.FULL)
+    prefix = models.CharField(max_length=20, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    # Per-run keys are made and revoked by the platform, not listed on the keys page.
+    per_run = models.BooleanField(default=False, editable=False)
+
+    objects = ApiKeyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.name})"
+
+    @classmethod
+    def issue(cls, *, project, user, name, scope=Scope.FULL, per_run=False) -> tuple["ApiKey", str]:
+        """Create a key; the raw key is returned once and never stored."""
+        raw = KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
+        key = cls.objects.create(
+            project=project, user=user, name=name, scope=scope, prefix=raw[:VISIBLE_PREFIX_LEN], key_hash=hash_key(raw),
+            per_run=per_run,
+        )
+        return key, raw
+
+    @property
+    def is_active(self):
+        return self.revoked_at is None
+
+    def revoke(self):
+        # A conditional update keeps the first revocation time when two race.
+        ApiKey.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.refresh_from_db(fields=["revoked_at"])

@@ -1,0 +1,348 @@
+"""The Docker sandbox driver: the only module that imports `docker`.
+
+A sandbox is one locked-down container whose main process is an init
+(`tini`, via `init=True`) parked on `sleep infinity`; work runs in it with
+`exec`. That split is deliberate:
+
+- secrets go in as the exec's environment, which Docker keeps in memory,
+  never in the container config it writes to disk;
+- the writable places (home, /tmp) are tmpfs mounts, counted against the
+  memory limit, so a disk-filling sandbox cannot fill the host's disk, and
+  they stay readable after a command exits (results.json) until the
+  container is removed;
+- the same container can run several steps (install, run) or many short
+  samples without paying for a fresh `docker run` each time.
+
+`Sandbox` is a context manager: on exit it kills and removes its container
+whatever happened, and on entry it removes a stale one of the same name.
+"""
+
+import io
+import logging
+import shlex
+import socket
+import tarfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import docker
+import requests
+from docker import errors as docker_errors
+from docker.types import DeviceRequest, LogConfig, Ulimit
+
+from .errors import (
+    DockerUnavailable,
+    ImageMissing,
+    LaunchFailed,
+    SandboxError,
+    SandboxFileMissing,
+    SandboxFileTooLarge,
+    SandboxOutOfMemory,
+    SandboxTimeout,
+)
+from .output import TailBuffer
+from .spec import HOME, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, SandboxSpec
+
+logger = logging.getLogger(__name__)
+
+API_TIMEOUT = 60
+
+
+def connect(docker_url: str) -> docker.DockerClient:
+    try:
+        client = docker.DockerClient(base_url=docker_url, timeout=API_TIMEOUT)
+        client.ping()
+    except (docker_errors.DockerException, requests.RequestException) as exc:
+        raise DockerUnavailable(f"Docker engine at {docker_url} is unreachable: {exc}") from exc
+    return client
+
+
+@dataclass
+class ExecResult:
+    exit_code: int
+    output: str
+    duration: float
+
+
+class Sandbox:
+    def __init__(self, spec: SandboxSpec, docker_url: str):
+        self.spec = spec
+        self.docker_url = docker_url
+        self.client: docker.DockerClient | None = None
+        self.container = None
+        self._oom_kills = 0
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def __enter__(self) -> "Sandbox":
+        self.client = connect(self.docker_url)
+        try:
+            self._remove_stale()
+            self.container = self._create()
+            self.container.start()
+        except SandboxError:
+            self.__exit__(None, None, None)
+            raise
+        except (docker_errors.DockerException, requests.RequestException) as exc:
+            self.__exit__(None, None, None)
+            raise LaunchFailed(f"Could not start the sandbox: {_explain(exc)}") from exc
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.client is None:
+            return
+        try:
+            if self.container is not None:
+                self.container.remove(force=True)
+        except docker_errors.NotFound:
+            pass
+        except (docker_errors.DockerException, requests.RequestException):
+            # The reaper removes labelled containers we could not remove here.
+            logger.warning("could not remove sandbox %s", self.spec.name, exc_info=True)
+        finally:
+            self.client.close()
+            self.client = None
+
+    def _remove_stale(self):
+        try:
+            self.client.containers.get(self.spec.name).remove(force=True)
+        except docker_errors.NotFound:
+            pass
+
+    def _create(self):
+        spec, limits = self.spec, self.spec.limits
+        try:
+            self.client.images.get(spec.image)
+        except docker_errors.ImageNotFound as exc:
+            raise ImageMissing(
+                f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`."
+            ) from exc
+        memory = f"{limits.memory_mb}m"
+        device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
+        return self.client.containers.create(
+            spec.image,
+            command=["sleep", "infinity"],
+            name=spec.name,
+            labels=spec.labels,
+            user=spec.user,
+            working_dir=spec.workdir,
+            init=True,
+            read_only=True,
+            tmpfs={
+                HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
+                "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777",
+            },
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=limits.pids,
+            mem_limit=memory,
+            memswap_limit=memory,  # equal to mem_limit: no swap
+            nano_cpus=int(limits.cpus * 1e9),
+            ulimits=[Ulimit(name="nofile", soft=4096, hard=4096)],
+            network_mode=spec.network,
+            device_requests=device_requests,
+            # Output is streamed as it comes; the engine's own copy stays small.
+            log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+            environment={"HOME": HOME, "LANG": "C.UTF-8"},
+        )
+
+    # -- work --------------------------------------------------------------
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout: float,
+        env: dict[str, str] | None = None,
+        workdir: str | None = None,
+        tail_bytes: int = 16384,
+        on_output: Callable[[bytes], None] | None = None,
+    ) -> ExecResult:
+        """Run a command to completion, keeping the last `tail_bytes` of output.
+
+        Past `timeout` seconds the whole sandbox is killed (an exec cannot be
+        killed on its own) and SandboxTimeout is raised with the tail.
+        """
+        argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
+        api = self.client.api
+        started = time.monotonic()
+        exec_id = api.exec_create(
+            self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=self.spec.user
+        )["Id"]
+        stream = api.exec_start(exec_id, stream=True)
+        tail = TailBuffer(tail_bytes)
+
+        def pump():
+            try:
+                for chunk in stream:
+                    tail.write(chunk)
+                    if on_output:
+                        on_output(chunk)
+            except (requests.RequestException, docker_errors.DockerException, OSError):
+                pass  # the container was killed under us: the caller learns why below
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            self.kill()
+            reader.join(10)
+            raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        output = tail.text()
+        if exit_code != 0 and self._new_oom_kill():
+            raise SandboxOutOfMemory(
+                f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output
+            )
+        return ExecResult(exit_code=exit_code if exit_code is not None else -1, output=output, duration=time.monotonic() - started)
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644):
+        """Write files under `directory` (created if needed), owned by the sandbox user."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for name, content in files.items():
+                info = tarfile.TarInfo(name)
+                info.size, info.mode, info.mtime = len(content), mode, int(time.time())
+                archive.addfile(info, io.BytesIO(content))
+        self.put_archive(directory, [buffer.getvalue()])
+
+    def put_archive(self, directory: str, chunks: Iterable[bytes]):
+        """Unpack a tar stream into `directory` through an exec's stdin.
+
+        Docker's own archive API writes beneath tmpfs mounts, not into them,
+        so the tar goes in as a stream instead.
+        """
+        api = self.client.api
+        command = f"mkdir -p {shlex.quote(directory)} && tar -x --no-same-owner -C {shlex.quote(directory)}"
+        exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=self.spec.user)["Id"]
+        sock = api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+        try:
+            for chunk in chunks:
+                raw.sendall(chunk)
+            raw.shutdown(socket.SHUT_WR)
+            output = _drain(raw)
+        finally:
+            sock.close()
+        for _ in range(50):
+            info = api.exec_inspect(exec_id)
+            if not info["Running"]:
+                break
+            time.sleep(0.05)
+        if info["ExitCode"] != 0:
+            raise LaunchFailed(f"Could not place files in the sandbox: {output[-500:].decode(errors='replace')}")
+
+    def read_file(self, path: str, max_bytes: int) -> bytes:
+        """A file's content; SandboxFileMissing or SandboxFileTooLarge otherwise."""
+        result = self._exec_bytes(["sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
+        if result is None:
+            raise SandboxFileMissing(f"{path} was not written.")
+        if len(result) > max_bytes:
+            raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")
+        return result
+
+    def _exec_bytes(self, argv: list[str]) -> bytes | None:
+        api = self.client.api
+        exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
+        stdout = api.exec_start(exec_id, demux=True)[0] or b""
+        return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
+
+    def kill(self):
+        try:
+            self.container.kill()
+        except (docker_errors.DockerException, requests.RequestException):
+            pass
+
+    def _new_oom_kill(self) -> bool:
+        """Whether the kernel OOM-killed anything in this sandbox since the last look.
+
+        Docker's own OOMKilled flag only covers the container's main process,
+        never an exec, so the cgroup's counter is read instead (v1 and v2
+        paths; the cgroup files are read-only inside the sandbox).
+        """
+        script = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
+        output = self._exec_bytes(["sh", "-c", script]) or b""
+        count = sum(int(line.split()[1]) for line in output.decode().splitlines() if line.startswith("oom_kill "))
+        seen, self._oom_kills = self._oom_kills, count
+        return count > seen
+
+
+def _drain(raw) -> bytes:
+    raw.settimeout(API_TIMEOUT)
+    data = b""
+    while chunk := raw.recv(65536):
+        data += chunk
+    return data
+
+
+def _explain(exc: Exception) -> str:
+    if isinstance(exc, docker_errors.APIError):
+        return exc.explanation or str(exc)
+    return str(exc)
+
+
+# -- images and housekeeping ------------------------------------------------
+
+
+def image_exists(docker_url: str, tag: str) -> bool:
+    client = connect(docker_url)
+    try:
+        client.images.get(tag)
+        return True
+    except docker_errors.ImageNotFound:
+        return False
+    finally:
+        client.close()
+
+
+def import_image(docker_url: str, rootfs_tar: str, tag: str):
+    client = connect(docker_url)
+    try:
+        repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
+        with open(rootfs_tar, "rb") as data:
+            client.api.import_image_from_data(data, repository=repository, tag=version)
+    finally:
+        client.close()
+
+
+def build_image(docker_url: str, context_dir: str, tag: str) -> list[str]:
+    client = connect(docker_url)
+    try:
+        # network_mode none: the build needs nothing from outside, and this
+        # engine may run without a bridge at all.
+        _, logs = client.images.build(path=context_dir, tag=tag, network_mode="none", rm=True, forcerm=True)
+        return [line["stream"] for line in logs if "stream" in line]
+    except docker_errors.BuildError as exc:
+        raise LaunchFailed(f"Sandbox image build failed: {exc.msg}") from exc
+    finally:
+        client.close()
+
+
+def managed_containers(docker_url: str, owner_kind: str | None = None) -> list[dict]:
+    """Every container Belvedir labelled on that engine: name, owner and state."""
+    client = connect(docker_url)
+    filters = {"label": [f"{LABEL_MANAGED}=1"] + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
+    try:
+        return [
+            {
+                "name": c.name,
+                "owner_kind": c.labels.get(LABEL_OWNER_KIND),
+                "owner_id": c.labels.get(LABEL_OWNER_ID),
+                "status": c.status,
+            }
+            for c in client.containers.list(all=True, filters=filters)
+        ]
+    finally:
+        client.close()
+
+
+def remove_container(docker_url: str, name: str):
+    client = connect(docker_url)
+    try:
+        client.containers.get(name).remove(force=True)
+    except docker_errors.NotFound:
+        pass
+    finally:
+        client.close()

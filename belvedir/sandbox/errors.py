@@ -1,0 +1,54 @@
+"""One taxonomy for everything that can go wrong in a sandbox.
+
+User errors are the sandboxed code's doing (non-zero exit, timeout, out of
+memory, an oversized or missing file): the user pays for the run. Platform
+errors are ours (Docker down, image missing, no capacity): at launch they
+refund. Callers map these classes to statuses in one place.
+"""
+
+
+class SandboxError(Exception):
+    def __init__(self, message: str, *, output: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.output = output
+
+
+class SandboxUserError(SandboxError):
+    pass
+
+
+class SandboxTimeout(SandboxUserError):
+    pass
+
+
+class SandboxOutOfMemory(SandboxUserError):
+    pass
+
+
+class SandboxFileMissing(SandboxUserError):
+    pass
+
+
+class SandboxFileTooLarge(SandboxUserError):
+    pass
+
+
+class SandboxPlatformError(SandboxError):
+    pass
+
+
+class DockerUnavailable(SandboxPlatformError):
+    pass
+
+
+class ImageMissing(SandboxPlatformError):
+    pass
+
+
+class NoCapacity(SandboxPlatformError):
+    pass
+
+
+class LaunchFailed(SandboxPlatformError):
+    pass

@@ -1,0 +1,68 @@
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from belvedir.sandbox import docker as sandbox_docker
+from belvedir.sandbox.errors import SandboxError
+
+IMAGE_DIR = Path(__file__).resolve().parents[2] / "image"
+MIRROR = "http://deb.debian.org/debian"
+
+
+class Command(BaseCommand):
+    help = "Build the sandbox image offline: mmdebstrap a Debian bookworm rootfs, docker import it, finish it with a Dockerfile."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--force", action="store_true", help="Rebuild even if the image exists.")
+        parser.add_argument("--tag", default=settings.SANDBOX_IMAGE)
+        parser.add_argument("--mirror", default=MIRROR, help="Debian mirror for mmdebstrap.")
+
+    def handle(self, *args, force, tag, mirror, **options):
+        docker_url = settings.SANDBOX_DOCKER_URL
+        try:
+            if not force and sandbox_docker.image_exists(docker_url, tag):
+                self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
+                return
+            if shutil.which("mmdebstrap") is None:
+                raise CommandError("mmdebstrap is not installed: apt-get install mmdebstrap")
+            packages = [
+                line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")
+            ]
+            # The base tag names its package list, so a changed list builds a new base.
+            base_tag = f"belvedir-sandbox-base:{hashlib.sha256(','.join(packages).encode()).hexdigest()[:12]}"
+            if force or not sandbox_docker.image_exists(docker_url, base_tag):
+                self._build_base(docker_url, base_tag, packages, mirror)
+            self.stdout.write(f"Finishing {tag} from {base_tag}…")
+            with tempfile.TemporaryDirectory() as context:
+                dockerfile = (IMAGE_DIR / "Dockerfile").read_text().replace("${BASE}", base_tag)
+                (Path(context) / "Dockerfile").write_text(dockerfile)
+                sandbox_docker.build_image(docker_url, context, tag)
+        except SandboxError as exc:
+            raise CommandError(exc.message) from exc
+        self.stdout.write(self.style.SUCCESS(f"Sandbox image {tag} is ready."))
+
+    def _build_base(self, docker_url, base_tag, packages, mirror):
+        self.stdout.write(f"Building a Debian bookworm root filesystem with {', '.join(packages)} (about a minute)…")
+        with tempfile.TemporaryDirectory() as workdir:
+            rootfs = Path(workdir) / "rootfs.tar"
+            command = [
+                "mmdebstrap",
+                "--variant=minbase",
+                "--include=" + ",".join(packages),
+                # Documentation and locales are dead weight in a sandbox.
+                "--dpkgopt=path-exclude=/usr/share/doc/*",
+                "--dpkgopt=path-exclude=/usr/share/man/*",
+                "--dpkgopt=path-exclude=/usr/share/locale/*",
+                "bookworm",
+                str(rootfs),
+                mirror,
+            ]
+            result = subprocess.run(command, capture_output=True, text=True)
+            if result.returncode != 0:
+                raise CommandError(f"mmdebstrap failed:\n{result.stderr[-3000:]}")
+            sandbox_docker.import_image(docker_url, str(rootfs), base_tag)

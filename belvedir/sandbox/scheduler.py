@@ -1,0 +1,57 @@
+from django.db import IntegrityError, transaction
+from django.db.models import Count
+
+from .errors import NoCapacity
+from .models import SandboxHost, SandboxLease
+
+
+def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "") -> SandboxLease:
+    """Reserve a place on an enabled host of `kind` with free capacity.
+
+    Candidate hosts are locked for the whole choice so two workers cannot both
+    take the last place. The least loaded host wins. A GPU lease also takes a
+    free GPU slot, so two runs never share one GPU.
+    """
+    existing = SandboxLease.objects.select_related("host").filter(owner=owner).first()
+    if existing:
+        return existing  # a re-delivered task keeps the place it already has
+    with transaction.atomic():
+        hosts = list(
+            SandboxHost.objects.select_for_update()
+            .filter(kind=kind, enabled=True, draining=False, **({"gpu_type": gpu_type} if gpu_type else {}))
+            .order_by("pk")
+        )
+        if not hosts:
+            raise NoCapacity(_no_host_message(kind, gpu_type))
+        load = dict(
+            SandboxLease.objects.filter(host__in=hosts).values("host").annotate(n=Count("pk")).values_list("host", "n")
+        )
+        for host in sorted(hosts, key=lambda h: load.get(h.pk, 0)):
+            if load.get(host.pk, 0) >= host.capacity:
+                continue
+            slot = _free_gpu_slot(host) if kind == SandboxHost.Kind.GPU else None
+            if kind == SandboxHost.Kind.GPU and slot is None:
+                continue
+            try:
+                with transaction.atomic():
+                    return SandboxLease.objects.create(host=host, owner=owner, gpu_slot=slot)
+            except IntegrityError:
+                continue
+        raise NoCapacity(f"Every {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is busy; try again shortly.")
+
+
+def release(owner: str):
+    SandboxLease.objects.filter(owner=owner).delete()
+
+
+def _free_gpu_slot(host: SandboxHost) -> int | None:
+    taken = set(SandboxLease.objects.filter(host=host, gpu_slot__isnull=False).values_list("gpu_slot", flat=True))
+    return next((slot for slot in range(host.gpu_count) if slot not in taken), None)
+
+
+def _gpu_suffix(gpu_type):
+    return f" with {gpu_type} GPUs" if gpu_type else ""
+
+
+def _no_host_message(kind, gpu_type):
+    return f"No enabled {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is configured."

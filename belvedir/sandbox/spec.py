@@ -1,0 +1,57 @@
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+LABEL_MANAGED = "belvedir.managed"
+LABEL_OWNER_KIND = "belvedir.owner.kind"
+LABEL_OWNER_ID = "belvedir.owner.id"
+HOME = "/home/sandbox"
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int
+    cpus: float
+    pids: int
+    # The writable parts of the sandbox are tmpfs mounts whose pages count
+    # against memory_mb, so a disk-filling sandbox hits its own limit, never
+    # the host's disk.
+    home_mb: int = 0
+    tmp_mb: int = 256
+
+    @classmethod
+    def defaults(cls, **overrides) -> "Limits":
+        values = dict(memory_mb=settings.SANDBOX_MEMORY_MB, cpus=settings.SANDBOX_CPUS, pids=settings.SANDBOX_PIDS)
+        values.update(overrides)
+        return cls(**values)
+
+    @property
+    def home_size_mb(self) -> int:
+        return self.home_mb or self.memory_mb
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    device_ids: tuple[str, ...]
+
+
+@dataclass
+class SandboxSpec:
+    """What to launch. The container name is deterministic (`bv-<kind>-<id>`)."""
+
+    owner_kind: str
+    owner_id: str
+    image: str = field(default_factory=lambda: settings.SANDBOX_IMAGE)
+    limits: Limits = field(default_factory=Limits.defaults)
+    network: str = field(default_factory=lambda: settings.SANDBOX_NETWORK)
+    gpu: GpuRequest | None = None
+    workdir: str = HOME
+    user: str = field(default_factory=lambda: settings.SANDBOX_USER)
+
+    @property
+    def name(self) -> str:
+        return f"bv-{self.owner_kind}-{self.owner_id}"
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {LABEL_MANAGED: "1", LABEL_OWNER_KIND: self.owner_kind, LABEL_OWNER_ID: str(self.owner_id)}

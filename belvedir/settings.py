@@ -1,0 +1,230 @@
+"""Belvedir settings.
+
+Every environment variable the platform reads is parsed here, through the
+small typed helpers below, and listed in README.md ("Configuration").
+A value that cannot be parsed falls back to its default and is recorded in
+CONFIG_ERRORS, which the system check `belvedir.E001` reports, so a typo
+surfaces as a named error instead of a traceback at import time.
+"""
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlparse
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+CONFIG_ERRORS: list[str] = []
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    CONFIG_ERRORS.append(f"{name}={raw!r} is not a boolean (use 1/0, true/false).")
+    return default
+
+
+def env_int(name: str, default: int, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        CONFIG_ERRORS.append(f"{name}={raw!r} is not an integer.")
+        return default
+    if minimum is not None and value < minimum:
+        CONFIG_ERRORS.append(f"{name}={value} is below the minimum of {minimum}.")
+        return default
+    return value
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        CONFIG_ERRORS.append(f"{name}={raw!r} is not a number.")
+        return default
+    if value <= 0:
+        CONFIG_ERRORS.append(f"{name}={value} must be positive.")
+        return default
+    return value
+
+
+DEBUG = env_bool("DEBUG", True)
+VAR_DIR = Path(env_str("BELVEDIR_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if key := env_str("SECRET_KEY"):
+        return key
+    if not DEBUG:
+        # Left empty on purpose: check belvedir.E002 says what to do.
+        return ""
+    # Development only: a key generated once and kept, so sessions survive restarts.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "*" if DEBUG else "localhost,127.0.0.1").split(",") if h.strip()]
+
+BELVEDIR_BASE_URL = env_str("BELVEDIR_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+if urlparse(BELVEDIR_BASE_URL).scheme not in {"http", "https"} or not urlparse(BELVEDIR_BASE_URL).netloc:
+    CONFIG_ERRORS.append(f"BELVEDIR_BASE_URL={BELVEDIR_BASE_URL!r} is not an http(s) URL.")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "django_q",
+    "belvedir.core",
+    "belvedir.sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "belvedir.core.middleware.CurrentProjectMiddleware",
+]
+
+ROOT_URLCONF = "belvedir.urls"
+WSGI_APPLICATION = "belvedir.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_default_db = f"sqlite:///{VAR_DIR / 'belvedir.sqlite3'}"
+try:
+    DATABASES = {"default": dj_database_url.parse(env_str("DATABASE_URL", _default_db), conn_max_age=60)}
+except ValueError as exc:
+    CONFIG_ERRORS.append(f"DATABASE_URL cannot be parsed: {exc}")
+    DATABASES = {"default": dj_database_url.parse(_default_db)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
+# Serve straight from the app folders in development and tests; production runs collectstatic.
+WHITENOISE_USE_FINDERS = True
+STATICFILES_DIRS = [BASE_DIR / "belvedir" / "static"]
+MEDIA_ROOT = VAR_DIR / "media"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "belvedir.core.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["belvedir.core.permissions.HasFullScope"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Belvedir API",
+    "DESCRIPTION": "Harness runs, evals, traces and billing. Authenticate with `Authorization: Bearer bv_live_…`.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Queue. Timeouts nest: sandbox deadline < task timeout < retry, because
+# django-q2 re-delivers a task whose `retry` has passed while it still runs.
+SANDBOX_MAX_SECONDS = 3600
+Q_TASK_TIMEOUT = SANDBOX_MAX_SECONDS + 300
+REDIS_URL = env_str("REDIS_URL")
+Q_CLUSTER = {
+    "name": "belvedir",
+    "workers": env_int("Q_WORKERS", 2, minimum=1),
+    "timeout": Q_TASK_TIMEOUT,
+    "retry": Q_TASK_TIMEOUT + 300,
+    "max_attempts": 1,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 1000,
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# Sandboxes: every limit a container gets unless a caller asks for less.
+SANDBOX_IMAGE = env_str("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:bookworm")
+SANDBOX_DOCKER_URL = env_str("DOCKER_HOST", "unix:///var/run/docker.sock")
+SANDBOX_NETWORK = env_str("BELVEDIR_SANDBOX_NETWORK", "none")
+SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
+SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
+SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
+SANDBOX_USER = "1000:1000"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,25 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from belvedir.core import api as core_api
+from belvedir.core import views as core_views
+
+api_v1 = [
+    path("me", core_api.me, name="api-me"),
+]
+
+urlpatterns = [
+    path("", core_views.home, name="home"),
+    path("signup/", core_views.signup, name="signup"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("settings/", core_views.settings_index, name="settings"),
+    path("settings/api-keys/", core_views.api_keys, name="api_keys"),
+    path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+]

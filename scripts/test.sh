@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# `make test`: install and start what the tests need, then run the whole
+# suite against PostgreSQL (a fresh test database) and the real Docker engine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/venv.sh requirements-dev.txt
+scripts/ensure_postgres.sh
+scripts/ensure_docker.sh
+export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
+.venv/bin/python manage.py build_sandbox_image
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,84 @@
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from belvedir.core.actions import create_account
+from belvedir.core.models import ApiKey
+
+
+@pytest.fixture(autouse=True)
+def _fast_hasher(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def owner(db):
+    return create_account(username="alice", password="pw-alice-123", email="alice@example.com")
+
+
+@pytest.fixture
+def outsider(db):
+    return create_account(username="mallory", password="pw-mallory-123")
+
+
+@pytest.fixture
+def project(owner):
+    return owner.memberships.get().project
+
+
+@pytest.fixture
+def outsider_project(outsider):
+    return outsider.memberships.get().project
+
+
+@pytest.fixture
+def api_key(owner, project):
+    return ApiKey.issue(project=project, user=owner, name="test")[1]
+
+
+@pytest.fixture
+def api(api_key):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+    return client
+
+
+@pytest.fixture
+def outsider_api(outsider, outsider_project):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    raw = ApiKey.issue(project=outsider_project, user=outsider, name="outsider")[1]
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@pytest.fixture
+def owner_client(owner):
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def outsider_client(outsider):
+    client = Client()
+    client.force_login(outsider)
+    return client
+
+
+@pytest.fixture
+def docker_url():
+    return settings.SANDBOX_DOCKER_URL
+
+
+@pytest.fixture(autouse=True)
+def _no_sandbox_left_behind(request):
+    """After every Docker test, no container with Belvedir's labels remains."""
+    yield
+    if request.node.get_closest_marker("docker"):
+        from belvedir.sandbox.docker import managed_containers
+
+        assert managed_containers(settings.SANDBOX_DOCKER_URL) == []

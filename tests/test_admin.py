@@ -1,0 +1,39 @@
+import pytest
+from django.contrib import admin
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff_client(owner):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+def test_every_model_admin_lists_searches_and_filters(staff_client, api_key):
+    for model, model_admin in admin.site._registry.items():
+        url = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
+        assert staff_client.get(url).status_code == 200, url
+        if model_admin.search_fields:
+            assert staff_client.get(url, {"q": "x"}).status_code == 200, url
+        if model._meta.app_label not in {"auth", "django_q"}:
+            assert model_admin.list_filter or model_admin.search_fields, f"{url} has neither filters nor search"
+
+
+def test_non_staff_cannot_reach_admin(owner_client):
+    response = owner_client.get("/admin/core/apikey/")
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
+
+
+def test_admin_creates_a_key_and_shows_it_once(staff_client, owner, project):
+    response = staff_client.post(
+        "/admin/core/apikey/add/",
+        {"project": project.pk, "user": owner.pk, "name": "from admin", "scope": "full"},
+        follow=True,
+    )
+    assert b"bv_live_" in response.content

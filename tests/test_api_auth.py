@@ -1,0 +1,94 @@
+import pytest
+from rest_framework.test import APIClient
+
+from belvedir.core.models import ApiKey, hash_key
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(raw):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+def test_it_issues_keys_with_prefix_and_stores_only_a_hash(owner, project):
+    key, raw = ApiKey.issue(project=project, user=owner, name="ci")
+    assert raw.startswith("bv_live_")
+    assert len(raw) - len("bv_live_") >= 32
+    assert key.prefix == raw[: len(key.prefix)] and len(key.prefix) < len(raw)
+    key.refresh_from_db()
+    assert key.key_hash == hash_key(raw)
+    stored = ApiKey.objects.filter(pk=key.pk).values().get()
+    assert raw not in {str(v) for v in stored.values()}
+
+
+def test_it_answers_me_with_a_valid_key(api, owner, project):
+    response = api.get("/api/v1/me")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["user"]["username"] == owner.username
+    assert body["project"] == {"id": project.pk, "name": project.name}
+    assert "balance_cents" in body
+
+
+def test_it_records_last_use(api, owner):
+    api.get("/api/v1/me")
+    assert ApiKey.objects.get(user=owner).last_used_at is not None
+
+
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        ("Bearer bv_live_short", "Malformed"),
+        ("Bearer not-a-key-at-all-not-a-key-at-all-xx", "Malformed"),
+        ("Bearer bv_live_" + "A" * 43, "Unknown"),
+        ("Bearer ", "Malformed"),
+    ],
+)
+def test_it_refuses_bad_keys_with_json_401(header, message):
+    client = APIClient()
+    response = client.get("/api/v1/me", HTTP_AUTHORIZATION=header)
+    assert response.status_code == 401
+    assert response["Content-Type"].startswith("application/json")
+    assert message in response.json()["detail"]
+    assert response["WWW-Authenticate"] == "Bearer"
+
+
+def test_it_refuses_a_missing_key():
+    response = APIClient().get("/api/v1/me")
+    assert response.status_code == 401
+    assert response.json()["detail"]
+
+
+def test_it_refuses_a_revoked_key(owner, project):
+    key, raw = ApiKey.issue(project=project, user=owner, name="old")
+    assert bearer(raw).get("/api/v1/me").status_code == 200
+    key.revoke()
+    response = bearer(raw).get("/api/v1/me")
+    assert response.status_code == 401
+    assert "revoked" in response.json()["detail"]
+
+
+def test_it_refuses_an_ingest_key_outside_ingest(owner, project):
+    _, raw = ApiKey.issue(project=project, user=owner, name="run", scope=ApiKey.Scope.INGEST)
+    response = bearer(raw).get("/api/v1/me")
+    assert response.status_code == 403
+    assert "ingest" in response.json()["detail"]
+
+
+def test_it_refuses_a_disabled_users_key(owner, project, api):
+    owner.is_active = False
+    owner.save()
+    assert api.get("/api/v1/me").status_code == 401
+
+
+def test_it_serves_the_openapi_schema_and_its_page(owner_client):
+    schema = owner_client.get("/api/schema/")
+    assert schema.status_code == 200
+    assert b"/api/v1/me" in schema.content
+    page = owner_client.get("/api/docs/")
+    assert page.status_code == 200
+    assert b"swagger" in page.content.lower()
+    # The UI's assets are served locally, never from a CDN.
+    assert b"cdn" not in page.content.lower()

@@ -1,0 +1,53 @@
+import pytest
+from django.core.checks import run_checks
+
+from belvedir import settings as settings_module
+
+
+def ids(settings):
+    return {message.id for message in run_checks()}
+
+
+def test_it_reports_unparseable_environment_values(settings):
+    settings.CONFIG_ERRORS = ["BELVEDIR_SANDBOX_MEMORY_MB='lots' is not an integer."]
+    messages = [m for m in run_checks() if m.id == "belvedir.E001"]
+    assert messages and "lots" in messages[0].msg
+
+
+def test_it_requires_a_secret_key_outside_debug(settings):
+    settings.SECRET_KEY = ""
+    assert "belvedir.E002" in ids(settings)
+
+
+def test_it_reports_a_bad_docker_url(settings):
+    settings.SANDBOX_DOCKER_URL = "docker.example"
+    assert "belvedir.E003" in ids(settings)
+
+
+def test_it_warns_about_bridge_networking(settings):
+    settings.SANDBOX_NETWORK = "bridge"
+    assert "belvedir.W001" in ids(settings)
+
+
+def test_a_clean_configuration_has_no_belvedir_messages(settings):
+    assert not {i for i in ids(settings) if i.startswith("belvedir.")}
+
+
+@pytest.mark.parametrize(
+    "helper, raw, default, expected, error",
+    [
+        (settings_module.env_int, "12", 3, 12, False),
+        (settings_module.env_int, "twelve", 3, 3, True),
+        (settings_module.env_int, "-1", 3, 3, True),
+        (settings_module.env_bool, "yes", False, True, False),
+        (settings_module.env_bool, "maybe", False, False, True),
+        (settings_module.env_float, "0.5", 1.0, 0.5, False),
+        (settings_module.env_float, "x", 1.0, 1.0, True),
+    ],
+)
+def test_env_helpers_parse_or_record_an_error(monkeypatch, helper, raw, default, expected, error):
+    monkeypatch.setenv("BV_TEST_VALUE", raw)
+    monkeypatch.setattr(settings_module, "CONFIG_ERRORS", [])
+    kwargs = {"minimum": 0} if helper is settings_module.env_int else {}
+    assert helper("BV_TEST_VALUE", default, **kwargs) == expected
+    assert bool(settings_module.CONFIG_ERRORS) is error

@@ -1,0 +1,156 @@
+"""The sandbox driver against the real Docker engine (never skipped)."""
+
+import socket
+import subprocess
+import time
+
+import pytest
+
+from belvedir.sandbox import docker as sandbox_docker
+from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.errors import (
+    DockerUnavailable,
+    ImageMissing,
+    SandboxFileMissing,
+    SandboxFileTooLarge,
+    SandboxOutOfMemory,
+    SandboxTimeout,
+)
+from belvedir.sandbox.spec import Limits, SandboxSpec
+
+pytestmark = pytest.mark.docker
+
+
+def spec(name="t", **kwargs):
+    return SandboxSpec(owner_kind="test", owner_id=name, **kwargs)
+
+
+def test_it_reports_exit_codes_and_output(docker_url):
+    with Sandbox(spec(), docker_url) as box:
+        ok = box.exec("echo hello; echo oops >&2", timeout=30)
+        assert ok.exit_code == 0
+        assert "hello" in ok.output and "oops" in ok.output
+        assert box.exec("exit 7", timeout=30).exit_code == 7
+
+
+def test_it_passes_env_to_the_command(docker_url):
+    with Sandbox(spec(), docker_url) as box:
+        result = box.exec('printf "%s" "$SECRET_TOKEN"', env={"SECRET_TOKEN": "s3cr3t"}, timeout=30)
+    assert result.output == "s3cr3t"
+
+
+def test_it_kills_a_command_past_its_deadline(docker_url):
+    started = time.monotonic()
+    with Sandbox(spec(), docker_url) as box:
+        with pytest.raises(SandboxTimeout) as caught:
+            box.exec("echo started; sleep 600", timeout=2)
+    assert time.monotonic() - started < 30
+    assert "started" in caught.value.output
+    assert "2 s" in caught.value.message
+
+
+def test_it_reports_out_of_memory(docker_url):
+    with Sandbox(spec(limits=Limits.defaults(memory_mb=64)), docker_url) as box:
+        with pytest.raises(SandboxOutOfMemory, match="64 MB"):
+            box.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'", timeout=60)
+
+
+def test_it_contains_a_fork_bomb_while_the_host_stays_responsive(docker_url):
+    with Sandbox(spec(limits=Limits.defaults(pids=64)), docker_url) as box:
+        # The bomb runs in the background so this exec returns; it is bounded
+        # by the pids limit and killed with the sandbox.
+        box.exec("(bomb() { bomb | bomb & }; bomb) >/dev/null 2>&1 & sleep 3; echo survived", timeout=30)
+        started = time.monotonic()
+        subprocess.run(["true"], check=True)
+        assert subprocess.run(["python3", "-c", "print(1)"], capture_output=True, timeout=20).stdout == b"1\n"
+        assert time.monotonic() - started < 10
+        count = box.exec("ls /proc | grep -c '^[0-9]'", timeout=30)
+        # Whatever the bomb did, the sandbox never held more than its limit.
+        assert count.exit_code != 0 or int(count.output.strip() or 0) <= 64
+
+
+def test_network_none_cannot_reach_the_host(docker_url):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    try:
+        with Sandbox(spec(network="none"), docker_url) as box:
+            script = (
+                "import socket\n"
+                "try:\n"
+                f"    socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')\n"
+                "except OSError as e:\n"
+                "    print('REFUSED', e)\n"
+            )
+            result = box.exec(["python3", "-c", script], timeout=30)
+    finally:
+        listener.close()
+    assert "REFUSED" in result.output
+    assert "CONNECTED" not in result.output
+
+
+def test_it_runs_unprivileged_and_locked_down(docker_url):
+    with Sandbox(spec(), docker_url) as box:
+        ids = box.exec("id -u; id -g", timeout=30).output.split()
+        status = box.exec("grep -E '^(CapEff|NoNewPrivs)' /proc/self/status", timeout=30).output
+        docker_sock = box.exec("test -e /var/run/docker.sock && echo present || echo absent", timeout=30).output
+        readonly = box.exec("touch /usr/evil 2>&1 || echo denied", timeout=30).output
+    assert ids == ["1000", "1000"]
+    assert "CapEff:\t0000000000000000" in status
+    assert "NoNewPrivs:\t1" in status
+    assert docker_sock.strip() == "absent"
+    assert "denied" in readonly
+
+
+def test_disk_writes_are_bounded_by_the_sandbox_not_the_host(docker_url):
+    with Sandbox(spec(limits=Limits.defaults(memory_mb=256, home_mb=32)), docker_url) as box:
+        result = box.exec("dd if=/dev/zero of=$HOME/fill bs=1M count=200 2>&1; echo exit=$?", timeout=60)
+    assert "No space left on device" in result.output
+
+
+def test_it_places_and_reads_back_files(docker_url):
+    with Sandbox(spec(), docker_url) as box:
+        box.put_files("/home/sandbox/work", {"tasks.txt": b"task one\n", "sub/dir.txt": b"x"})
+        assert box.exec("cat work/tasks.txt; stat -c %u work/tasks.txt", timeout=30).output == "task one\n1000\n"
+        box.exec("echo '{\"score\": 1}' > results.json", timeout=30)
+        assert box.read_file("/home/sandbox/results.json", 1024) == b'{"score": 1}\n'
+        with pytest.raises(SandboxFileMissing):
+            box.read_file("/home/sandbox/nope.json", 1024)
+        box.exec("head -c 2048 /dev/zero > big", timeout=30)
+        with pytest.raises(SandboxFileTooLarge):
+            box.read_file("/home/sandbox/big", 1024)
+
+
+def test_it_keeps_only_the_tail_of_a_flood(docker_url):
+    with Sandbox(spec(), docker_url) as box:
+        result = box.exec("head -c 50000000 /dev/zero | tr '\\0' 'x'; echo; echo THE-END", timeout=60, tail_bytes=1000)
+    assert len(result.output.encode()) <= 1000
+    assert result.output.rstrip().endswith("THE-END")
+
+
+def test_it_names_a_missing_image(docker_url):
+    with pytest.raises(ImageMissing, match="build_sandbox_image"):
+        with Sandbox(spec(image="belvedir-no-such-image:latest"), docker_url):
+            pass
+
+
+def test_it_names_an_unreachable_engine():
+    with pytest.raises(DockerUnavailable, match="unreachable"):
+        with Sandbox(spec(), "unix:///tmp/no-docker-here.sock"):
+            pass
+
+
+def test_it_replaces_a_stale_container_of_the_same_name(docker_url):
+    first = Sandbox(spec("stale"), docker_url).__enter__()
+    first.client.close()
+    first.client = None  # simulate a worker that died without cleaning up
+    with Sandbox(spec("stale"), docker_url) as box:
+        assert box.exec("echo fresh", timeout=30).output == "fresh\n"
+    assert not [c for c in sandbox_docker.managed_containers(docker_url) if c["name"] == "bv-test-stale"]
+
+
+def test_it_labels_its_containers_for_the_reaper(docker_url):
+    with Sandbox(spec("labelled"), docker_url):
+        found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == "bv-test-labelled"]
+    assert found and found[0]["owner_id"] == "labelled"
