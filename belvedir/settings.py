@@ -105,6 +105,7 @@ INSTALLED_APPS = [
     "django_q",
     "belvedir.core",
     "belvedir.sandbox",
+    "billing",
 ]
 
 MIDDLEWARE = [
@@ -220,6 +221,29 @@ SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
 SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
 SANDBOX_USER = "1000:1000"
+
+# Billing. Prices and limits in integer cents.
+RUN_PRICE_CPU_CENTS = env_int("BELVEDIR_RUN_PRICE_CPU_CENTS", 50, minimum=0)
+RUN_PRICE_GPU_CENTS = env_int("BELVEDIR_RUN_PRICE_GPU_CENTS", 500, minimum=0)
+TOPUP_PRESETS_CENTS = [1000, 2500, 10000]
+TOPUP_MIN_CENTS = 500
+TOPUP_MAX_CENTS = 100_000
+COUPON_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_COUPON_ATTEMPTS_PER_MINUTE", 10, minimum=1)
+STRIPE_SECRET_KEY = env_str("STRIPE_SECRET_KEY")
+STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
+# Only tests and local fakes set this; the library's default is Stripe's API.
+STRIPE_API_BASE = env_str("STRIPE_API_BASE")
+STRIPE_CURRENCY = "usd"
+
+# Rate-limit counters must be shared by every web process: Redis when there
+# is one, otherwise the database (a process-local cache would multiply limits).
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "belvedir_cache"}
+    )
+}
 
 LOGGING = {
     "version": 1,

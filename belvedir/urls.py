@@ -4,10 +4,13 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from belvedir.core import api as core_api
+from billing import api as billing_api
 from belvedir.core import views as core_views
 
 api_v1 = [
     path("me", core_api.me, name="api-me"),
+    path("balance", billing_api.balance, name="api-balance"),
+    path("coupons/redeem", billing_api.redeem, name="api-coupon-redeem"),
 ]
 
 urlpatterns = [
@@ -18,6 +21,7 @@ urlpatterns = [
     path("settings/", core_views.settings_index, name="settings"),
     path("settings/api-keys/", core_views.api_keys, name="api_keys"),
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
+    path("", include("billing.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -24,3 +24,10 @@ def test_it_hides_another_projects_key_from_the_dashboard(outsider_client, owner
 
 def test_it_lists_only_the_users_own_keys(outsider_client, owners_key):
     assert owners_key.prefix.encode() not in outsider_client.get("/settings/api-keys/").content
+
+
+def test_it_hides_another_projects_top_up(outsider_client, project, owner):
+    from billing.models import Account, TopUp
+
+    topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000, created_by=owner)
+    assert outsider_client.get(f"/settings/balance/topups/{topup.pk}/").status_code == 404

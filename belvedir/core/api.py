@@ -3,6 +3,8 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from billing.models import Account
+
 from .permissions import request_project
 
 MeSerializer = inline_serializer(
@@ -21,7 +23,7 @@ MeSerializer = inline_serializer(
 def me(request):
     """The key's user and project, and the project's balance."""
     project = request_project(request)
-    cents = 0  # billing replaces this with the account balance
+    cents = Account.balance_for(project)
     return Response(
         {
             "user": {"id": request.user.pk, "username": request.user.username, "email": request.user.email},

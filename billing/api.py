@@ -1,0 +1,67 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view, throttle_classes
+from rest_framework.response import Response
+
+from belvedir.core.permissions import request_project
+
+from .actions import redeem_coupon
+from .errors import BillingError
+from .models import Account, LedgerEntry
+from .throttle import CouponThrottle
+
+RECENT_ENTRIES = 20
+
+
+class LedgerEntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LedgerEntry
+        fields = ["id", "kind", "amount_cents", "balance_after_cents", "reference", "memo", "created_at"]
+
+
+class BalanceSerializer(serializers.Serializer):
+    balance_cents = serializers.IntegerField()
+    balance = serializers.CharField()
+    entries = LedgerEntrySerializer(many=True)
+
+
+class RedeemSerializer(serializers.Serializer):
+    code = serializers.CharField(max_length=60)
+
+
+class RedeemResultSerializer(serializers.Serializer):
+    credited_cents = serializers.IntegerField()
+    balance_cents = serializers.IntegerField()
+    balance = serializers.CharField()
+
+
+@extend_schema(responses=BalanceSerializer)
+@api_view(["GET"])
+def balance(request):
+    """The project's balance and its most recent ledger entries."""
+    account = Account.for_project(request_project(request))
+    entries = LedgerEntry.objects.filter(account=account)[:RECENT_ENTRIES]
+    return Response(
+        {
+            "balance_cents": account.balance_cents,
+            "balance": f"{account.balance_cents / 100:.2f}",
+            "entries": LedgerEntrySerializer(entries, many=True).data,
+        }
+    )
+
+
+@extend_schema(request=RedeemSerializer, responses={200: RedeemResultSerializer})
+@api_view(["POST"])
+@throttle_classes([CouponThrottle])
+def redeem(request):
+    """Redeem a coupon code for this project; 400 with the reason when it cannot be."""
+    payload = RedeemSerializer(data=request.data)
+    payload.is_valid(raise_exception=True)
+    account = Account.for_project(request_project(request))
+    try:
+        entry = redeem_coupon(account, payload.validated_data["code"], request.user)
+    except BillingError as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    return Response(
+        {"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": f"{entry.balance_after_cents / 100:.2f}"}
+    )

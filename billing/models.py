@@ -1,0 +1,177 @@
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from belvedir.core.models import ProjectScopedQuerySet
+
+
+class AccountQuerySet(ProjectScopedQuerySet):
+    pass
+
+
+class Account(models.Model):
+    """A project's prepaid balance. `balance_cents` caches the ledger's sum."""
+
+    project = models.OneToOneField("core.Project", on_delete=models.CASCADE, related_name="account")
+    balance_cents = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = AccountQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(balance_cents__gte=0), name="balance_never_negative")]
+
+    def __str__(self):
+        return f"{self.project} ({self.balance_cents / 100:.2f} USD)"
+
+    @classmethod
+    def for_project(cls, project) -> "Account":
+        return cls.objects.get_or_create(project=project)[0]
+
+    @classmethod
+    def balance_for(cls, project) -> int:
+        return cls.objects.filter(project=project).values_list("balance_cents", flat=True).first() or 0
+
+
+class LedgerEntryQuerySet(ProjectScopedQuerySet):
+    project_path = "account__project"
+
+
+class LedgerEntry(models.Model):
+    """An append-only record of one balance change; never edited or deleted.
+
+    The unique (kind, reference) constraint is what makes a charge, refund,
+    redemption or Stripe credit happen at most once, even when requests race.
+    """
+
+    class Kind(models.TextChoices):
+        TOPUP = "topup", "Top-up"
+        COUPON = "coupon", "Coupon"
+        RUN_CHARGE = "run_charge", "Run charge"
+        REFUND = "refund", "Refund"
+        ADJUSTMENT = "adjustment", "Adjustment"
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="entries")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    amount_cents = models.BigIntegerField()
+    balance_after_cents = models.BigIntegerField()
+    reference = models.CharField(max_length=255)
+    memo = models.CharField(max_length=500, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    objects = LedgerEntryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        verbose_name_plural = "ledger entries"
+        constraints = [models.UniqueConstraint(fields=["kind", "reference"], name="ledger_once_per_kind_reference")]
+
+    def __str__(self):
+        return f"{self.kind} {self.amount_cents:+d}¢ ({self.reference})"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("Ledger entries are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Ledger entries are append-only.")
+
+
+class Coupon(models.Model):
+    code = models.CharField(max_length=40, unique=True, help_text="Stored upper-case; redemption ignores case and spaces.")
+    amount_cents = models.PositiveIntegerField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_redemptions = models.PositiveIntegerField(default=1, help_text="Total redemptions across all accounts.")
+    redemption_count = models.PositiveIntegerField(default=0, editable=False)
+    batch = models.ForeignKey("CouponBatch", null=True, blank=True, on_delete=models.SET_NULL, related_name="coupons")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.code
+
+    def save(self, *args, **kwargs):
+        self.code = normalize_code(self.code)
+        super().save(*args, **kwargs)
+
+
+class CouponBatch(models.Model):
+    name = models.CharField(max_length=100)
+    count = models.PositiveIntegerField()
+    amount_cents = models.PositiveIntegerField()
+    expires_at = models.DateTimeField(null=True, blank=True)
+    max_redemptions = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "coupon batches"
+
+    def __str__(self):
+        return f"{self.name} ({self.count} × {self.amount_cents / 100:.2f})"
+
+
+class CouponRedemption(models.Model):
+    coupon = models.ForeignKey(Coupon, on_delete=models.PROTECT, related_name="redemptions")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="redemptions")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["coupon", "account"], name="one_redemption_per_account")]
+
+    def __str__(self):
+        return f"{self.coupon} by {self.account}"
+
+
+class TopUpQuerySet(ProjectScopedQuerySet):
+    project_path = "account__project"
+
+
+class TopUp(models.Model):
+    """A Stripe Checkout Session we created; credited once Stripe says it is paid."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        PAID = "paid"
+
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="topups")
+    amount_cents = models.PositiveIntegerField()
+    checkout_session_id = models.CharField(max_length=255, unique=True, null=True, blank=True)
+    checkout_url = models.URLField(max_length=2000, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TopUpQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.amount_cents / 100:.2f} for {self.account} ({self.status})"
+
+
+class StripeEvent(models.Model):
+    """Every webhook event, once, by Stripe's event id."""
+
+    event_id = models.CharField(max_length=255, unique=True)
+    type = models.CharField(max_length=100)
+    payload = models.JSONField()
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at"]
+
+    def __str__(self):
+        return f"{self.event_id} {self.type}"
+
+
+def normalize_code(code: str) -> str:
+    return "".join(str(code).split()).upper()

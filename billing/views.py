@@ -1,0 +1,108 @@
+import logging
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from . import stripe_client
+from .actions import handle_stripe_event, redeem_coupon, start_topup
+from .errors import BillingError
+from .forms import RedeemForm, TopUpForm
+from .models import Account, LedgerEntry, TopUp
+from .throttle import allow_coupon_attempt
+
+logger = logging.getLogger(__name__)
+HTMX_STOP_POLLING = 286
+
+
+@login_required
+def balance(request):
+    account = Account.for_project(request.project)
+    entries = Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "billing/balance.html",
+        {
+            "account": account,
+            "entries": entries,
+            "redeem_form": RedeemForm(),
+            "topup_form": TopUpForm(),
+            "presets": settings.TOPUP_PRESETS_CENTS,
+            "stripe_configured": stripe_client.configured(),
+            "prices": {"cpu": settings.RUN_PRICE_CPU_CENTS, "gpu": settings.RUN_PRICE_GPU_CENTS},
+        },
+    )
+
+
+@login_required
+@require_POST
+def redeem(request):
+    form = RedeemForm(request.POST)
+    account = Account.for_project(request.project)
+    ok, message = False, ""
+    if not allow_coupon_attempt(request.user):
+        message = "Too many attempts. Wait a minute and try again."
+    elif not form.is_valid():
+        message = "Enter a coupon code."
+    else:
+        try:
+            entry = redeem_coupon(account, form.cleaned_data["code"], request.user)
+            ok, message = True, f"Coupon applied: ${entry.amount_cents / 100:.2f} added."
+            account.refresh_from_db()
+        except BillingError as exc:
+            message = str(exc)
+    if request.htmx:
+        return render(request, "billing/_redeem_result.html", {"ok": ok, "message": message, "account": account})
+    messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, message)
+    return redirect("billing:balance")
+
+
+@login_required
+@require_POST
+def topup(request):
+    form = TopUpForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, form.errors["amount"][0])
+        return redirect("billing:balance")
+    try:
+        created = start_topup(
+            Account.for_project(request.project),
+            form.cleaned_data["amount"],
+            request.user,
+            return_url_for=lambda t: request.build_absolute_uri(reverse("billing:topup_status", args=[t.pk])),
+        )
+    except (BillingError, stripe_client.StripeUnavailable) as exc:
+        messages.error(request, str(exc))
+        return redirect("billing:balance")
+    return redirect(created.checkout_url)
+
+
+@login_required
+def topup_status(request, pk):
+    topup = get_object_or_404(TopUp.objects.for_user(request.user), pk=pk)
+    context = {"topup": topup, "account": topup.account}
+    if request.htmx:
+        response = render(request, "billing/_topup_status.html", context)
+        if topup.status == TopUp.Status.PAID:
+            response.status_code = HTMX_STOP_POLLING
+        return response
+    return render(request, "billing/topup_status.html", context)
+
+
+@csrf_exempt
+@require_POST
+def stripe_webhook(request):
+    try:
+        event = stripe_client.parse_webhook(request.body, request.headers.get("Stripe-Signature", ""))
+    except stripe_client.InvalidWebhook as exc:
+        logger.warning("rejected Stripe webhook: %s", exc)
+        return HttpResponseBadRequest("Invalid signature.")
+    outcome = handle_stripe_event(event)
+    logger.info("Stripe event %s (%s): %s", event.get("id"), event.get("type"), outcome)
+    return HttpResponse(outcome)

@@ -1,0 +1,150 @@
+from dataclasses import dataclass
+
+import pytest
+from django.core.management import call_command
+
+from billing.actions import charge_for_run, grant_credit, post_entry, refund_run
+from billing.errors import InsufficientBalance
+from billing.models import Account, LedgerEntry
+
+from .concurrency import run_concurrently
+
+
+@dataclass
+class FakeRun:
+    """Stands in for a harness run: what billing reads from one."""
+
+    pk: int
+    project: object
+    created_by: object
+    compute_type: str = "cpu"
+    price_cents: int = 50
+
+
+def fund(project, cents):
+    account = Account.for_project(project)
+    post_entry(account, kind="adjustment", amount_cents=cents, reference=f"test-fund:{project.pk}:{cents}", memo="test")
+    return account
+
+
+@pytest.mark.django_db
+def test_a_charge_moves_the_balance_through_one_entry(project, owner):
+    account = fund(project, 100)
+    entry = charge_for_run(FakeRun(1, project, owner))
+    account.refresh_from_db()
+    assert account.balance_cents == 50
+    assert (entry.kind, entry.amount_cents, entry.balance_after_cents, entry.reference) == ("run_charge", -50, 50, "run:1")
+    assert entry.user == owner
+
+
+@pytest.mark.django_db
+def test_insufficient_balance_names_balance_and_price_and_changes_nothing(project, owner):
+    fund(project, 30)
+    with pytest.raises(InsufficientBalance, match=r"\$0.30 available, \$0.50 needed"):
+        charge_for_run(FakeRun(1, project, owner))
+    assert Account.balance_for(project) == 30
+    assert not LedgerEntry.objects.filter(kind="run_charge").exists()
+
+
+@pytest.mark.django_db
+def test_charging_the_same_run_twice_charges_once(project, owner):
+    fund(project, 100)
+    run = FakeRun(7, project, owner)
+    charge_for_run(run)
+    charge_for_run(run)
+    assert Account.balance_for(project) == 50
+
+
+@pytest.mark.django_db
+def test_refunds_are_idempotent(project, owner):
+    fund(project, 100)
+    run = FakeRun(3, project, owner, compute_type="gpu", price_cents=100)
+    charge_for_run(run)
+    assert Account.balance_for(project) == 0
+    first = refund_run(run, "sandbox failed to launch")
+    second = refund_run(run, "again")
+    assert first.pk == second.pk
+    assert Account.balance_for(project) == 100
+    assert LedgerEntry.objects.filter(kind="refund").count() == 1
+
+
+@pytest.mark.django_db
+def test_refunding_an_uncharged_run_does_nothing(project, owner):
+    assert refund_run(FakeRun(99, project, owner), "x") is None
+
+
+@pytest.mark.django_db
+def test_entries_are_append_only(project):
+    fund(project, 10)
+    entry = LedgerEntry.objects.get()
+    entry.memo = "changed"
+    with pytest.raises(ValueError, match="append-only"):
+        entry.save()
+    with pytest.raises(ValueError, match="append-only"):
+        entry.delete()
+
+
+@pytest.mark.django_db
+def test_grant_credit_needs_a_memo(project, owner):
+    account = Account.for_project(project)
+    with pytest.raises(ValueError, match="memo"):
+        grant_credit(account, 500, " ", owner)
+    grant_credit(account, 500, "goodwill", owner)
+    assert Account.balance_for(project) == 500
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_charges_against_ten_runs_of_balance(project, owner):
+    fund(project, 500)
+    results = run_concurrently(lambda i: charge_for_run(FakeRun(1000 + i, project, owner)), 20)
+    succeeded = [r for r in results if isinstance(r, LedgerEntry)]
+    refused = [r for r in results if isinstance(r, InsufficientBalance)]
+    assert len(succeeded) == 10 and len(refused) == 10
+    assert Account.balance_for(project) == 0
+    balances = sorted(e.balance_after_cents for e in succeeded)
+    assert balances == list(range(0, 500, 50))
+
+
+@pytest.mark.django_db
+def test_me_reports_the_balance(api, project):
+    fund(project, 1234)
+    body = api.get("/api/v1/me").json()
+    assert body["balance_cents"] == 1234 and body["balance"] == "12.34"
+
+
+@pytest.mark.django_db
+def test_balance_api_lists_recent_entries(api, project, outsider_project):
+    fund(project, 700)
+    fund(outsider_project, 900)
+    body = api.get("/api/v1/balance").json()
+    assert body["balance_cents"] == 700
+    assert [e["amount_cents"] for e in body["entries"]] == [700]
+
+
+@pytest.mark.django_db
+def test_balance_page_shows_balance_and_ledger(owner_client, project):
+    fund(project, 2500)
+    page = owner_client.get("/settings/balance/").content.decode()
+    assert "$25.00" in page
+    assert "Adjustment" in page
+    assert "not configured" in page  # STRIPE_SECRET_KEY is unset in tests
+
+
+@pytest.mark.django_db
+def test_admin_grant_credit_action(owner, project):
+    from django.test import Client
+
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    client = Client()
+    client.force_login(owner)
+    account = Account.for_project(project)
+    response = client.post(
+        "/admin/billing/account/",
+        {"action": "grant_credit_action", "_selected_action": [account.pk], "apply": "1", "amount": "12.50", "memo": "support"},
+    )
+    assert response.status_code == 302
+    entry = LedgerEntry.objects.get(kind="adjustment")
+    assert (entry.amount_cents, entry.memo, entry.user) == (1250, "support", owner)
+    assert client.get(f"/admin/billing/ledgerentry/{entry.pk}/change/").status_code == 200
+    assert client.post(f"/admin/billing/ledgerentry/{entry.pk}/delete/").status_code == 403
