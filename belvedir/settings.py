@@ -106,6 +106,7 @@ INSTALLED_APPS = [
     "belvedir.core",
     "belvedir.sandbox",
     "billing",
+    "harnesses",
 ]
 
 MIDDLEWARE = [
@@ -221,6 +222,20 @@ SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
 SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
 SANDBOX_USER = "1000:1000"
+
+# Harness runs.
+PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "belvedir-harnesses")
+# Local paths and file:// URLs would let a user clone whatever sits on the
+# worker host: development and tests only.
+HARNESS_ALLOW_LOCAL_REPOS = env_bool("BELVEDIR_ALLOW_LOCAL_REPOS", False)
+HARNESS_SANDBOX_NETWORK = env_str("BELVEDIR_HARNESS_NETWORK", SANDBOX_NETWORK)
+HARNESS_LOG_TAIL_BYTES = 16 * 1024
+HARNESS_RESULTS_MAX_BYTES = 256 * 1024
+HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, minimum=5)
+# The worker beats every HEARTBEAT seconds; a run silent for STALE seconds
+# lost its worker and is reaped.
+HARNESS_HEARTBEAT_SECONDS = 2.0
+HARNESS_STALE_SECONDS = env_int("BELVEDIR_RUN_STALE_SECONDS", 30, minimum=5)
 
 # Billing. Prices and limits in integer cents.
 RUN_PRICE_CPU_CENTS = env_int("BELVEDIR_RUN_PRICE_CPU_CENTS", 50, minimum=0)

@@ -4,13 +4,22 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from belvedir.core import api as core_api
+from rest_framework.routers import SimpleRouter
+
 from billing import api as billing_api
+from harnesses import api as harnesses_api
+
+router = SimpleRouter(trailing_slash=False)
+router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
+router.register("runs", harnesses_api.RunViewSet, basename="run")
+router.register("presets", harnesses_api.PresetViewSet, basename="preset")
 from belvedir.core import views as core_views
 
 api_v1 = [
     path("me", core_api.me, name="api-me"),
     path("balance", billing_api.balance, name="api-balance"),
     path("coupons/redeem", billing_api.redeem, name="api-coupon-redeem"),
+    *router.urls,
 ]
 
 urlpatterns = [
@@ -22,6 +31,7 @@ urlpatterns = [
     path("settings/api-keys/", core_views.api_keys, name="api_keys"),
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
     path("", include("billing.urls")),
+    path("", include("harnesses.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

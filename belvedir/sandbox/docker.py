@@ -25,6 +25,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import docker
@@ -40,6 +41,7 @@ from .errors import (
     SandboxFileMissing,
     SandboxFileTooLarge,
     SandboxOutOfMemory,
+    SandboxPlatformError,
     SandboxTimeout,
 )
 from .output import TailBuffer
@@ -168,10 +170,11 @@ class Sandbox:
         argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
         api = self.client.api
         started = time.monotonic()
-        exec_id = api.exec_create(
-            self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=self.spec.user
-        )["Id"]
-        stream = api.exec_start(exec_id, stream=True)
+        with engine_errors("start a command"):
+            exec_id = api.exec_create(
+                self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=self.spec.user
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True)
         tail = TailBuffer(tail_bytes)
 
         def pump():
@@ -190,7 +193,8 @@ class Sandbox:
             self.kill()
             reader.join(10)
             raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
-        exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        with engine_errors("finish a command"):
+            exit_code = api.exec_inspect(exec_id)["ExitCode"]
         output = tail.text()
         if exit_code != 0 and self._new_oom_kill():
             raise SandboxOutOfMemory(
@@ -214,6 +218,10 @@ class Sandbox:
         Docker's own archive API writes beneath tmpfs mounts, not into them,
         so the tar goes in as a stream instead.
         """
+        with engine_errors("place files"):
+            self._put_archive(directory, chunks)
+
+    def _put_archive(self, directory: str, chunks: Iterable[bytes]):
         api = self.client.api
         command = f"mkdir -p {shlex.quote(directory)} && tar -x --no-same-owner -C {shlex.quote(directory)}"
         exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=self.spec.user)["Id"]
@@ -236,7 +244,8 @@ class Sandbox:
 
     def read_file(self, path: str, max_bytes: int) -> bytes:
         """A file's content; SandboxFileMissing or SandboxFileTooLarge otherwise."""
-        result = self._exec_bytes(["sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
+        with engine_errors("read a file"):
+            result = self._exec_bytes(["sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
         if result is None:
             raise SandboxFileMissing(f"{path} was not written.")
         if len(result) > max_bytes:
@@ -267,6 +276,15 @@ class Sandbox:
         count = sum(int(line.split()[1]) for line in output.decode().splitlines() if line.startswith("oom_kill "))
         seen, self._oom_kills = self._oom_kills, count
         return count > seen
+
+
+@contextmanager
+def engine_errors(doing: str):
+    """Docker failing under a running sandbox is the platform's fault: say so by name."""
+    try:
+        yield
+    except (docker_errors.DockerException, requests.RequestException) as exc:
+        raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
 
 
 def _drain(raw) -> bytes:

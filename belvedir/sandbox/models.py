@@ -13,6 +13,9 @@ class SandboxHost(models.Model):
     kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.CPU)
     gpu_type = models.CharField(max_length=40, default="A10G", blank=True)
     gpu_count = models.PositiveIntegerField(default=0, help_text="GPUs on a GPU host, tracked as slots 0..n-1.")
+    gpu_device_requests = models.BooleanField(
+        default=True, help_text="Give GPU sandboxes a Docker device request. Off only to test GPU harnesses on a CPU engine."
+    )
     capacity = models.PositiveIntegerField(default=4, help_text="Sandboxes this host runs at once.")
     enabled = models.BooleanField(default=True)
     draining = models.BooleanField(default=False, help_text="Finish running sandboxes, take no new ones.")

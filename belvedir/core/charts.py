@@ -1,0 +1,54 @@
+"""Small server-rendered SVG charts: no JavaScript, no CDN, readable without JS."""
+
+from dataclasses import dataclass
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+PALETTE = ["#3b5bdb", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#f59f00", "#c92a2a", "#5c940d"]
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[tuple[str, float]]  # (label shown on hover, value)
+
+
+def line_chart(series: list[Series], *, width=720, height=220, y_label="score") -> SafeString:
+    values = [v for s in series for _, v in s.points]
+    if not values:
+        return mark_safe('<p class="muted">No scores yet: the chart appears after the first scored run.</p>')
+    low, high = min(values + [0.0]), max(values)
+    if high == low:
+        high = low + 1
+    pad, longest = 36, max(len(s.points) for s in series)
+
+    def x(i):
+        return pad + (width - 2 * pad) * (i / max(longest - 1, 1))
+
+    def y(v):
+        return height - pad - (height - 2 * pad) * ((v - low) / (high - low))
+
+    parts = [
+        format_html('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#e4e7ec"/>', pad, f"{y(level):.1f}", width - pad, f"{y(level):.1f}")
+        for level in (low, (low + high) / 2, high)
+    ]
+    parts += [
+        format_html('<text x="4" y="{}" font-size="11" fill="#667085">{}</text>', f"{y(level) + 4:.1f}", f"{level:.3g}")
+        for level in (low, (low + high) / 2, high)
+    ]
+    legend = []
+    for n, s in enumerate(series):
+        color = PALETTE[n % len(PALETTE)]
+        coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, (_, v) in enumerate(s.points))
+        parts.append(format_html('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>', color, coords))
+        parts += [
+            format_html('<circle cx="{}" cy="{}" r="3.5" fill="{}"><title>{}: {}</title></circle>', f"{x(i):.1f}", f"{y(v):.1f}", color, label, f"{v:.4g}")
+            for i, (label, v) in enumerate(s.points)
+        ]
+        legend.append((color, s.name))
+    legend_html = format_html_join(" ", '<span class="legend"><i style="background:{}"></i>{}</span>', legend) if len(series) > 1 else ""
+    return format_html(
+        '<figure class="chart"><svg viewBox="0 0 {} {}" role="img" aria-label="{} over time">{}</svg><figcaption>{}</figcaption></figure>',
+        width, height, y_label, mark_safe("".join(parts)), legend_html,
+    )

@@ -1,0 +1,50 @@
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from billing.actions import charge_for_run, refund_run
+
+from .models import Run
+
+
+def start_run(harness, user, *, extra_env: dict | None = None) -> Run:
+    """Charge the run's price, then queue it once the charge is committed.
+
+    InsufficientBalance propagates and nothing is queued: the run row is
+    rolled back with the failed charge.
+    """
+    with transaction.atomic():
+        run = Run.objects.create(
+            project=harness.project,
+            harness=harness,
+            compute_type=harness.compute_type,
+            price_cents=harness.price_cents,
+            created_by=user,
+            extra_env=extra_env or {},
+        )
+        charge_for_run(run)
+        transaction.on_commit(lambda: async_task("harnesses.tasks.execute_run", run.pk, task_name=f"run-{run.pk}"))
+    return run
+
+
+def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=Run.ACTIVE, **fields) -> bool:
+    """Move an active run to its final status, once; refund when asked.
+
+    The conditional update is what settles races between the worker, a
+    cancel and the reaper: whoever ends the run first wins, the rest no-op.
+    """
+    ended = Run.objects.filter(pk=run.pk, status__in=from_statuses).update(status=status, finished_at=timezone.now(), **fields)
+    if ended:
+        if run.api_key_id:
+            from belvedir.core.models import ApiKey
+
+            ApiKey.objects.get(pk=run.api_key_id).revoke()
+        if refund_reason:
+            refund_run(run, refund_reason)
+    run.refresh_from_db()
+    return bool(ended)
+
+
+def cancel_run(run: Run) -> bool:
+    """Cancel without refund; the worker's monitor kills the sandbox within seconds."""
+    return finish_run(run, Run.Status.CANCELLED, status_message="Cancelled by a user.")

@@ -1,0 +1,71 @@
+from django import forms
+from django.contrib import admin
+
+from belvedir.sandbox.output import MASK
+from billing.actions import refund_run
+
+from .actions import cancel_run
+from .models import Harness, HarnessEnvVar, Preset, Run
+
+
+@admin.register(Preset)
+class PresetAdmin(admin.ModelAdmin):
+    list_display = ["name", "slug", "compute_type", "gpu_type", "needs_tasks", "position"]
+    list_filter = ["compute_type", "needs_tasks"]
+    search_fields = ["name", "slug", "description"]
+    list_editable = ["position"]
+
+
+class EnvVarAdminForm(forms.ModelForm):
+    class Meta:
+        model = HarnessEnvVar
+        fields = ["name", "value", "secret"]
+        widgets = {"value": forms.TextInput()}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk and self.instance.secret:
+            self.initial["value"] = MASK  # staff never see a secret either
+
+    def clean_value(self):
+        value = self.cleaned_data["value"]
+        return self.instance.value if value == MASK and self.instance.pk and self.instance.secret else value
+
+
+class EnvVarInline(admin.TabularInline):
+    model = HarnessEnvVar
+    form = EnvVarAdminForm
+    extra = 0
+
+
+@admin.register(Harness)
+class HarnessAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "compute_type", "repo_url", "preset", "created_at"]
+    list_filter = ["compute_type", "preset", "created_at"]
+    search_fields = ["name", "repo_url", "project__name"]
+    list_select_related = ["project", "preset"]
+    raw_id_fields = ["project", "created_by"]
+    inlines = [EnvVarInline]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "harness", "project", "status", "compute_type", "host", "score", "model_label", "price_cents", "created_at"]
+    list_filter = ["status", "compute_type", "host", "created_at"]
+    search_fields = ["=id", "harness__name", "project__name", "model_label", "commit_sha"]
+    list_select_related = ["harness", "project", "host"]
+    readonly_fields = [f.name for f in Run._meta.fields]
+    actions = ["cancel_runs", "refund_runs"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request, queryset):
+        cancelled = sum(cancel_run(run) for run in queryset.filter(status__in=Run.ACTIVE))
+        self.message_user(request, f"Cancelled {cancelled} run(s).")
+
+    @admin.action(description="Refund selected runs")
+    def refund_runs(self, request, queryset):
+        refunded = sum(refund_run(run, f"refunded by {request.user.username}") is not None for run in queryset)
+        self.message_user(request, f"Refunded {refunded} run(s) (each at most once).")

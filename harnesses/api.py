@@ -1,0 +1,193 @@
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from belvedir.core.permissions import request_project
+from belvedir.sandbox.output import MASK
+from billing.errors import InsufficientBalance
+
+from .actions import cancel_run, start_run
+from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
+from .validation import validate_command, validate_env_name, validate_ref, validate_repo_url
+
+
+def drf(validator):
+    """Run a Django validator inside a DRF field."""
+
+    def check(value):
+        from django.core.exceptions import ValidationError
+
+        try:
+            validator(value)
+        except ValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+
+    return check
+
+
+class EnvVarSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, validators=[drf(validate_env_name)])
+    value = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    secret = serializers.BooleanField(default=False)
+
+    def to_representation(self, env_var):
+        return {"name": env_var.name, "value": env_var.display_value, "secret": env_var.secret}
+
+
+class HarnessSerializer(serializers.ModelSerializer):
+    env_vars = EnvVarSerializer(many=True, required=False)
+    preset = serializers.SlugRelatedField(slug_field="slug", queryset=Preset.objects.all(), required=False, allow_null=True)
+    repo_url = serializers.CharField(max_length=500, validators=[drf(validate_repo_url)])
+    ref = serializers.CharField(max_length=200, required=False, allow_blank=True, validators=[drf(validate_ref)])
+    install_command = serializers.CharField(validators=[drf(validate_command)])
+    run_command = serializers.CharField(validators=[drf(validate_command)])
+    time_limit_seconds = serializers.IntegerField(min_value=10, max_value=MAX_TIME_LIMIT_SECONDS, required=False)
+    price_cents = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Harness
+        fields = [
+            "id", "name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type",
+            "tasks", "time_limit_seconds", "preset", "env_vars", "price_cents", "created_at",
+        ]
+        read_only_fields = ["id", "created_at"]
+
+    def validate_env_vars(self, env_vars):
+        names = [v["name"] for v in env_vars]
+        if len(names) != len(set(names)):
+            raise serializers.ValidationError("Each variable name may appear once.")
+        return env_vars
+
+    def validate(self, attrs):
+        preset = attrs.get("preset", getattr(self.instance, "preset", None))
+        tasks = attrs.get("tasks", getattr(self.instance, "tasks", ""))
+        if preset and preset.needs_tasks and not (tasks or "").strip():
+            raise serializers.ValidationError({"tasks": f"{preset.name} brings no task suite: tasks are required."})
+        return attrs
+
+    @transaction.atomic
+    def create(self, validated):
+        env_vars = validated.pop("env_vars", [])
+        harness = Harness.objects.create(**validated)
+        self._save_env(harness, env_vars)
+        return harness
+
+    @transaction.atomic
+    def update(self, harness, validated):
+        env_vars = validated.pop("env_vars", None)
+        harness = super().update(harness, validated)
+        if env_vars is not None:
+            self._save_env(harness, env_vars)
+        return harness
+
+    def _save_env(self, harness, env_vars):
+        # A secret sent back as the mask keeps its stored value.
+        existing = {v.name: v.value for v in harness.env_vars.all()}
+        harness.env_vars.all().delete()
+        HarnessEnvVar.objects.bulk_create(
+            HarnessEnvVar(
+                harness=harness,
+                name=v["name"],
+                secret=v["secret"],
+                value=existing.get(v["name"], "") if v["secret"] and v["value"] == MASK else v["value"],
+            )
+            for v in env_vars
+        )
+
+
+class RunSerializer(serializers.ModelSerializer):
+    harness = serializers.PrimaryKeyRelatedField(read_only=True)
+    harness_name = serializers.CharField(source="harness.name", read_only=True)
+    model = serializers.CharField(source="model_label", read_only=True)
+    duration_seconds = serializers.SerializerMethodField()
+    session_id = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = [
+            "id", "harness", "harness_name", "status", "status_message", "score", "model", "results", "results_error",
+            "exit_code", "commit_sha", "compute_type", "price_cents", "created_at", "launched_at",
+            "install_started_at", "run_started_at", "finished_at", "duration_seconds", "session_id",
+        ]
+
+    def get_duration_seconds(self, run) -> float | None:
+        return run.duration.total_seconds() if run.duration else None
+
+    def get_session_id(self, run) -> str:
+        return str(run.pk)
+
+
+class PresetSerializer(serializers.ModelSerializer):
+    repo_url = serializers.CharField(source="resolved_repo_url")
+
+    class Meta:
+        model = Preset
+        fields = ["slug", "name", "description", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "env_var_names", "needs_tasks"]
+
+
+class HarnessViewSet(viewsets.ModelViewSet):
+    serializer_class = HarnessSerializer
+    http_method_names = ["get", "post", "patch", "delete"]
+
+    def get_queryset(self):
+        return Harness.objects.for_user(self.request.user, request_project(self.request)).select_related("preset").prefetch_related("env_vars")
+
+    def perform_create(self, serializer):
+        serializer.save(project=request_project(self.request), created_by=self.request.user)
+
+    def destroy(self, request, *args, **kwargs):
+        harness = self.get_object()
+        if harness.runs.active().exists():
+            return Response({"detail": "Cancel the harness's active runs before deleting it."}, status=status.HTTP_409_CONFLICT)
+        return super().destroy(request, *args, **kwargs)
+
+    @extend_schema(request=None, responses={201: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def runs(self, request, pk=None):
+        """Start a run: charged now; 402 when the balance does not cover it."""
+        harness = self.get_object()
+        try:
+            run = start_run(harness, request.user)
+        except InsufficientBalance as exc:
+            return Response(
+                {"detail": str(exc), "balance_cents": exc.balance_cents, "price_cents": exc.price_cents},
+                status=status.HTTP_402_PAYMENT_REQUIRED,
+            )
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = RunSerializer
+
+    def get_queryset(self):
+        qs = Run.objects.for_user(self.request.user, request_project(self.request)).select_related("harness")
+        if harness := self.request.query_params.get("harness"):
+            qs = qs.filter(harness_id=harness) if harness.isdigit() else qs.none()
+        if run_status := self.request.query_params.get("status"):
+            qs = qs.filter(status=run_status)
+        return qs
+
+    @extend_schema(responses={200: serializers.DictField()})
+    @action(detail=True, methods=["get"])
+    def log(self, request, pk=None):
+        """The last 16 KB of the run's output (secrets masked)."""
+        run = self.get_object()
+        return Response({"id": run.pk, "status": run.status, "finished": not run.is_active, "log": run.log_tail})
+
+    @extend_schema(request=None, responses={200: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel an active run (no refund); 409 when it already ended."""
+        run = self.get_object()
+        if not cancel_run(run):
+            return Response({"detail": f"The run already ended ({run.status})."}, status=status.HTTP_409_CONFLICT)
+        return Response(RunSerializer(run).data)
+
+
+class PresetViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = PresetSerializer
+    queryset = Preset.objects.all()
+    lookup_field = "slug"
+    pagination_class = None

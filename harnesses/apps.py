@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class HarnessesConfig(AppConfig):
+    name = "harnesses"
+    verbose_name = "Harnesses and runs"

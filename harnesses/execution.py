@@ -1,0 +1,198 @@
+"""What the worker does for one run: clone, launch, install, run, collect.
+
+Kept apart from tasks.py (the queue entry points) as Read the Docs keeps its
+build environment apart from its Celery tasks.
+"""
+
+import logging
+import tempfile
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+from belvedir.core.models import ApiKey
+from belvedir.sandbox import scheduler
+from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.errors import (
+    SandboxFileMissing,
+    SandboxFileTooLarge,
+    SandboxOutOfMemory,
+    SandboxPlatformError,
+    SandboxTimeout,
+)
+from belvedir.sandbox.output import TailBuffer
+from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
+
+from . import repo
+from .actions import finish_run
+from .models import Run
+from .results import parse_results
+
+logger = logging.getLogger(__name__)
+REPO_DIR = f"{HOME}/repo"
+TASKS_FILE = f"{HOME}/.belvedir/tasks.txt"
+Status = Run.Status
+
+
+class RunExecution:
+    def __init__(self, run: Run):
+        self.run = run
+        self.harness = run.harness
+        self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES)
+        self.secrets: tuple[str, ...] = self.harness.secret_values()
+        self.sandbox: Sandbox | None = None
+        self.launched = False
+        self._stop = threading.Event()
+
+    # -- the whole run -----------------------------------------------------
+
+    def execute(self):
+        run = self.run
+        monitor = threading.Thread(target=self._monitor, daemon=True)
+        monitor.start()
+        try:
+            self._execute()
+        except repo.RepoError as exc:
+            self._end(Status.LAUNCH_FAILED, str(exc), refund=True)
+        except SandboxPlatformError as exc:
+            if self.launched:
+                self._end(Status.ERROR, f"Platform error during the run: {exc.message}", refund=True)
+            else:
+                self._end(Status.LAUNCH_FAILED, exc.message, refund=True)
+        except SandboxTimeout:
+            self._end(Status.TIMED_OUT, f"Killed after the harness time limit of {self.harness.time_limit_seconds} s.")
+        except SandboxOutOfMemory as exc:
+            self._end(Status.FAILED, exc.message)
+        except Exception:
+            logger.exception("run %s crashed the worker", run.pk)
+            self._end(Status.ERROR, "An internal error stopped this run; it was refunded.", refund=True)
+        finally:
+            self._stop.set()
+            monitor.join(10)
+            if run.api_key_id:
+                ApiKey.objects.get(pk=run.api_key_id).revoke()  # however the run ended
+            scheduler.release(run.lease_owner)
+            Run.objects.filter(pk=run.pk).update(log_tail=self._log())
+
+    def _execute(self):
+        run, harness = self.run, self.harness
+        lease = scheduler.acquire_host(run.lease_owner, kind=run.compute_type, gpu_type=harness.gpu_type if run.compute_type == "gpu" else "")
+        Run.objects.filter(pk=run.pk).update(host=lease.host)
+        with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
+            self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
+            sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS)
+            Run.objects.filter(pk=run.pk).update(commit_sha=sha)
+            self._say(f"Checked out {sha[:12]}.")
+            key, raw_key = ApiKey.issue(
+                project=run.project, user=run.created_by, name=f"run #{run.pk}", scope=ApiKey.Scope.INGEST, per_run=True
+            )
+            run.api_key = key
+            Run.objects.filter(pk=run.pk).update(api_key=key)
+            self.secrets += (raw_key,)
+            with Sandbox(self._spec(lease), lease.host.docker_url) as box:
+                self.sandbox = box
+                box.put_archive(REPO_DIR, repo.tar_stream(checkout))
+                if harness.tasks:
+                    box.put_files(TASKS_FILE.rsplit("/", 1)[0], {"tasks.txt": harness.tasks.encode()})
+                self.launched = True
+                self._collect(box, self._env(raw_key))
+
+    def _collect(self, box: Sandbox, env: dict):
+        run, harness = self.run, self.harness
+        deadline = time.monotonic() + harness.time_limit_seconds
+        if not self._advance(Status.INSTALLING, install_started_at=timezone.now()):
+            return
+        self._say(f"$ {harness.install_command}")
+        install = box.exec(harness.install_command, env=env, workdir=REPO_DIR, timeout=self._left(deadline), tail_bytes=1, on_output=self.tail.write)
+        if install.exit_code != 0:
+            self._end(Status.FAILED, f"The install command exited with code {install.exit_code}.", exit_code=install.exit_code)
+            return
+        if not self._advance(Status.RUNNING, run_started_at=timezone.now()):
+            return
+        self._say(f"$ {harness.run_command}")
+        result = box.exec(harness.run_command, env=env, workdir=REPO_DIR, timeout=self._left(deadline), tail_bytes=1, on_output=self.tail.write)
+        parsed = self._results(box)
+        fields = dict(exit_code=result.exit_code, results=parsed.results, score=parsed.score, model_label=parsed.model, results_error=parsed.error)
+        if result.exit_code == 0:
+            self._end(Status.SUCCEEDED, "", **fields)
+        else:
+            self._end(Status.FAILED, f"The run command exited with code {result.exit_code}.", **fields)
+
+    # -- pieces ------------------------------------------------------------
+
+    def _spec(self, lease) -> SandboxSpec:
+        gpu = None
+        if self.run.compute_type == "gpu" and lease.host.gpu_device_requests:
+            gpu = GpuRequest(device_ids=(str(lease.gpu_slot),))
+        return SandboxSpec(owner_kind="run", owner_id=str(self.run.pk), network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults())
+
+    def _env(self, raw_key: str) -> dict[str, str]:
+        run = self.run
+        env = {v.name: v.value for v in self.harness.env_vars.all()}
+        env.update(run.extra_env)
+        for prefix in ("FRACTAL", "BELVEDIR"):
+            env[f"{prefix}_API_KEY"] = raw_key
+            env[f"{prefix}_BASE_URL"] = settings.BELVEDIR_BASE_URL
+            env[f"{prefix}_RUN_ID"] = str(run.pk)
+        if self.harness.tasks:
+            env["FRACTAL_TASKS_FILE"] = TASKS_FILE
+        return env
+
+    def _results(self, box: Sandbox):
+        from .results import ParsedResults
+
+        try:
+            raw = box.read_file(f"{REPO_DIR}/results.json", settings.HARNESS_RESULTS_MAX_BYTES)
+        except SandboxFileMissing:
+            return ParsedResults(error="The run wrote no results.json at the repo root.")
+        except SandboxFileTooLarge:
+            return ParsedResults(error=f"results.json is larger than {settings.HARNESS_RESULTS_MAX_BYTES // 1024} KB; it was not read.")
+        return parse_results(raw)
+
+    def _advance(self, status, **fields) -> bool:
+        """Step forward unless the run was cancelled or reaped meanwhile."""
+        return bool(Run.objects.filter(pk=self.run.pk, status__in=Run.IN_SANDBOX).update(status=status, **fields))
+
+    def _end(self, status, message, *, refund=False, **fields):
+        finish_run(self.run, status, status_message=message[:1000], refund_reason=message if refund else "", from_statuses=Run.IN_SANDBOX, **fields)
+
+    def _left(self, deadline) -> float:
+        return max(deadline - time.monotonic(), 0.1)
+
+    def _say(self, line: str):
+        self.tail.write(f"[belvedir] {line}\n".encode())
+
+    def _log(self) -> str:
+        return self.tail.text(self.secrets)
+
+    def _monitor(self):
+        """Heartbeat, live log tail, and the kill switch for cancel and reap."""
+        last = None
+        try:
+            while not self._stop.wait(settings.HARNESS_HEARTBEAT_SECONDS):
+                log = self._log()
+                fields = {"heartbeat_at": timezone.now()}
+                if log != last:
+                    fields["log_tail"] = last = log
+                Run.objects.filter(pk=self.run.pk).update(**fields)
+                status = Run.objects.filter(pk=self.run.pk).values_list("status", flat=True).first()
+                if status not in Run.IN_SANDBOX and self.sandbox is not None:
+                    self.sandbox.kill()
+        except Exception:
+            logger.exception("monitor of run %s failed", self.run.pk)
+        finally:
+            connection.close()
+
+
+def execute_run(run_id: int):
+    close_old_connections()
+    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
+        status=Status.LAUNCHING, launched_at=timezone.now(), heartbeat_at=timezone.now()
+    )
+    if not claimed:
+        return  # re-delivered, cancelled or reaped: nothing to do twice
+    run = Run.objects.select_related("harness", "project", "created_by").get(pk=run_id)
+    RunExecution(run).execute()

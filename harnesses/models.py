@@ -1,0 +1,191 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from belvedir.core.models import ProjectScopedQuerySet
+from belvedir.sandbox.output import MASK
+
+MAX_TIME_LIMIT_SECONDS = 3600
+
+
+class ComputeType(models.TextChoices):
+    CPU = "cpu", "CPU"
+    GPU = "gpu", "GPU"
+
+
+class Preset(models.Model):
+    """A catalog entry that prefills the New Harness form; editable by staff."""
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=100)
+    description = models.TextField()
+    repo_url = models.CharField(max_length=500, help_text="May contain {org}: replaced by the PRESET_REPO_ORG setting.")
+    ref = models.CharField(max_length=200, blank=True)
+    install_command = models.TextField()
+    run_command = models.TextField()
+    compute_type = models.CharField(max_length=3, choices=ComputeType.choices, default=ComputeType.CPU)
+    gpu_type = models.CharField(max_length=40, blank=True)
+    env_var_names = models.JSONField(default=list, blank=True, help_text='Names the harness needs, e.g. ["ANTHROPIC_API_KEY"].')
+    needs_tasks = models.BooleanField(default=False, help_text="The preset brings no task suite: harnesses need Tasks.")
+    position = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def resolved_repo_url(self):
+        return self.repo_url.replace("{org}", settings.PRESET_REPO_ORG)
+
+
+class HarnessQuerySet(ProjectScopedQuerySet):
+    pass
+
+
+class Harness(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="harnesses")
+    name = models.CharField(max_length=100)
+    repo_url = models.CharField("Repository URL", max_length=500)
+    ref = models.CharField("Branch, tag or commit", max_length=200, blank=True)
+    install_command = models.TextField()
+    run_command = models.TextField()
+    compute_type = models.CharField(max_length=3, choices=ComputeType.choices, default=ComputeType.CPU)
+    gpu_type = models.CharField("GPU type", max_length=40, blank=True, default="A10G")
+    tasks = models.TextField(blank=True, help_text="Given to the run as the file named by FRACTAL_TASKS_FILE.")
+    time_limit_seconds = models.PositiveIntegerField(
+        default=MAX_TIME_LIMIT_SECONDS, validators=[MinValueValidator(10), MaxValueValidator(MAX_TIME_LIMIT_SECONDS)]
+    )
+    preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="harnesses")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = HarnessQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "harnesses"
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("harnesses:detail", args=[self.pk])
+
+    @property
+    def price_cents(self):
+        from billing.actions import run_price_cents
+
+        return run_price_cents(self.compute_type)
+
+    def secret_values(self) -> tuple[str, ...]:
+        return tuple(v.value for v in self.env_vars.all() if v.secret and v.value)
+
+
+class HarnessEnvVar(models.Model):
+    harness = models.ForeignKey(Harness, on_delete=models.CASCADE, related_name="env_vars")
+    name = models.CharField(max_length=100)
+    value = models.TextField(blank=True)
+    secret = models.BooleanField(default=False, help_text="Masked in pages, API responses and logs.")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["harness", "name"], name="one_env_var_name_per_harness")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def display_value(self):
+        return MASK if self.secret else self.value
+
+
+class RunQuerySet(ProjectScopedQuerySet):
+    def active(self):
+        return self.filter(status__in=Run.ACTIVE)
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        LAUNCHING = "launching"
+        INSTALLING = "installing"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        TIMED_OUT = "timed_out", "Timed out"
+        CANCELLED = "cancelled"
+        LAUNCH_FAILED = "launch_failed", "Launch failed"
+        ERROR = "error"
+
+    ACTIVE = (Status.QUEUED, Status.LAUNCHING, Status.INSTALLING, Status.RUNNING)
+    IN_SANDBOX = (Status.LAUNCHING, Status.INSTALLING, Status.RUNNING)
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="runs")
+    harness = models.ForeignKey(Harness, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    compute_type = models.CharField(max_length=3, choices=ComputeType.choices)
+    price_cents = models.PositiveIntegerField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    host = models.ForeignKey("sandbox.SandboxHost", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    api_key = models.ForeignKey("core.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    commit_sha = models.CharField(max_length=40, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    score = models.FloatField(null=True, blank=True)
+    model_label = models.CharField(max_length=200, blank=True)
+    results = models.JSONField(null=True, blank=True)
+    results_error = models.CharField(max_length=500, blank=True)
+    status_message = models.CharField(max_length=1000, blank=True)
+    log_tail = models.TextField(blank=True)
+    extra_env = models.JSONField(default=dict, blank=True, help_text="Env added by whoever started the run (e.g. a model benchmark).")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    install_started_at = models.DateTimeField(null=True, blank=True)
+    run_started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self):
+        return f"Run #{self.pk} of {self.harness_id}"
+
+    def get_absolute_url(self):
+        return reverse("harnesses:run", args=[self.pk])
+
+    @property
+    def is_active(self):
+        return self.status in self.ACTIVE
+
+    @property
+    def duration(self):
+        if not self.launched_at:
+            return None
+        return (self.finished_at or timezone.now()) - self.launched_at
+
+    @property
+    def results_pretty(self):
+        import json
+
+        return json.dumps(self.results, indent=2, sort_keys=True)
+
+    @property
+    def lease_owner(self):
+        return f"run:{self.pk}"
+
+    def timeline(self):
+        steps = [
+            ("Queued", self.created_at),
+            ("Launching", self.launched_at),
+            ("Installing", self.install_started_at),
+            ("Running", self.run_started_at),
+            (self.get_status_display().capitalize() if not self.is_active else "Finished", self.finished_at),
+        ]
+        return [(label, when) for label, when in steps if when]

@@ -1,0 +1,47 @@
+import json
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class ParsedResults:
+    results: dict | None = None
+    score: float | None = None
+    model: str = ""
+    error: str = ""
+
+
+def parse_results(raw: bytes) -> ParsedResults:
+    """results.json as the contract says: an object; numeric `score`; string `model`."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        return ParsedResults(error="results.json is not UTF-8 text.")
+    except json.JSONDecodeError as exc:
+        return ParsedResults(error=f"results.json is not valid JSON ({exc.msg}, line {exc.lineno}).")
+    except ValueError as exc:
+        return ParsedResults(error=f"results.json is not valid JSON ({exc}).")
+    if not isinstance(data, dict):
+        return ParsedResults(error=f"results.json must be a JSON object, not {type(data).__name__}.")
+    parsed = ParsedResults(results=_storable(data))
+    score = data.get("score")
+    if score is None:
+        parsed.error = "results.json has no top-level \"score\"."
+    elif isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        parsed.error = f"\"score\" must be a finite number, not {json.dumps(score)[:40]}."
+    else:
+        parsed.score = float(score)
+    model = data.get("model")
+    if isinstance(model, str):
+        parsed.model = model[:200]
+    return parsed
+
+
+def _reject_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _storable(data: dict) -> dict:
+    # PostgreSQL's jsonb refuses NUL characters; everything else is kept verbatim.
+    text = json.dumps(data)
+    return json.loads(text.replace("\\u0000", "")) if "\\u0000" in text else data

@@ -1,0 +1,130 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.db.models import Count, Max
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir.core.charts import Series, line_chart
+from billing.errors import InsufficientBalance
+from billing.models import Account, LedgerEntry
+
+from .actions import cancel_run, start_run
+from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
+from .models import Harness, Preset, Run
+
+HTMX_STOP_POLLING = 286
+RUNS_ON_HARNESS_PAGE = 50
+
+
+@login_required
+def harness_list(request):
+    harnesses = (
+        Harness.objects.for_user(request.user, request.project)
+        .annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at"))
+        .order_by("-created_at")
+    )
+    return render(request, "harnesses/list.html", {"harnesses": harnesses})
+
+
+@login_required
+def harness_new(request):
+    presets = list(Preset.objects.all())
+    preset = next((p for p in presets if p.slug == request.GET.get("preset")), None)
+    if request.method == "POST":
+        form = HarnessForm(request.POST)
+        env_formset = EnvVarFormSet(request.POST, prefix="env")
+        if form.is_valid() and env_formset.is_valid():
+            with transaction.atomic():
+                harness = form.save(commit=False)
+                harness.project, harness.created_by = request.project, request.user
+                harness.save()
+                env_formset.instance = harness
+                env_formset.save()
+            messages.success(request, f"Harness {harness.name} created. Press Run to start it.")
+            return redirect(harness)
+        preset = form.cleaned_data.get("preset") if hasattr(form, "cleaned_data") else None
+    else:
+        form = HarnessForm(initial=preset_initial(preset) if preset else None)
+        env_initial = [{"name": name} for name in (preset.env_var_names if preset else [])]
+        env_formset = env_var_formset(extra=max(3, len(env_initial)))(prefix="env", initial=env_initial)
+    context = {"form": form, "env_formset": env_formset, "presets": presets, "preset": preset}
+    if request.htmx and request.method == "GET":
+        return render(request, "harnesses/_harness_form.html", context)
+    return render(request, "harnesses/new.html", context)
+
+
+@login_required
+def harness_edit(request, pk):
+    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    form = HarnessForm(request.POST or None, instance=harness)
+    env_formset = EnvVarFormSet(request.POST or None, instance=harness, prefix="env")
+    if request.method == "POST" and form.is_valid() and env_formset.is_valid():
+        with transaction.atomic():
+            form.save()
+            env_formset.save()
+        messages.success(request, "Harness saved.")
+        return redirect(harness)
+    return render(request, "harnesses/edit.html", {"form": form, "env_formset": env_formset, "harness": harness})
+
+
+@login_required
+@require_POST
+def harness_delete(request, pk):
+    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    if harness.runs.active().exists():
+        messages.error(request, "Cancel the harness's active runs before deleting it.")
+        return redirect(harness)
+    harness.delete()
+    messages.success(request, f"Harness {harness.name} deleted.")
+    return redirect("harnesses:list")
+
+
+@login_required
+def harness_detail(request, pk, *, status=200):
+    harness = get_object_or_404(Harness.objects.for_user(request.user).prefetch_related("env_vars"), pk=pk)
+    runs = list(harness.runs.select_related("host")[:RUNS_ON_HARNESS_PAGE])
+    scored = [r for r in reversed(runs) if r.score is not None]
+    chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
+    context = {
+        "harness": harness,
+        "runs": runs,
+        "chart": chart,
+        "balance_cents": Account.balance_for(harness.project),
+    }
+    return render(request, "harnesses/detail.html", context, status=status)
+
+
+@login_required
+@require_POST
+def run_start(request, pk):
+    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    try:
+        run = start_run(harness, request.user)
+    except InsufficientBalance as exc:
+        messages.error(request, str(exc))
+        return harness_detail(request, pk, status=402)
+    return redirect(run)
+
+
+@login_required
+def run_detail(request, pk):
+    run = get_object_or_404(Run.objects.for_user(request.user).select_related("harness", "host", "created_by"), pk=pk)
+    if request.htmx:
+        response = render(request, "harnesses/_run_live.html", {"run": run})
+        if not run.is_active:
+            response.status_code = HTMX_STOP_POLLING
+        return response
+    entries = LedgerEntry.objects.filter(reference=f"run:{run.pk}", kind__in=["run_charge", "refund"]).order_by("created_at")
+    return render(request, "harnesses/run.html", {"run": run, "entries": entries})
+
+
+@login_required
+@require_POST
+def run_cancel(request, pk):
+    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
+    if cancel_run(run):
+        messages.success(request, "Run cancelled. Its sandbox is being stopped; cancelled runs are not refunded.")
+    else:
+        messages.error(request, f"The run already ended ({run.get_status_display()}).")
+    return redirect(run)

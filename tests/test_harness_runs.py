@@ -1,0 +1,219 @@
+"""Harness runs end to end: real git repos, real containers, the task in-process."""
+
+import json
+import threading
+
+import pytest
+from rest_framework.test import APIClient
+
+from belvedir.core.models import ApiKey
+from belvedir.sandbox.models import SandboxHost, SandboxLease
+from billing.models import Account, LedgerEntry
+from harnesses.actions import cancel_run, start_run
+from harnesses.execution import execute_run
+from harnesses.models import HarnessEnvVar, Run
+
+from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+CONTRACT_RUN = """
+import json, os, urllib.request, urllib.error
+
+names = ["FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL",
+         "BELVEDIR_RUN_ID", "FRACTAL_TASKS_FILE", "MY_SETTING", "MY_TOKEN"]
+env = {name: os.environ.get(name) for name in names}
+tasks = open(os.environ["FRACTAL_TASKS_FILE"]).read()
+request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/me",
+                                 headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"]})
+try:
+    during = urllib.request.urlopen(request, timeout=10).status
+except urllib.error.HTTPError as exc:
+    during = exc.code
+print("token is", os.environ["MY_TOKEN"])
+print("installed:", open("installed.txt").read().strip())
+json.dump({"score": 0.75, "model": "tiny-model", "env": env, "tasks": tasks, "during": during,
+           "cwd": os.getcwd(), "uid": os.getuid()}, open("results.json", "w"))
+"""
+
+
+@pytest.fixture(autouse=True)
+def _runs_env(settings, live_server):
+    settings.HARNESS_ALLOW_LOCAL_REPOS = True
+    settings.HARNESS_SANDBOX_NETWORK = "host"  # the harness reaches the live server on 127.0.0.1
+    settings.BELVEDIR_BASE_URL = live_server.url
+    settings.HARNESS_HEARTBEAT_SECONDS = 0.5
+    # Transactional tests flush the table the migration seeded.
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+
+
+@pytest.fixture
+def funded(project):
+    fund(project)
+    return project
+
+
+def launch(h, owner):
+    run = start_run(h, owner)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
+    sha = make_repo(tmp_path / "repo", {"run.py": CONTRACT_RUN})
+    h = harness(funded, owner, tmp_path / "repo", install_command="echo deps-ok > installed.txt && echo installing", tasks="task-a\ntask-b\n")
+    HarnessEnvVar.objects.create(harness=h, name="MY_SETTING", value="plain")
+    HarnessEnvVar.objects.create(harness=h, name="MY_TOKEN", value="tok-very-secret-123", secret=True)
+    before = Account.balance_for(funded)
+
+    run = launch(h, owner)
+
+    assert run.status == "succeeded", (run.status_message, run.log_tail)
+    assert run.score == 0.75 and run.model_label == "tiny-model"
+    assert run.commit_sha == sha
+    assert run.exit_code == 0
+    env = run.results["env"]
+    assert env["FRACTAL_RUN_ID"] == env["BELVEDIR_RUN_ID"] == str(run.pk)
+    assert env["FRACTAL_BASE_URL"] == env["BELVEDIR_BASE_URL"].rstrip("/")
+    assert env["FRACTAL_API_KEY"] == env["BELVEDIR_API_KEY"] and env["FRACTAL_API_KEY"].startswith("bv_live_")
+    assert env["MY_SETTING"] == "plain" and env["MY_TOKEN"] == "tok-very-secret-123"
+    assert run.results["tasks"] == "task-a\ntask-b\n"
+    assert run.results["cwd"] == "/home/sandbox/repo" and run.results["uid"] == 1000
+    # The per-run key worked during the run (valid, but ingest-only: 403 here) ...
+    assert run.results["during"] == 403
+    key = ApiKey.objects.get(pk=run.api_key_id)
+    assert key.scope == "ingest" and key.per_run and key.project == funded
+    # ... and is revoked now that the run has ended.
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {env['FRACTAL_API_KEY']}")
+    assert client.get("/api/v1/me").status_code == 401
+    assert "installing" in run.log_tail and "installed: deps-ok" in run.log_tail
+    assert "tok-very-secret-123" not in run.log_tail and "token is ********" in run.log_tail
+    assert env["FRACTAL_API_KEY"] not in run.log_tail
+    assert Account.balance_for(funded) == before - 50
+    assert not SandboxLease.objects.exists()
+
+
+def test_a_non_zero_exit_fails_the_run_without_refund(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "import json; json.dump({'score': 0.1}, open('results.json', 'w')); raise SystemExit(3)"})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert run.status == "failed" and run.exit_code == 3, run.status_message
+    assert "exited with code 3" in run.status_message
+    assert run.score == 0.1
+    assert not LedgerEntry.objects.filter(kind="refund").exists()
+
+
+def test_a_failing_install_fails_the_run_with_its_output(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "print('never')"})
+    run = launch(harness(funded, owner, tmp_path / "repo", install_command="echo cannot-install >&2; exit 9"), owner)
+    assert run.status == "failed" and run.exit_code == 9
+    assert "install command exited with code 9" in run.status_message
+    assert "cannot-install" in run.log_tail and "never" not in run.log_tail
+    assert run.run_started_at is None
+
+
+def test_the_time_limit_kills_the_run(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)"})
+    run = launch(harness(funded, owner, tmp_path / "repo", time_limit_seconds=10), owner)
+    assert run.status == "timed_out"
+    assert (run.finished_at - run.launched_at).total_seconds() < 60
+    assert "sleeping" in run.log_tail
+
+
+@pytest.mark.parametrize(
+    "script, error",
+    [
+        ("print('no results')", "wrote no results.json"),
+        ("open('results.json', 'w').write('{not json')", "not valid JSON"),
+        ("open('results.json', 'w').write('[1, 2]')", "must be a JSON object"),
+        ("import json; json.dump({'pad': 'x' * 300_000, 'score': 1}, open('results.json', 'w'))", "larger than 256 KB"),
+        ("import json; json.dump({'score': 'high'}, open('results.json', 'w'))", "must be a finite number"),
+    ],
+)
+def test_bad_results_leave_the_score_empty_and_say_why(tmp_path, owner, funded, script, error):
+    make_repo(tmp_path / "repo", {"run.py": script})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert run.status == "succeeded"
+    assert run.score is None
+    assert error in run.results_error
+
+
+def test_an_output_flood_keeps_only_the_tail(tmp_path, owner, funded):
+    flood = "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(100_000): sys.stdout.write(line)\nprint('\\0THE-END')\n"
+    make_repo(tmp_path / "repo", {"run.py": flood})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert run.status == "succeeded"
+    assert len(run.log_tail.encode()) <= 16 * 1024
+    assert run.log_tail.rstrip().endswith("THE-END")
+    assert "\x00" not in run.log_tail
+
+
+def test_an_unreachable_repo_fails_to_launch_and_is_refunded_once(owner, funded):
+    before = Account.balance_for(funded)
+    h = harness(funded, owner, "/nonexistent/repo")
+    run = launch(h, owner)
+    assert run.status == "launch_failed"
+    assert "Could not clone" in run.status_message
+    assert Account.balance_for(funded) == before
+    execute_run(run.pk)  # a re-delivered task changes nothing
+    assert LedgerEntry.objects.filter(kind="refund", reference=f"run:{run.pk}").count() == 1
+
+
+def test_docker_unreachable_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "print(1)"})
+    SandboxHost.objects.update(docker_url="unix:///tmp/no-docker-here.sock")
+    before = Account.balance_for(funded)
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert run.status == "launch_failed"
+    assert "unreachable" in run.status_message
+    assert Account.balance_for(funded) == before
+    assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
+
+
+def test_no_host_of_the_kind_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "print(1)"})
+    before = Account.balance_for(funded)
+    run = launch(harness(funded, owner, tmp_path / "repo", compute_type="gpu", gpu_type="H100"), owner)
+    assert run.status == "launch_failed" and "No enabled GPU sandbox host" in run.status_message
+    assert Account.balance_for(funded) == before
+
+
+def test_cancel_kills_the_sandbox_and_revokes_the_key_without_refund(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
+    run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
+    worker = threading.Thread(target=execute_run, args=(run.pk,))
+    worker.start()
+    wait_for(lambda: run_status(run) == "running")
+    assert cancel_run(Run.objects.get(pk=run.pk))
+    worker.join(30)
+    assert not worker.is_alive()
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
+    assert not LedgerEntry.objects.filter(kind="refund").exists()
+    assert not cancel_run(run)  # already ended
+
+
+def test_the_run_page_shows_the_live_log_and_stops_polling_when_done(tmp_path, owner, funded, owner_client):
+    make_repo(tmp_path / "repo", {"run.py": "import json; print('hello from the run'); json.dump({'score': 2}, open('results.json','w'))"})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "hello from the run" in page and "Succeeded" in page and "$0.50" in page
+    poll = owner_client.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true")
+    assert poll.status_code == 286
+    harness_page = owner_client.get(f"/harnesses/{run.harness_id}/").content.decode()
+    assert "<svg" in harness_page and f"#{run.pk}" in harness_page
+
+
+def test_run_api_reports_status_score_log(tmp_path, owner, funded, api):
+    make_repo(tmp_path / "repo", {"run.py": "import json; print('api-visible'); json.dump({'score': 5, 'model': 'm'}, open('results.json','w'))"})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    body = api.get(f"/api/v1/runs/{run.pk}").json()
+    assert (body["status"], body["score"], body["model"], body["price_cents"]) == ("succeeded", 5.0, "m", 50)
+    assert body["results"] == {"score": 5, "model": "m"}
+    assert body["duration_seconds"] > 0
+    log = api.get(f"/api/v1/runs/{run.pk}/log").json()
+    assert "api-visible" in log["log"] and log["finished"] is True
+    assert [r["id"] for r in api.get("/api/v1/runs").json()["results"]] == [run.pk]
+    assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 409
