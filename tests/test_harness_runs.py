@@ -217,3 +217,47 @@ def test_run_api_reports_status_score_log(tmp_path, owner, funded, api):
     assert "api-visible" in log["log"] and log["finished"] is True
     assert [r["id"] for r in api.get("/api/v1/runs").json()["results"]] == [run.pk]
     assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 409
+
+
+def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded, settings, docker_url):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from belvedir.sandbox.docker import managed_containers
+    from harnesses.tasks import reap_runs
+
+    make_repo(tmp_path / "repo", {"run.py": "import time\nprint('busy', flush=True)\ntime.sleep(600)"})
+    before = Account.balance_for(funded)
+    run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "BELVEDIR_ALLOW_LOCAL_REPOS": "1",
+    }
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-c", f"from harnesses.execution import execute_run; execute_run({run.pk})"],
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: run_status(run) == "running", timeout=90)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    assert [c["name"] for c in managed_containers(docker_url, "run")] == [f"bv-run-{run.pk}"]
+
+    settings.HARNESS_STALE_SECONDS = 1
+    time.sleep(1.5)
+    outcome = reap_runs()
+    run.refresh_from_db()
+    assert outcome["reaped"] == 1
+    assert run.status == "error" and "worker" in run.status_message
+    assert Account.balance_for(funded) == before
+    assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
+    assert managed_containers(docker_url, "run") == []
+    assert reap_runs()["reaped"] == 0
+    assert LedgerEntry.objects.filter(kind="refund").count() == 1

@@ -31,3 +31,29 @@ def test_it_hides_another_projects_top_up(outsider_client, project, owner):
 
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000, created_by=owner)
     assert outsider_client.get(f"/settings/balance/topups/{topup.pk}/").status_code == 404
+
+
+@pytest.fixture
+def owners_run(owner, project):
+    from harnesses.models import Harness, Run
+
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    return Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50)
+
+
+def test_an_outsider_gets_404_on_every_harness_and_run_url(outsider_client, outsider_api, owners_run):
+    h, r = owners_run.harness_id, owners_run.pk
+    for url in [f"/harnesses/{h}/", f"/harnesses/{h}/edit/", f"/runs/{r}/"]:
+        assert outsider_client.get(url).status_code == 404, url
+    for url in [f"/harnesses/{h}/delete/", f"/harnesses/{h}/runs/", f"/runs/{r}/cancel/"]:
+        assert outsider_client.post(url).status_code == 404, url
+    for method, url in [
+        ("get", f"/api/v1/harnesses/{h}"), ("patch", f"/api/v1/harnesses/{h}"), ("delete", f"/api/v1/harnesses/{h}"),
+        ("post", f"/api/v1/harnesses/{h}/runs"), ("get", f"/api/v1/runs/{r}"), ("get", f"/api/v1/runs/{r}/log"),
+        ("post", f"/api/v1/runs/{r}/cancel"),
+    ]:
+        assert getattr(outsider_api, method)(url).status_code == 404, url
+    assert outsider_api.get("/api/v1/runs").json()["results"] == []
+    assert outsider_api.get("/api/v1/harnesses").json()["results"] == []
+    owners_run.refresh_from_db()
+    assert owners_run.status == "queued"
