@@ -4,6 +4,7 @@ import json
 import threading
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 from belvedir.core.models import ApiKey
@@ -182,7 +183,13 @@ def test_no_host_of_the_kind_fails_to_launch_and_is_refunded(tmp_path, owner, fu
 def test_cancel_kills_the_sandbox_and_revokes_the_key_without_refund(tmp_path, owner, funded):
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
     run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
-    worker = threading.Thread(target=execute_run, args=(run.pk,))
+    def work():
+        try:
+            execute_run(run.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
     worker.start()
     wait_for(lambda: run_status(run) == "running")
     assert cancel_run(Run.objects.get(pk=run.pk))

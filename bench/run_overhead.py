@@ -1,0 +1,101 @@
+"""Platform overhead of a harness run over a bare `docker run`.
+
+Measures, 20 times each, in the same run on the same machine:
+- bare: `docker run --rm --network none IMAGE date +%s.%N`, from just before
+  the command to the timestamp it prints;
+- platform: from pressing Run (`start_run`: charge, queue) through the worker
+  (claim, host lease, clone, per-run key, sandbox launch, checkout copied in,
+  install) to the first line of the run command (`date +%s.%N`), minus the
+  clone and the install, which belong to the harness, not the platform.
+
+Usage: .venv/bin/python bench/run_overhead.py [--runs 20]
+It uses a throwaway SQLite database under a temporary directory.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def p95(values):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    workdir = tempfile.mkdtemp(prefix="bv-bench-")
+    os.environ.update(BELVEDIR_VAR_DIR=workdir, BELVEDIR_ALLOW_LOCAL_REPOS="1", DJANGO_SETTINGS_MODULE="belvedir.settings", LOG_LEVEL="WARNING")
+    os.environ.pop("DATABASE_URL", None)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from belvedir.core.actions import create_account
+    from billing.actions import grant_credit
+    from billing.models import Account
+    from harnesses import repo
+    from harnesses.actions import start_run
+    from harnesses.execution import execute_run
+    from harnesses.models import Harness, Run
+
+    user = create_account(username="bench", password=None)
+    project = user.memberships.get().project
+    grant_credit(Account.for_project(project), 100_000, "bench", user)
+    repo_dir = Path(workdir) / "repo"
+    repo_dir.mkdir()
+    (repo_dir / "README").write_text("bench\n")
+    git = ["git", "-c", "user.email=b@example.com", "-c", "user.name=b", "-C", str(repo_dir)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "bench"], check=True)
+    harness = Harness.objects.create(
+        project=project, name="bench", repo_url=str(repo_dir), install_command="true", run_command="date +%s.%N", created_by=user
+    )
+
+    bare = []
+    for _ in range(args.runs):
+        started = time.time()
+        out = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", settings.SANDBOX_IMAGE, "date", "+%s.%N"], capture_output=True, text=True, check=True
+        ).stdout
+        bare.append(float(out.split()[0]) - started)
+
+    clone_times, platform = [], []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory() as scratch:
+            t = time.time()
+            repo.clone(str(repo_dir), "", scratch + "/c", 60)
+            clone_times.append(time.time() - t)
+        pressed = time.time()
+        run = start_run(harness, user)
+        execute_run(run.pk)
+        run = Run.objects.get(pk=run.pk)
+        assert run.status == "succeeded", (run.status, run.status_message, run.log_tail)
+        first_line = float(next(line for line in run.log_tail.splitlines() if line[:1].isdigit()))
+        install = (run.run_started_at - run.install_started_at).total_seconds()
+        platform.append(first_line - pressed - install - clone_times[-1])
+
+    bare_median, platform_median = statistics.median(bare), statistics.median(platform)
+    print(f"machine: {os.cpu_count()} CPUs, image {settings.SANDBOX_IMAGE}, {args.runs} runs each")
+    print(f"bare docker run      median {bare_median * 1000:7.0f} ms   p95 {p95(bare) * 1000:7.0f} ms")
+    print(f"platform (no clone)  median {platform_median * 1000:7.0f} ms   p95 {p95(platform) * 1000:7.0f} ms")
+    print(f"overhead over bare   median {(platform_median - bare_median) * 1000:7.0f} ms   (target < 500 ms)")
+    print(f"ratio platform/bare  {platform_median / bare_median:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
