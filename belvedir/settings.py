@@ -107,6 +107,7 @@ INSTALLED_APPS = [
     "belvedir.sandbox",
     "billing",
     "harnesses",
+    "traces",
 ]
 
 MIDDLEWARE = [
@@ -236,6 +237,11 @@ HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, m
 # lost its worker and is reaped.
 HARNESS_HEARTBEAT_SECONDS = 2.0
 HARNESS_STALE_SECONDS = env_int("BELVEDIR_RUN_STALE_SECONDS", 30, minimum=5)
+
+# Traces. A session quiet this long is segmented into tasks; LLM calls
+# outside a workflow split into separate tasks at gaps this long.
+TRACE_QUIET_SECONDS = env_int("BELVEDIR_TRACE_QUIET_SECONDS", 30, minimum=1)
+TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, minimum=1)
 
 # Billing. Prices and limits in integer cents.
 RUN_PRICE_CPU_CENTS = env_int("BELVEDIR_RUN_PRICE_CPU_CENTS", 50, minimum=0)

@@ -8,6 +8,7 @@ from rest_framework.routers import SimpleRouter
 
 from billing import api as billing_api
 from harnesses import api as harnesses_api
+from traces import api as traces_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
@@ -19,6 +20,11 @@ api_v1 = [
     path("me", core_api.me, name="api-me"),
     path("balance", billing_api.balance, name="api-balance"),
     path("coupons/redeem", billing_api.redeem, name="api-coupon-redeem"),
+    path("traces", traces_api.TraceIngest.as_view(), name="api-traces"),
+    path("outcomes", traces_api.outcomes, name="api-outcomes"),
+    path("sessions", traces_api.SessionList.as_view(), name="api-sessions"),
+    path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
+    path("task-groups", traces_api.task_groups, name="api-task-groups"),
     *router.urls,
 ]
 
@@ -32,6 +38,7 @@ urlpatterns = [
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
     path("", include("billing.urls")),
     path("", include("harnesses.urls")),
+    path("", include("traces.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -25,8 +25,13 @@ names = ["FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "BELVEDIR_API_
          "BELVEDIR_RUN_ID", "FRACTAL_TASKS_FILE", "MY_SETTING", "MY_TOKEN"]
 env = {name: os.environ.get(name) for name in names}
 tasks = open(os.environ["FRACTAL_TASKS_FILE"]).read()
-request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/me",
-                                 headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"]})
+span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "harness.step", "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
+        "attributes": [{"key": "session.id", "value": {"stringValue": os.environ["FRACTAL_RUN_ID"]}}]}
+otlp = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/traces", data=otlp,
+                                 headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"],
+                                          "Content-Type": "application/json"})
 try:
     during = urllib.request.urlopen(request, timeout=10).status
 except urllib.error.HTTPError as exc:
@@ -81,14 +86,17 @@ def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
     assert env["MY_SETTING"] == "plain" and env["MY_TOKEN"] == "tok-very-secret-123"
     assert run.results["tasks"] == "task-a\ntask-b\n"
     assert run.results["cwd"] == "/home/sandbox/repo" and run.results["uid"] == 1000
-    # The per-run key worked during the run (valid, but ingest-only: 403 here) ...
-    assert run.results["during"] == 403
+    # The per-run key sent a span during the run, stored under the run's session ...
+    assert run.results["during"] == 200
+    from traces.models import TraceSession
+
+    assert TraceSession.objects.get(project=funded, session_id=str(run.pk)).run_id == run.pk
     key = ApiKey.objects.get(pk=run.api_key_id)
     assert key.scope == "ingest" and key.per_run and key.project == funded
     # ... and is revoked now that the run has ended.
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {env['FRACTAL_API_KEY']}")
-    assert client.get("/api/v1/me").status_code == 401
+    assert client.generic("POST", "/api/v1/traces", b'{"resourceSpans": []}', content_type="application/json").status_code == 401
     assert "installing" in run.log_tail and "installed: deps-ok" in run.log_tail
     assert "tok-very-secret-123" not in run.log_tail and "token is ********" in run.log_tail
     assert env["FRACTAL_API_KEY"] not in run.log_tail

@@ -1,0 +1,180 @@
+import gzip
+import json
+import zlib
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from rest_framework.test import APIClient
+
+from belvedir.core.models import ApiKey
+from traces.models import Span, TraceSession
+
+from .otlp_builders import body, new_id, request, span
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client, payload, content_type="application/json", **headers):
+    return client.generic("POST", "/api/v1/traces", payload, content_type=content_type, **headers)
+
+
+def test_it_stores_spans_with_extracted_fields(api, project):
+    trace = new_id(32)
+    root = span("send_email.workflow", session_id="s1", trace_id=trace, kind="workflow")
+    llm = span(
+        "openai.chat", session_id="s1", trace_id=trace, parent=root["spanId"], user_message="Email Danny", model="gpt-4o",
+        tokens=(120, 30), attributes={"traceloop.association.properties.user_id": "u-9", "custom.thing": "kept"},
+    )
+    response = post(api, body([root, llm]))
+    assert response.status_code == 200
+    assert response.json() == {}  # an ExportTraceServiceResponse with nothing rejected
+    stored = Span.objects.get(span_id=llm["spanId"])
+    assert (stored.session_id, stored.user_id, stored.span_kind, stored.model) == ("s1", "u-9", "llm", "gpt-4o")
+    assert (stored.input_tokens, stored.output_tokens) == (120, 30)
+    assert stored.prompt == [{"role": "user", "content": "Email Danny"}]
+    assert stored.completion == [{"role": "assistant", "content": "ok: Email Danny"}]
+    assert stored.parent_span_id == root["spanId"] and stored.attributes["custom.thing"] == "kept"
+    assert stored.latency_ms == pytest.approx(500)
+    assert stored.resource == {"service.name": "agent"}
+    session = TraceSession.objects.get(project=project, session_id="s1")
+    assert (session.span_count, session.input_tokens, session.output_tokens) == (2, 120, 30)
+    assert Span.objects.get(span_id=root["spanId"]).workflow_name == "send_email"
+
+
+def test_newer_token_names_and_other_session_keys(api):
+    one = span("a", kind="llm", attributes={"session.id": "s-otel", "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3})
+    two = span("b", kind="llm", attributes={"gen_ai.conversation.id": "s-conv"})
+    assert post(api, body([one, two])).status_code == 200
+    assert Span.objects.get(span_id=one["spanId"]).input_tokens == 7
+    assert set(TraceSession.objects.values_list("session_id", flat=True)) == {"s-otel", "s-conv"}
+
+
+def test_it_stores_a_request_with_a_bounded_number_of_queries(api):
+    spans = [span(f"s{i}", session_id=f"sess-{i % 3}") for i in range(1000)]
+    with CaptureQueriesContext(connection) as queries:
+        assert post(api, body(spans)).status_code == 200
+    assert Span.objects.count() == 1000
+    assert len(queries) <= 15, [q["sql"][:80] for q in queries]
+
+
+def test_resent_spans_are_not_duplicated(api):
+    spans = [span("x", session_id="s"), span("y", session_id="s")]
+    post(api, body(spans))
+    post(api, body(spans))
+    assert Span.objects.count() == 2
+
+
+def test_bad_ids_are_rejected_one_by_one_and_counted(api):
+    good = span("good")
+    spans = [good, {**span("bad"), "traceId": "xyz"}, {**span("short"), "spanId": "abc"}, {**span("missing"), "traceId": ""}]
+    response = post(api, body(spans))
+    assert response.status_code == 200
+    partial = response.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "3" and "traceId" in partial["errorMessage"]
+    assert list(Span.objects.values_list("name", flat=True)) == ["good"]
+
+
+def test_protobuf_bodies_and_gzip(api):
+    message = ExportTraceServiceRequest()
+    resource_spans = message.resource_spans.add()
+    proto_span = resource_spans.scope_spans.add().spans.add()
+    proto_span.trace_id, proto_span.span_id, proto_span.name = bytes.fromhex("ab" * 16), bytes.fromhex("cd" * 8), "proto span"
+    proto_span.start_time_unix_nano, proto_span.end_time_unix_nano = 1_700_000_000_000_000_000, 1_700_000_000_500_000_000
+    kv = proto_span.attributes.add()
+    kv.key, kv.value.string_value = "session.id", "pb-session"
+    response = post(api, gzip.compress(message.SerializeToString()), "application/x-protobuf", HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-protobuf"
+    parsed = ExportTraceServiceResponse()
+    parsed.ParseFromString(response.content)
+    assert parsed.partial_success.rejected_spans == 0
+    stored = Span.objects.get()
+    assert (stored.trace_id, stored.span_id, stored.session_id) == ("ab" * 16, "cd" * 8, "pb-session")
+
+
+@pytest.mark.parametrize(
+    "payload, content_type, headers, status, message",
+    [
+        (b"{not json", "application/json", {}, 400, "not valid JSON"),
+        (b"[1, 2]", "application/json", {}, 400, "ExportTraceServiceRequest"),
+        (b'{"resourceSpans": "x"}', "application/json", {}, 400, "must be a list"),
+        (b"<xml/>", "text/xml", {}, 415, "Content-Type"),
+        (b"\x0a\xff\xff\xff", "application/x-protobuf", {}, 400, "not a valid OTLP protobuf"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "\xff\xfe"}]}]}]}', "application/json", {}, 400, "UTF-8"),
+        (b"\x1f\x8b\x08\x00garbage", "application/json", {"HTTP_CONTENT_ENCODING": "gzip"}, 400, "gzip"),
+        (b"{}", "application/json", {"HTTP_CONTENT_ENCODING": "br"}, 415, "Content-Encoding"),
+    ],
+)
+def test_malformed_bodies_get_a_specific_error(api, payload, content_type, headers, status, message):
+    response = post(api, payload, content_type, **headers)
+    assert response.status_code == status
+    assert message in response.json()["detail"]
+    assert not Span.objects.exists()
+
+
+def test_truncated_protobuf_is_refused(api):
+    message = ExportTraceServiceRequest()
+    message.resource_spans.add().scope_spans.add().spans.add().name = "x" * 100
+    response = post(api, message.SerializeToString()[:-20], "application/x-protobuf")
+    assert response.status_code == 400
+
+
+def test_over_a_thousand_spans_is_413(api):
+    response = post(api, body([span(f"s{i}") for i in range(1001)]))
+    assert response.status_code == 413 and "1001 spans" in response.json()["detail"]
+    assert not Span.objects.exists()
+
+
+def test_over_five_megabytes_is_413(api):
+    big = span("big", attributes={"blob": "x" * (6 * 1024 * 1024)})
+    response = post(api, body([big]))
+    assert response.status_code == 413
+    assert not Span.objects.exists()
+
+
+def test_a_gzip_bomb_is_refused_without_inflating_it(api):
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b"\0" * (1 << 20)
+    bomb = b"".join(compressor.compress(chunk) for _ in range(1024)) + compressor.flush()  # inflates to 1 GB
+    assert len(bomb) < 2 * 1024 * 1024
+    response = post(api, bomb, HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 413 and "inflates" in response.json()["detail"]
+
+
+def test_nul_bytes_and_huge_values_are_stored_safely(api):
+    weird = span("nul\x00name", session_id="s\x00id", attributes={"big": "y" * 200_000, "nul": "a\x00b"})
+    assert post(api, body([weird])).status_code == 200
+    stored = Span.objects.get()
+    assert stored.name == "nulname" and stored.session_id == "sid"
+    assert stored.attributes["nul"] == "ab"
+    assert len(stored.attributes["big"]) < 70_000 and "truncated" in stored.attributes["big"]
+
+
+def test_keys_are_required_and_checked(project, owner):
+    assert post(APIClient(), body([span("x")])).status_code == 401
+    key, raw = ApiKey.issue(project=project, user=owner, name="run", scope="ingest", per_run=True)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert post(client, body([span("during")])).status_code == 200
+    key.revoke()
+    assert post(client, body([span("after")])).status_code == 401
+    assert list(Span.objects.values_list("name", flat=True)) == ["during"]
+
+
+def test_outcomes(api, project):
+    post(api, body([span("x", session_id="chat-1")]))
+    ok = api.post("/api/v1/outcomes", {"session_id": "chat-1", "outcome": "success"}, format="json")
+    assert ok.status_code == 200 and ok.json()["outcome"] == "success"
+    api.post("/api/v1/outcomes", {"session_id": "chat-1", "outcome": "fail"}, format="json")
+    assert TraceSession.objects.get().outcome == "fail"  # the latest report wins
+    assert api.post("/api/v1/outcomes", {"session_id": "nope", "outcome": "fail"}, format="json").status_code == 404
+    assert api.post("/api/v1/outcomes", {"session_id": "chat-1", "outcome": "meh"}, format="json").status_code == 400
+
+
+def test_another_projects_sessions_are_invisible(api, outsider_api):
+    post(api, body([span("x", session_id="private")]))
+    assert outsider_api.get("/api/v1/sessions/private").status_code == 404
+    assert outsider_api.post("/api/v1/outcomes", {"session_id": "private", "outcome": "fail"}, format="json").status_code == 404
+    assert outsider_api.get("/api/v1/sessions").json()["results"] == []
+    assert api.get("/api/v1/sessions").json()["results"][0]["session_id"] == "private"

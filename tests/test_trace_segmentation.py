@@ -1,0 +1,113 @@
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from traces.models import Task, TaskGroup, TraceSession
+from traces.segmentation import process_quiet_sessions, signature
+
+from .otlp_builders import body, new_id, span
+
+pytestmark = pytest.mark.django_db
+
+
+def send(api, spans):
+    response = api.generic("POST", "/api/v1/traces", body(spans), content_type="application/json")
+    assert response.status_code == 200
+
+
+def workflow(session_id, name, start_s, children=1):
+    trace = new_id(32)
+    root = span(f"{name}.workflow", session_id=session_id, trace_id=trace, kind="workflow", start_s=start_s, duration_s=5)
+    kids = [span("openai.chat", session_id=session_id, trace_id=trace, parent=root["spanId"], start_s=start_s + i + 0.1, user_message=f"do {name} #{i}") for i in range(children)]
+    return [root, *kids]
+
+
+def test_quiet_sessions_become_tasks_and_groups(api, project, settings):
+    settings.TRACE_QUIET_SECONDS = 30
+    base = timezone.now().timestamp()
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        send(api, workflow("s1", "send_email", base, children=2) + workflow("s1", "book_flight", base + 10))
+        # Loose LLM calls: two close together, one after a long idle gap.
+        send(api, [
+            span("chat", session_id="s1", start_s=base + 20, user_message="What is the weather in Paris today?"),
+            span("chat", session_id="s1", start_s=base + 21, user_message="and tomorrow?"),
+            span("chat", session_id="s1", start_s=base + 500, user_message="What is the weather in Rome today?"),
+        ])
+        assert process_quiet_sessions() == 0  # not quiet yet
+        clock.shift(timedelta(seconds=31))
+        assert process_quiet_sessions() == 1
+    tasks = {t.name: t for t in Task.objects.filter(session__session_id="s1")}
+    assert set(tasks) == {"send_email", "book_flight", "chat"} or len(tasks) == 4
+    assert Task.objects.count() == 4
+    email = Task.objects.get(name="send_email")
+    assert email.span_count == 3 and email.group.name == "send_email"
+    gap_tasks = Task.objects.filter(key__startswith="gap:").order_by("started_at")
+    assert [t.span_count for t in gap_tasks] == [2, 1]
+    # Similar first user messages share a group, deterministically.
+    assert gap_tasks[0].group == gap_tasks[1].group
+    assert signature("What is the weather in Paris today?") == "what is the weather in"
+    session = TraceSession.objects.get(session_id="s1")
+    assert not session.needs_processing and session.span_count == 8
+
+
+def test_late_spans_reopen_and_resegment_without_duplicates(api, project, settings):
+    base = timezone.now().timestamp()
+    first = workflow("s2", "triage", base)
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        send(api, first)
+        clock.shift(timedelta(seconds=31))
+        process_quiet_sessions()
+        assert Task.objects.get().span_count == 2
+        late = span("tool.call", session_id="s2", trace_id=first[0]["traceId"], parent=first[0]["spanId"], start_s=base + 3, kind="tool")
+        send(api, [late])
+        assert TraceSession.objects.get().needs_processing
+        clock.shift(timedelta(seconds=31))
+        process_quiet_sessions()
+    assert Task.objects.count() == 1
+    assert Task.objects.get().span_count == 3
+    assert TaskGroup.objects.count() == 1
+
+
+def test_a_failed_outcome_excludes_tasks_from_training(api, project):
+    base = timezone.now().timestamp()
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        send(api, workflow("s3", "refund", base))
+        clock.shift(timedelta(seconds=31))
+        process_quiet_sessions()
+    api.post("/api/v1/outcomes", {"session_id": "s3", "outcome": "fail"}, format="json")
+    assert Task.objects.get().excluded_from_training
+    api.post("/api/v1/outcomes", {"session_id": "s3", "outcome": "success"}, format="json")
+    assert not Task.objects.get().excluded_from_training
+    groups = api.get("/api/v1/task-groups").json()
+    assert groups == [{"id": groups[0]["id"], "key": groups[0]["key"], "name": "refund", "task_count": 1, "success_rate": 1.0}]
+
+
+def test_pages_show_sessions_waterfall_and_groups(api, owner_client, outsider_client, project):
+    base = timezone.now().timestamp()
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        send(api, workflow("page-session", "summarise", base))
+        clock.shift(timedelta(seconds=31))
+        process_quiet_sessions()
+    listing = owner_client.get("/traces/").content.decode()
+    assert "page-session" in listing
+    assert owner_client.get("/traces/?outcome=fail").content.decode().count("page-session") == 0
+    detail = owner_client.get("/traces/sessions/page-session/").content.decode()
+    assert "summarise.workflow" in detail and "do summarise #0" in detail and "span-bar" in detail
+    assert "summarise" in owner_client.get("/traces/groups/").content.decode()
+    assert outsider_client.get("/traces/sessions/page-session/").status_code == 404
+    body = api.get("/api/v1/sessions/page-session").json()
+    assert len(body["spans"]) == 2 and body["tasks"][0]["name"] == "summarise"
+
+
+def test_sessions_list_pages_without_counting(api, owner_client, project):
+    base = timezone.now().timestamp()
+    send(api, [span("x", session_id=f"many-{i:03d}", start_s=base + i) for i in range(60)])
+    first = owner_client.get("/traces/").content.decode()
+    assert "many-059" in first and "many-009" not in first and "Older sessions" in first
+    older_link = first.split('href="?before=')[1].split('"')[0]
+    from urllib.parse import unquote
+
+    second = owner_client.get("/traces/", {"before": unquote(older_link)}).content.decode()
+    assert "many-009" in second and "many-059" not in second

@@ -1,0 +1,40 @@
+from django.contrib import admin
+
+from .models import Span, Task, TaskGroup, TraceSession
+
+
+@admin.register(TraceSession)
+class TraceSessionAdmin(admin.ModelAdmin):
+    list_display = ["session_id", "project", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run", "needs_processing"]
+    list_filter = ["outcome", "needs_processing", "last_span_at"]
+    search_fields = ["=session_id", "project__name"]
+    list_select_related = ["project"]
+    raw_id_fields = ["project", "run"]
+    show_full_result_count = False
+
+
+@admin.register(Span)
+class SpanAdmin(admin.ModelAdmin):
+    list_display = ["name", "session_id", "trace_id", "span_kind", "model", "latency_ms", "start_time"]
+    list_filter = ["span_kind", "status_code"]
+    search_fields = ["=session_id", "=trace_id", "=span_id"]
+    raw_id_fields = ["project", "task"]
+    # Spans are the biggest table: no COUNT(*) on every changelist page.
+    show_full_result_count = False
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ["name", "session", "group", "span_count", "excluded_from_training", "started_at"]
+    list_filter = ["excluded_from_training"]
+    search_fields = ["name", "session__session_id", "group__name"]
+    raw_id_fields = ["project", "session", "group"]
+    list_select_related = ["session", "group"]
+
+
+@admin.register(TaskGroup)
+class TaskGroupAdmin(admin.ModelAdmin):
+    list_display = ["name", "key", "project", "created_at"]
+    search_fields = ["name", "key"]
+    list_filter = ["created_at"]
+    list_select_related = ["project"]

@@ -1,0 +1,158 @@
+import logging
+
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db.models import Count, Q
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, serializers, status
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.pagination import CursorPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from belvedir.core.permissions import HasIngestScope, request_project
+
+from . import otlp
+from .actions import report_outcome
+from .ingest import store_spans
+from .models import Span, Task, TaskGroup, TraceSession
+
+logger = logging.getLogger(__name__)
+
+
+class TraceIngest(APIView):
+    """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys."""
+
+    permission_classes = [HasIngestScope]
+    parser_classes = []
+
+    @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})
+    def post(self, request):
+        as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
+        try:
+            # Read at most one byte past the limit: an oversized body is refused unread.
+            raw = request._request.read(otlp.MAX_BODY_BYTES + 1)
+            body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
+            parsed = otlp.parse(body, request.content_type)
+        except otlp.IngestError as exc:
+            return Response({"detail": exc.message}, status=exc.status)
+        try:
+            store_spans(request_project(request), parsed.spans)
+        except (OperationalError, InterfaceError) as exc:
+            # The database is down or restarting: the client's exporter retries.
+            logger.warning("trace ingest unavailable: %s", exc)
+            return Response({"detail": "Storage is temporarily unavailable; retry."}, status=503, headers={"Retry-After": "5"})
+        except DatabaseError:
+            logger.exception("trace ingest failed to store spans")
+            raise
+        content, media = otlp.success_response(parsed.rejected, parsed.reasons, as_protobuf)
+        return HttpResponse(content, content_type=media, status=200)
+
+
+class OutcomeSerializer(serializers.Serializer):
+    session_id = serializers.CharField(max_length=255)
+    outcome = serializers.ChoiceField(choices=["success", "fail"])
+
+
+@extend_schema(request=OutcomeSerializer, responses={200: dict})
+@api_view(["POST"])
+@permission_classes([HasIngestScope])
+def outcomes(request):
+    """Report a session's real outcome; the latest report wins. 404 for an unknown session."""
+    payload = OutcomeSerializer(data=request.data)
+    payload.is_valid(raise_exception=True)
+    session = TraceSession.objects.filter(project=request_project(request), session_id=payload.validated_data["session_id"]).first()
+    if session is None:
+        return Response({"detail": "No such session in this project (flush spans before reporting)."}, status=status.HTTP_404_NOT_FOUND)
+    report_outcome(session, payload.validated_data["outcome"])
+    return Response({"session_id": session.session_id, "outcome": session.outcome})
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    run = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = TraceSession
+        fields = ["session_id", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run", "processed_at"]
+
+
+class SpanSerializer(serializers.ModelSerializer):
+    task = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Span
+        fields = [
+            "trace_id", "span_id", "parent_span_id", "name", "kind", "span_kind", "start_time", "end_time", "latency_ms",
+            "status_code", "status_message", "model", "prompt", "completion", "input_tokens", "output_tokens", "user_id",
+            "workflow_name", "attributes", "events", "resource", "task",
+        ]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    group = serializers.CharField(source="group.name", default=None)
+
+    class Meta:
+        model = Task
+        fields = ["id", "key", "name", "group", "first_user_message", "started_at", "ended_at", "span_count", "excluded_from_training"]
+
+
+class SessionCursor(CursorPagination):
+    # A cursor, not offsets: no COUNT(*) and no deep OFFSET on big tables.
+    ordering = "-last_span_at"
+    page_size = 50
+
+
+class SessionList(generics.ListAPIView):
+    serializer_class = SessionSerializer
+    pagination_class = SessionCursor
+
+    @extend_schema(parameters=[OpenApiParameter("outcome", str), OpenApiParameter("run", int)])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+    def get_queryset(self):
+        qs = TraceSession.objects.for_user(self.request.user, request_project(self.request))
+        params = self.request.query_params
+        if params.get("outcome") in {"success", "fail"}:
+            qs = qs.filter(outcome=params["outcome"])
+        if (run := params.get("run", "")).isdigit():
+            qs = qs.filter(run_id=int(run))
+        return qs
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+def session_detail(request, session_id):
+    """A session with its spans (in start order) and the tasks found in it."""
+    session = generics.get_object_or_404(TraceSession.objects.for_user(request.user, request_project(request)), session_id=session_id)
+    spans = Span.objects.filter(project=session.project, session_id=session.session_id)[:5000]
+    tasks = session.tasks.select_related("group")
+    return Response({**SessionSerializer(session).data, "spans": SpanSerializer(spans, many=True).data, "tasks": TaskSerializer(tasks, many=True).data})
+
+
+class TaskGroupSerializer(serializers.ModelSerializer):
+    task_count = serializers.IntegerField()
+    success_rate = serializers.FloatField(allow_null=True)
+
+    class Meta:
+        model = TaskGroup
+        fields = ["id", "key", "name", "task_count", "success_rate"]
+
+
+def task_groups_with_stats(user, project):
+    groups = TaskGroup.objects.for_user(user, project).annotate(
+        task_count=Count("tasks"),
+        success_count=Count("tasks", filter=Q(tasks__session__outcome="success")),
+        judged_count=Count("tasks", filter=~Q(tasks__session__outcome="")),
+    )
+    for group in groups:
+        group.success_rate = group.success_count / group.judged_count if group.judged_count else None
+        yield group
+
+
+@extend_schema(responses=TaskGroupSerializer(many=True))
+@api_view(["GET"])
+def task_groups(request):
+    """Task groups across the project, with task counts and success rate (over sessions with an outcome)."""
+    groups = list(task_groups_with_stats(request.user, request_project(request)))
+    return Response(TaskGroupSerializer(groups, many=True).data)

@@ -1,0 +1,135 @@
+from django.db import models
+from django.utils import timezone
+
+from belvedir.core.models import ProjectScopedQuerySet
+
+
+class TraceSession(models.Model):
+    """All spans of one (project, session id); segmented into tasks once quiet."""
+
+    class Outcome(models.TextChoices):
+        NONE = "", "—"
+        SUCCESS = "success"
+        FAIL = "fail"
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="trace_sessions")
+    session_id = models.CharField(max_length=255)
+    run = models.ForeignKey("harnesses.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="trace_sessions")
+    first_span_at = models.DateTimeField()
+    last_span_at = models.DateTimeField()
+    span_count = models.PositiveIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
+    outcome_at = models.DateTimeField(null=True, blank=True)
+    # Set by ingest, cleared by segmentation: "has spans not yet segmented".
+    needs_processing = models.BooleanField(default=True)
+    last_received_at = models.DateTimeField(default=timezone.now)
+    processed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name = "session"
+        ordering = ["-last_span_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "session_id"], name="one_session_per_id")]
+        indexes = [
+            models.Index(fields=["project", "-last_span_at"]),
+            models.Index(fields=["needs_processing", "last_received_at"]),
+        ]
+
+    def __str__(self):
+        return self.session_id
+
+    @property
+    def total_tokens(self):
+        return self.input_tokens + self.output_tokens
+
+
+class TaskGroup(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="task_groups")
+    key = models.CharField(max_length=100, help_text="workflow:<name> or msg:<signature hash>")
+    name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="one_group_per_key")]
+
+    def __str__(self):
+        return self.name
+
+
+class Task(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="tasks")
+    session = models.ForeignKey(TraceSession, on_delete=models.CASCADE, related_name="tasks")
+    group = models.ForeignKey(TaskGroup, null=True, on_delete=models.SET_NULL, related_name="tasks")
+    # Stable identity across re-segmentation: the root span for a workflow
+    # task, the first span of an idle-gap chunk.
+    key = models.CharField(max_length=120)
+    name = models.CharField(max_length=255)
+    first_user_message = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField()
+    span_count = models.PositiveIntegerField(default=0)
+    excluded_from_training = models.BooleanField(default=False)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["started_at"]
+        constraints = [models.UniqueConstraint(fields=["session", "key"], name="one_task_per_key")]
+
+    def __str__(self):
+        return self.name
+
+
+class SpanQuerySet(ProjectScopedQuerySet):
+    pass
+
+
+class Span(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="spans")
+    trace_id = models.CharField(max_length=32, db_index=True)
+    span_id = models.CharField(max_length=16)
+    parent_span_id = models.CharField(max_length=16, blank=True)
+    name = models.CharField(max_length=500)
+    kind = models.PositiveSmallIntegerField(default=0)
+    start_time = models.DateTimeField()
+    end_time = models.DateTimeField()
+    start_unix_nano = models.BigIntegerField()
+    end_unix_nano = models.BigIntegerField()
+    status_code = models.PositiveSmallIntegerField(default=0)
+    status_message = models.TextField(blank=True)
+    attributes = models.JSONField(default=dict)
+    events = models.JSONField(default=list)
+    resource = models.JSONField(default=dict)
+    scope = models.CharField(max_length=255, blank=True)
+    session_id = models.CharField(max_length=255, blank=True)
+    user_id = models.CharField(max_length=255, blank=True)
+    span_kind = models.CharField(max_length=40, blank=True, help_text="traceloop.span.kind: workflow, task, llm, tool…")
+    workflow_name = models.CharField(max_length=255, blank=True)
+    model = models.CharField(max_length=255, blank=True)
+    prompt = models.JSONField(default=list)
+    completion = models.JSONField(default=list)
+    input_tokens = models.IntegerField(null=True)
+    output_tokens = models.IntegerField(null=True)
+    latency_ms = models.FloatField()
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="spans")
+    received_at = models.DateTimeField(default=timezone.now)
+
+    objects = SpanQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["start_unix_nano"]
+        constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_once_per_project")]
+        indexes = [models.Index(fields=["project", "session_id", "start_unix_nano"])]
+
+    def __str__(self):
+        return f"{self.name} ({self.span_id})"
+
+    @property
+    def is_llm(self):
+        return self.span_kind == "llm" or bool(self.model) or bool(self.prompt)

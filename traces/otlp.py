@@ -1,0 +1,299 @@
+"""OTLP/HTTP trace requests, JSON or protobuf, turned into plain span dicts.
+
+JSON is what the belvedir SDK and the OpenTelemetry JS exporter send (ids as
+hex, 64-bit integers as strings); protobuf is what standard OpenTelemetry
+exporters send. Both come out as the same `RawSpan` dicts, so extraction and
+storage do not care which wire format carried them.
+"""
+
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+MAX_BODY_BYTES = 5 * 1024 * 1024
+MAX_SPANS = 1000
+# One attribute value longer than this is cut (and says so): a span is
+# context for a person reading it, not a blob store.
+MAX_VALUE_CHARS = 64 * 1024
+TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
+SPAN_ID = re.compile(r"[0-9a-f]{16}\Z")
+SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
+
+
+class IngestError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class Parsed:
+    spans: list[dict] = field(default_factory=list)
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def reject(self, reason: str):
+        self.rejected += 1
+        if len(self.reasons) < 5:
+            self.reasons.append(reason)
+
+
+def decode_body(raw: bytes, content_encoding: str) -> bytes:
+    """Inflate gzip bodies without ever holding more than the limit."""
+    encoding = (content_encoding or "identity").strip().lower()
+    if encoding in {"", "identity"}:
+        if len(raw) > MAX_BODY_BYTES:
+            raise IngestError(413, f"Request body is over {MAX_BODY_BYTES // (1024 * 1024)} MB.")
+        return raw
+    if encoding != "gzip":
+        raise IngestError(415, f"Unsupported Content-Encoding {encoding!r}: send identity or gzip.")
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        body = inflater.decompress(raw, MAX_BODY_BYTES + 1)
+    except zlib.error as exc:
+        raise IngestError(400, f"Body is not valid gzip: {exc}.") from None
+    if len(body) > MAX_BODY_BYTES:
+        raise IngestError(413, f"Request body inflates to over {MAX_BODY_BYTES // (1024 * 1024)} MB.")
+    if not inflater.eof:
+        raise IngestError(400, "Body is truncated gzip.")
+    return body
+
+
+def parse(body: bytes, content_type: str) -> Parsed:
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == "application/json":
+        return _parse_json(body)
+    if media in {"application/x-protobuf", "application/protobuf"}:
+        return _parse_protobuf(body)
+    raise IngestError(415, "Content-Type must be application/json or application/x-protobuf (OTLP/HTTP).")
+
+
+def success_response(rejected: int, reasons: list[str], as_protobuf: bool):
+    """An OTLP ExportTraceServiceResponse; partialSuccess only when something was rejected."""
+    message = "; ".join(reasons)
+    if as_protobuf:
+        response = ExportTraceServiceResponse()
+        if rejected:
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = message
+        return response.SerializeToString(), "application/x-protobuf"
+    payload = {"partialSuccess": {"rejectedSpans": str(rejected), "errorMessage": message}} if rejected else {}
+    return json.dumps(payload).encode(), "application/json"
+
+
+# -- JSON ------------------------------------------------------------------------
+
+
+def _parse_json(body: bytes) -> Parsed:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(400, f"Body is not valid UTF-8 (byte {exc.start}).") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise IngestError(400, f"Body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
+    if not isinstance(document, dict):
+        raise IngestError(400, "Body must be an OTLP ExportTraceServiceRequest object with resourceSpans.")
+    resource_spans = _get(document, "resourceSpans", "resource_spans", default=[])
+    if not isinstance(resource_spans, list):
+        raise IngestError(400, "resourceSpans must be a list.")
+    _check_count(sum(len(_list(_get(ss, "spans", default=[]))) for rs in resource_spans if isinstance(rs, dict) for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])) if isinstance(ss, dict)))
+    parsed = Parsed()
+    for rs in resource_spans:
+        if not isinstance(rs, dict):
+            raise IngestError(400, "Each resourceSpans entry must be an object.")
+        resource = _json_attributes(_get(_get(rs, "resource", default={}) or {}, "attributes", default=[]))
+        for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
+            if not isinstance(ss, dict):
+                raise IngestError(400, "Each scopeSpans entry must be an object.")
+            scope = str((_get(ss, "scope", default={}) or {}).get("name", ""))[:255]
+            for span in _list(_get(ss, "spans", default=[])):
+                _add(parsed, _json_span(span), resource, scope)
+    return parsed
+
+
+def _json_span(span) -> dict | str:
+    if not isinstance(span, dict):
+        return "span is not an object"
+    status = _get(span, "status", default={}) or {}
+    try:
+        return {
+            "trace_id": str(_get(span, "traceId", "trace_id", default="")).lower(),
+            "span_id": str(_get(span, "spanId", "span_id", default="")).lower(),
+            "parent_span_id": str(_get(span, "parentSpanId", "parent_span_id", default="") or "").lower(),
+            "name": str(span.get("name", "")),
+            "kind": _enum(span.get("kind", 0), SPAN_KINDS),
+            "start": int(_get(span, "startTimeUnixNano", "start_time_unix_nano", default=0)),
+            "end": int(_get(span, "endTimeUnixNano", "end_time_unix_nano", default=0)),
+            "status_code": _enum(status.get("code", 0), STATUS_CODES),
+            "status_message": str(status.get("message", "")),
+            "attributes": _json_attributes(span.get("attributes", [])),
+            "events": [
+                {"name": str(e.get("name", "")), "time_unix_nano": str(_get(e, "timeUnixNano", "time_unix_nano", default="")), "attributes": _json_attributes(e.get("attributes", []))}
+                for e in _list(span.get("events", []))
+                if isinstance(e, dict)
+            ],
+        }
+    except (TypeError, ValueError, AttributeError) as exc:
+        return f"span has a malformed field ({exc})"
+
+
+def _json_attributes(items) -> dict:
+    attributes = {}
+    for item in _list(items):
+        if isinstance(item, dict) and "key" in item:
+            attributes[_clean(str(item["key"]))[:255]] = _json_value(item.get("value") or {})
+    return attributes
+
+
+def _json_value(value):
+    if not isinstance(value, dict):
+        return _clean_value(value)
+    if "stringValue" in value or "string_value" in value:
+        return _clean_value(str(_get(value, "stringValue", "string_value")))
+    if "boolValue" in value or "bool_value" in value:
+        return bool(_get(value, "boolValue", "bool_value"))
+    if "intValue" in value or "int_value" in value:
+        try:
+            return int(_get(value, "intValue", "int_value"))
+        except (TypeError, ValueError):
+            return _clean_value(str(_get(value, "intValue", "int_value")))
+    if "doubleValue" in value or "double_value" in value:
+        number = _get(value, "doubleValue", "double_value")
+        try:
+            number = float(number)
+        except (TypeError, ValueError):
+            return _clean_value(str(number))
+        return number if number == number and abs(number) != float("inf") else str(number)
+    if "arrayValue" in value or "array_value" in value:
+        return [_json_value(v) for v in _list((_get(value, "arrayValue", "array_value") or {}).get("values", []))]
+    if "kvlistValue" in value or "kvlist_value" in value:
+        return _json_attributes((_get(value, "kvlistValue", "kvlist_value") or {}).get("values", []))
+    if "bytesValue" in value or "bytes_value" in value:
+        return _clean_value(str(_get(value, "bytesValue", "bytes_value")))
+    return None
+
+
+# -- protobuf --------------------------------------------------------------------
+
+
+def _parse_protobuf(body: bytes) -> Parsed:
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except DecodeError as exc:
+        raise IngestError(400, f"Body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}.") from None
+    _check_count(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
+    parsed = Parsed()
+    for rs in request.resource_spans:
+        resource = _pb_attributes(rs.resource.attributes)
+        for ss in rs.scope_spans:
+            for span in ss.spans:
+                _add(
+                    parsed,
+                    {
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_span_id": span.parent_span_id.hex(),
+                        "name": span.name,
+                        "kind": int(span.kind),
+                        "start": span.start_time_unix_nano,
+                        "end": span.end_time_unix_nano,
+                        "status_code": int(span.status.code),
+                        "status_message": span.status.message,
+                        "attributes": _pb_attributes(span.attributes),
+                        "events": [
+                            {"name": e.name, "time_unix_nano": str(e.time_unix_nano), "attributes": _pb_attributes(e.attributes)} for e in span.events
+                        ],
+                    },
+                    resource,
+                    ss.scope.name[:255],
+                )
+    return parsed
+
+
+def _pb_attributes(items) -> dict:
+    return {_clean(kv.key)[:255]: _pb_value(kv.value) for kv in items}
+
+
+def _pb_value(value):
+    which = value.WhichOneof("value")
+    if which == "string_value":
+        return _clean_value(value.string_value)
+    if which == "bool_value":
+        return value.bool_value
+    if which == "int_value":
+        return value.int_value
+    if which == "double_value":
+        number = value.double_value
+        return number if number == number and abs(number) != float("inf") else str(number)
+    if which == "array_value":
+        return [_pb_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return _pb_attributes(value.kvlist_value.values)
+    if which == "bytes_value":
+        return value.bytes_value.hex()
+    return None
+
+
+# -- shared ----------------------------------------------------------------------
+
+
+def _add(parsed: Parsed, span: dict | str, resource: dict, scope: str):
+    if isinstance(span, str):
+        return parsed.reject(span)
+    if not TRACE_ID.match(span["trace_id"]) or span["trace_id"] == "0" * 32:
+        return parsed.reject(f"span {span['name'][:40]!r} has a missing or invalid traceId")
+    if not SPAN_ID.match(span["span_id"]) or span["span_id"] == "0" * 16:
+        return parsed.reject(f"span {span['name'][:40]!r} has a missing or invalid spanId")
+    if span["parent_span_id"] and not SPAN_ID.match(span["parent_span_id"]):
+        return parsed.reject(f"span {span['name'][:40]!r} has an invalid parentSpanId")
+    if span["start"] <= 0 or span["end"] < span["start"] or span["end"] > 2**63 - 1:
+        return parsed.reject(f"span {span['name'][:40]!r} has invalid start/end times")
+    span["name"] = _clean(span["name"])[:500]
+    span["status_message"] = _clean(span["status_message"])[:MAX_VALUE_CHARS]
+    span["resource"] = resource
+    span["scope"] = _clean(scope)
+    parsed.spans.append(span)
+
+
+def _check_count(count: int):
+    if count > MAX_SPANS:
+        raise IngestError(413, f"{count} spans in one request; the limit is {MAX_SPANS}. Send smaller batches.")
+
+
+def _clean(text: str) -> str:
+    # PostgreSQL text and jsonb refuse NUL; lone surrogates cannot be encoded.
+    return text.replace("\x00", "").encode("utf-8", errors="replace").decode("utf-8")
+
+
+def _clean_value(value):
+    if isinstance(value, str):
+        value = _clean(value)
+        if len(value) > MAX_VALUE_CHARS:
+            return value[:MAX_VALUE_CHARS] + f"… [truncated {len(value) - MAX_VALUE_CHARS} characters]"
+    return value
+
+
+def _enum(value, names: dict) -> int:
+    if isinstance(value, str) and not value.isdigit():
+        return names.get(value, 0)
+    return int(value)
+
+
+def _get(mapping, *keys, default=None):
+    for key in keys:
+        if isinstance(mapping, dict) and key in mapping:
+            return mapping[key]
+    return default
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from . import views
+
+app_name = "traces"
+urlpatterns = [
+    path("traces/", views.sessions, name="sessions"),
+    path("traces/groups/", views.groups, name="groups"),
+    path("traces/sessions/<path:session_id>/", views.session_detail, name="session"),
+]
