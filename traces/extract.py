@@ -34,7 +34,7 @@ def messages(attributes: dict) -> tuple[list[dict], list[dict]]:
     """gen_ai.prompt.N.role / .content (and any other field) into ordered lists."""
     found: dict[str, dict[int, dict]] = {"prompt": {}, "completion": {}}
     for key, value in attributes.items():
-        if match := MESSAGE.match(key):
+        if key.startswith("gen_ai.") and (match := MESSAGE.match(key)):
             side, index, name = match.group(1), int(match.group(2)), match.group(3)
             found[side].setdefault(index, {})[name] = value
     return [found["prompt"][i] for i in sorted(found["prompt"])], [found["completion"][i] for i in sorted(found["completion"])]

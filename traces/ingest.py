@@ -1,91 +1,156 @@
+"""Storing one ingest request: its spans in one COPY, its sessions in one upsert.
+
+PostgreSQL gets the fast path (COPY through a temporary table, then a single
+INSERT ... ON CONFLICT for the sessions); other databases (SQLite in
+development) get a multi-row insert and a loop over the request's sessions.
+Either way the number of queries does not grow with the number of spans, and
+a span already stored (a client retrying a batch) is skipped, not duplicated.
+"""
+
 from collections import defaultdict
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, JSONField
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
+import orjson
+from psycopg.types.json import Jsonb
 
 from .extract import extract, to_datetime
 from .models import Span, TraceSession
 
+SPAN_COLUMNS = [f for f in Span._meta.concrete_fields if not f.primary_key]
+
 
 def store_spans(project, raw_spans: list[dict]) -> int:
-    """Store one request's spans with one multi-row insert; update their sessions.
-
-    A span already stored (a client retrying a batch) is skipped by the
-    unique (project, trace_id, span_id) constraint rather than duplicated.
-    """
     now = timezone.now()
-    rows = []
-    for raw in raw_spans:
-        fields = extract(raw)
-        rows.append(
-            Span(
-                project=project,
-                trace_id=raw["trace_id"],
-                span_id=raw["span_id"],
-                parent_span_id=raw["parent_span_id"],
-                name=raw["name"],
-                kind=raw["kind"],
-                start_time=to_datetime(raw["start"]),
-                end_time=to_datetime(raw["end"]),
-                start_unix_nano=raw["start"],
-                end_unix_nano=raw["end"],
-                status_code=raw["status_code"],
-                status_message=raw["status_message"],
-                attributes=raw["attributes"],
-                events=raw["events"],
-                resource=raw["resource"],
-                scope=raw["scope"],
-                received_at=now,
-                **fields,
-            )
-        )
+    rows = [_row(project.pk, raw, now) for raw in raw_spans]
+    sessions = _session_totals(rows)
     with transaction.atomic():
-        Span.objects.bulk_create(rows, batch_size=1000, ignore_conflicts=True)
-        _touch_sessions(project, rows, now)
+        if connection.vendor == "postgresql":
+            _copy_spans(rows)
+            _upsert_sessions_postgres(project, sessions, now)
+        else:
+            Span.objects.bulk_create([Span(**row) for row in rows], batch_size=500, ignore_conflicts=True)
+            _upsert_sessions_portable(project, sessions, now)
     return len(rows)
 
 
-def _touch_sessions(project, rows, now):
-    by_session = defaultdict(list)
+def _row(project_id, raw: dict, now) -> dict:
+    return {
+        "project_id": project_id,
+        "trace_id": raw["trace_id"],
+        "span_id": raw["span_id"],
+        "parent_span_id": raw["parent_span_id"],
+        "name": raw["name"],
+        "kind": raw["kind"],
+        "start_time": to_datetime(raw["start"]),
+        "end_time": to_datetime(raw["end"]),
+        "start_unix_nano": raw["start"],
+        "end_unix_nano": raw["end"],
+        "status_code": raw["status_code"],
+        "status_message": raw["status_message"],
+        "attributes": raw["attributes"],
+        "events": raw["events"],
+        "resource": raw["resource"],
+        "scope": raw["scope"],
+        "received_at": now,
+        "task_id": None,
+        **extract(raw),
+    }
+
+
+def _session_totals(rows) -> dict[str, dict]:
+    totals: dict[str, dict] = defaultdict(lambda: {"n": 0, "inp": 0, "out": 0, "first": None, "last": None})
     for row in rows:
-        if row.session_id:
-            by_session[row.session_id].append(row)
-    if not by_session:
+        if not row["session_id"]:
+            continue
+        t = totals[row["session_id"]]
+        t["n"] += 1
+        t["inp"] += row["input_tokens"] or 0
+        t["out"] += row["output_tokens"] or 0
+        t["first"] = min(filter(None, (t["first"], row["start_time"])))
+        t["last"] = max(filter(None, (t["last"], row["end_time"])))
+    return totals
+
+
+def _copy_spans(rows):
+    if not rows:
         return
-    # Create missing sessions in one statement, then move each one's counters.
-    # Counts are approximate until segmentation recomputes them from the spans.
+    names = ", ".join(connection.ops.quote_name(f.column) for f in SPAN_COLUMNS)
+    table = connection.ops.quote_name(Span._meta.db_table)
+    json_columns = [isinstance(f, JSONField) for f in SPAN_COLUMNS]
+    keys = [f.attname for f in SPAN_COLUMNS]
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS span_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {table} WITH NO DATA")
+        with cursor.cursor.copy(f"COPY span_incoming ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row([Jsonb(row[k], dumps=_dumps) if is_json else row[k] for k, is_json in zip(keys, json_columns)])
+        cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM span_incoming ON CONFLICT DO NOTHING")
+        cursor.execute("TRUNCATE span_incoming")
+
+
+def _dumps(value) -> str:
+    # orjson: the span attributes are re-serialised for every span, and the
+    # standard library's encoder was the largest single cost of ingest.
+    return orjson.dumps(value).decode()
+
+
+def _upsert_sessions_postgres(project, sessions, now):
+    if not sessions:
+        return
+    runs = _run_ids(project, sessions)
+    values, params = [], []
+    for session_id, t in sessions.items():
+        values.append("(%s, %s, %s, %s, %s, %s, %s, %s, '', true, %s)")
+        params += [project.pk, session_id, runs.get(session_id), t["first"], t["last"], t["n"], t["inp"], t["out"], now]
+    # Counts are approximate (a re-sent span counts again) until segmentation
+    # recomputes them from the stored spans.
+    sql = f"""
+        INSERT INTO traces_tracesession (project_id, session_id, run_id, first_span_at, last_span_at, span_count,
+                                         input_tokens, output_tokens, outcome, needs_processing, last_received_at)
+        VALUES {", ".join(values)}
+        ON CONFLICT (project_id, session_id) DO UPDATE SET
+            span_count = traces_tracesession.span_count + EXCLUDED.span_count,
+            input_tokens = traces_tracesession.input_tokens + EXCLUDED.input_tokens,
+            output_tokens = traces_tracesession.output_tokens + EXCLUDED.output_tokens,
+            first_span_at = LEAST(traces_tracesession.first_span_at, EXCLUDED.first_span_at),
+            last_span_at = GREATEST(traces_tracesession.last_span_at, EXCLUDED.last_span_at),
+            needs_processing = true,
+            last_received_at = EXCLUDED.last_received_at
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _upsert_sessions_portable(project, sessions, now):
+    if not sessions:
+        return
+    runs = _run_ids(project, sessions)
     TraceSession.objects.bulk_create(
         [
-            TraceSession(
-                project=project,
-                session_id=session_id,
-                first_span_at=min(r.start_time for r in spans),
-                last_span_at=max(r.end_time for r in spans),
-                span_count=0,
-                run_id=_run_id(project, session_id),
-            )
-            for session_id, spans in by_session.items()
+            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=runs.get(sid))
+            for sid, t in sessions.items()
         ],
         ignore_conflicts=True,
     )
-    for session_id, spans in by_session.items():
+    for session_id, t in sessions.items():
         TraceSession.objects.filter(project=project, session_id=session_id).update(
-            span_count=F("span_count") + len(spans),
-            input_tokens=F("input_tokens") + sum(r.input_tokens or 0 for r in spans),
-            output_tokens=F("output_tokens") + sum(r.output_tokens or 0 for r in spans),
-            first_span_at=Least("first_span_at", min(r.start_time for r in spans)),
-            last_span_at=Greatest("last_span_at", max(r.end_time for r in spans)),
+            span_count=F("span_count") + t["n"],
+            input_tokens=F("input_tokens") + t["inp"],
+            output_tokens=F("output_tokens") + t["out"],
+            first_span_at=Least("first_span_at", t["first"]),
+            last_span_at=Greatest("last_span_at", t["last"]),
             needs_processing=True,
             last_received_at=now,
         )
 
 
-def _run_id(project, session_id):
-    """A run's id is its session id: link the session when that run is in the project."""
-    if not session_id.isdigit() or len(session_id) > 18:
-        return None
+def _run_ids(project, sessions) -> dict[str, int]:
+    """A run's id is its session id: link sessions whose id names a run of the project."""
     from harnesses.models import Run
 
-    return Run.objects.filter(project=project, pk=int(session_id)).values_list("pk", flat=True).first()
+    candidates = [int(s) for s in sessions if s.isdigit() and len(s) < 18]
+    if not candidates:
+        return {}
+    return {str(pk): pk for pk in Run.objects.filter(project=project, pk__in=candidates).values_list("pk", flat=True)}

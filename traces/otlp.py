@@ -9,6 +9,8 @@ storage do not care which wire format carried them.
 import json
 import re
 import zlib
+
+import orjson
 from dataclasses import dataclass, field
 
 from google.protobuf.message import DecodeError
@@ -92,12 +94,10 @@ def success_response(rejected: int, reasons: list[str], as_protobuf: bool):
 
 def _parse_json(body: bytes) -> Parsed:
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise IngestError(400, f"Body is not valid UTF-8 (byte {exc.start}).") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if isinstance(exc.__cause__, UnicodeDecodeError) or "utf-8" in str(exc).lower():
+            raise IngestError(400, f"Body is not valid UTF-8: {exc}.") from None
         raise IngestError(400, f"Body is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.") from None
     if not isinstance(document, dict):
         raise IngestError(400, "Body must be an OTLP ExportTraceServiceRequest object with resourceSpans.")
@@ -156,29 +156,48 @@ def _json_attributes(items) -> dict:
 def _json_value(value):
     if not isinstance(value, dict):
         return _clean_value(value)
-    if "stringValue" in value or "string_value" in value:
-        return _clean_value(str(_get(value, "stringValue", "string_value")))
-    if "boolValue" in value or "bool_value" in value:
-        return bool(_get(value, "boolValue", "bool_value"))
-    if "intValue" in value or "int_value" in value:
-        try:
-            return int(_get(value, "intValue", "int_value"))
-        except (TypeError, ValueError):
-            return _clean_value(str(_get(value, "intValue", "int_value")))
-    if "doubleValue" in value or "double_value" in value:
-        number = _get(value, "doubleValue", "double_value")
-        try:
-            number = float(number)
-        except (TypeError, ValueError):
-            return _clean_value(str(number))
-        return number if number == number and abs(number) != float("inf") else str(number)
-    if "arrayValue" in value or "array_value" in value:
-        return [_json_value(v) for v in _list((_get(value, "arrayValue", "array_value") or {}).get("values", []))]
-    if "kvlistValue" in value or "kvlist_value" in value:
-        return _json_attributes((_get(value, "kvlistValue", "kvlist_value") or {}).get("values", []))
-    if "bytesValue" in value or "bytes_value" in value:
-        return _clean_value(str(_get(value, "bytesValue", "bytes_value")))
+    # An AnyValue holds one key; camelCase per OTLP/JSON, snake_case tolerated.
+    for key, inner in value.items():
+        if handler := _JSON_VALUE_HANDLERS.get(key):
+            return handler(inner)
     return None
+
+
+def _json_int(raw):
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return _clean_value(str(raw))
+
+
+def _json_double(raw):
+    try:
+        number = float(raw)
+    except (TypeError, ValueError):
+        return _clean_value(str(raw))
+    return number if number == number and abs(number) != float("inf") else str(number)
+
+
+def _json_array(raw):
+    return [_json_value(v) for v in _list((raw or {}).get("values", []))]
+
+
+def _json_kvlist(raw):
+    return _json_attributes((raw or {}).get("values", []))
+
+
+_JSON_VALUE_HANDLERS = {}
+for _names, _handler in [
+    (("stringValue", "string_value"), lambda raw: _clean_value(str(raw))),
+    (("boolValue", "bool_value"), bool),
+    (("intValue", "int_value"), _json_int),
+    (("doubleValue", "double_value"), _json_double),
+    (("arrayValue", "array_value"), _json_array),
+    (("kvlistValue", "kvlist_value"), _json_kvlist),
+    (("bytesValue", "bytes_value"), lambda raw: _clean_value(str(raw))),
+]:
+    for _name in _names:
+        _JSON_VALUE_HANDLERS[_name] = _handler
 
 
 # -- protobuf --------------------------------------------------------------------
@@ -271,7 +290,15 @@ def _check_count(count: int):
 
 def _clean(text: str) -> str:
     # PostgreSQL text and jsonb refuse NUL; lone surrogates cannot be encoded.
-    return text.replace("\x00", "").encode("utf-8", errors="replace").decode("utf-8")
+    # The checks come first because this runs for every key and value.
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
 
 
 def _clean_value(value):

@@ -1,0 +1,190 @@
+"""Trace ingest throughput: the production setup against a direct COPY baseline.
+
+Starts gunicorn (DEBUG off, PostgreSQL) on 127.0.0.1, sends realistic
+OpenLLMetry spans (about 1.5 KB each, 1,000 per request) from a few client
+threads, and prints spans per second with p50/p99 request latency. In the
+same run it parses the same bodies and COPYs the rows straight into a
+PostgreSQL table itself: the ceiling the platform is measured against.
+
+Usage: .venv/bin/python bench/ingest.py [--requests 60] [--clients 3]
+Needs PostgreSQL on 127.0.0.1:5432 (trust or BENCH_DATABASE_ADMIN_URL); it
+creates and drops a database `belvedir_bench`.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+DB_NAME = "belvedir_bench"
+PORT = 8765
+
+
+def make_body(batch: int, spans_per_request: int) -> bytes:
+    rng = random.Random(batch)
+    spans = []
+    for i in range(spans_per_request):
+        start = 1_700_000_000_000_000_000 + (batch * spans_per_request + i) * 1_000_000
+        question = " ".join(rng.choice(["plan", "email", "refund", "order", "weather", "summarise", "invoice", "ticket"]) for _ in range(60))
+        attributes = {
+            "traceloop.association.properties.session_id": f"bench-{batch}-{i // 50}",
+            "traceloop.span.kind": "llm",
+            "traceloop.workflow.name": "support_agent",
+            "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.response.model": "gpt-4o-mini-2024-07-18",
+            "gen_ai.prompt.0.role": "system",
+            "gen_ai.prompt.0.content": "You are a helpful support agent. Answer briefly.",
+            "gen_ai.prompt.1.role": "user",
+            "gen_ai.prompt.1.content": question,
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": question[:300],
+            "gen_ai.usage.prompt_tokens": 120 + i % 50,
+            "gen_ai.usage.completion_tokens": 40 + i % 20,
+            "llm.request.type": "chat",
+        }
+        spans.append(
+            {
+                "traceId": f"{batch:016x}{i // 50:016x}",
+                "spanId": f"{batch:08x}{i:08x}",
+                "name": "openai.chat",
+                "kind": 3,
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(start + 850_000_000),
+                "attributes": [
+                    {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}} for k, v in attributes.items()
+                ],
+                "status": {"code": 0},
+            }
+        )
+    return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench"}}]}, "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai"}, "spans": spans}]}]}).encode()
+
+
+def direct_copy(bodies: list[bytes]) -> float:
+    """Parse each body and COPY its spans into PostgreSQL ourselves: the baseline."""
+    with psycopg.connect(f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}", autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE baseline_span (trace_id text, span_id text, name text, start_ns bigint, end_ns bigint, session_id text, attributes jsonb)"
+        )
+        started = time.perf_counter()
+        for body in bodies:
+            document = json.loads(body)
+            with conn.cursor().copy("COPY baseline_span FROM STDIN") as copy:
+                for rs in document["resourceSpans"]:
+                    for ss in rs["scopeSpans"]:
+                        for span in ss["spans"]:
+                            attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+                            copy.write_row(
+                                (span["traceId"], span["spanId"], span["name"], int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"]),
+                                 attrs.get("traceloop.association.properties.session_id", ""), json.dumps(attrs))
+                            )
+        return time.perf_counter() - started
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--clients", type=int, default=3)
+    parser.add_argument("--spans", type=int, default=1000)
+    args = parser.parse_args()
+
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME}")
+        admin.execute(f"CREATE DATABASE {DB_NAME}")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}",
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-" + "x" * 40,
+        "LOG_LEVEL": "WARNING",
+        "ALLOWED_HOSTS": "127.0.0.1",
+    }
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    key = subprocess.run(
+        [python, "manage.py", "create_api_key", "bench", "--create"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    workers = str(2 * (os.cpu_count() or 1) + 1)
+    server = subprocess.Popen(
+        [python, "-m", "gunicorn", "belvedir.wsgi", "-b", f"127.0.0.1:{PORT}", "-w", workers, "--log-level", "warning"], cwd=ROOT, env=env
+    )
+    bodies = [make_body(b, args.spans) for b in range(args.requests)]
+    span_bytes = len(bodies[0]) / args.spans
+    try:
+        url = f"http://127.0.0.1:{PORT}/api/v1/traces"
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        for _ in range(100):
+            try:
+                requests.get(f"http://127.0.0.1:{PORT}/login/", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        # Warm-up on a body that is not counted.
+        requests.post(url, data=make_body(10_000, args.spans), headers=headers, timeout=60).raise_for_status()
+        results = {}
+        for clients in sorted({1, args.clients}):
+            results[clients] = send_all(url, headers, bodies, clients)
+    finally:
+        server.terminate()
+        server.wait(20)
+
+    total = args.requests * args.spans
+    baseline = direct_copy(bodies)
+    baseline_rate = total / baseline
+    print(f"machine: {os.cpu_count()} CPUs; gunicorn {workers} workers; {args.requests} requests x {args.spans} spans of ~{span_bytes:.0f} B")
+    for clients, (wall, latencies) in results.items():
+        latencies.sort()
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        rate = total / wall
+        print(
+            f"platform, {clients} client(s) (HTTP, auth, parse, extract, store)  {rate:7,.0f} spans/s  "
+            f"p50 {statistics.median(latencies) * 1000:5.0f} ms  p99 {p99 * 1000:5.0f} ms per request  ratio {rate / baseline_rate:.2f}"
+        )
+    print(f"baseline (parse + COPY in this script, 1 connection)       {baseline_rate:7,.0f} spans/s")
+    print("targets: throughput ratio >= 0.50; p99 < 300 ms per 1,000-span request")
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def send_all(url, headers, bodies, clients):
+    """Post every body once from `clients` threads; (wall seconds, per-request latencies)."""
+    latencies: list[float] = []
+    queue = list(range(len(bodies)))
+    lock = threading.Lock()
+
+    def client():
+        session = requests.Session()
+        while True:
+            with lock:
+                if not queue:
+                    return
+                index = queue.pop()
+            started = time.perf_counter()
+            response = session.post(url, data=bodies[index], headers=headers, timeout=60)
+            elapsed = time.perf_counter() - started
+            response.raise_for_status()
+            with lock:
+                latencies.append(elapsed)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started, latencies
+
+
+if __name__ == "__main__":
+    main()
