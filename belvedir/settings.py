@@ -108,6 +108,7 @@ INSTALLED_APPS = [
     "billing",
     "harnesses",
     "traces",
+    "evals",
 ]
 
 MIDDLEWARE = [
@@ -242,6 +243,18 @@ HARNESS_STALE_SECONDS = env_int("BELVEDIR_RUN_STALE_SECONDS", 30, minimum=5)
 # outside a workflow split into separate tasks at gaps this long.
 TRACE_QUIET_SECONDS = env_int("BELVEDIR_TRACE_QUIET_SECONDS", 30, minimum=1)
 TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, minimum=1)
+
+# Evals.
+EVAL_MAX_IN_FLIGHT = 100
+EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, minimum=1)
+EVAL_MAX_ATTEMPTS = 4
+EVAL_RETRY_BASE_SECONDS = 0.5
+EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
+# Deployments on loopback, private or link-local addresses would let users
+# probe the platform's own network; allowed only in development and tests.
+EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)
+HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
+HUMANEVAL_TIMEOUT_SECONDS = 10
 
 # Billing. Prices and limits in integer cents.
 RUN_PRICE_CPU_CENTS = env_int("BELVEDIR_RUN_PRICE_CPU_CENTS", 50, minimum=0)

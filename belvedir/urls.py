@@ -8,12 +8,16 @@ from rest_framework.routers import SimpleRouter
 
 from billing import api as billing_api
 from harnesses import api as harnesses_api
+from evals import api as evals_api
 from traces import api as traces_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
 router.register("runs", harnesses_api.RunViewSet, basename="run")
 router.register("presets", harnesses_api.PresetViewSet, basename="preset")
+router.register("deployments", evals_api.DeploymentViewSet, basename="deployment")
+router.register("evals", evals_api.EvalViewSet, basename="eval")
+router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
 from belvedir.core import views as core_views
 
 api_v1 = [
@@ -25,6 +29,7 @@ api_v1 = [
     path("sessions", traces_api.SessionList.as_view(), name="api-sessions"),
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
+    path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
     *router.urls,
 ]
 
@@ -39,6 +44,7 @@ urlpatterns = [
     path("", include("billing.urls")),
     path("", include("harnesses.urls")),
     path("", include("traces.urls")),
+    path("", include("evals.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

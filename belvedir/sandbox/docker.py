@@ -159,6 +159,7 @@ class Sandbox:
         timeout: float,
         env: dict[str, str] | None = None,
         workdir: str | None = None,
+        user: str | None = None,
         tail_bytes: int = 16384,
         on_output: Callable[[bytes], None] | None = None,
     ) -> ExecResult:
@@ -172,7 +173,7 @@ class Sandbox:
         started = time.monotonic()
         with engine_errors("start a command"):
             exec_id = api.exec_create(
-                self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=self.spec.user
+                self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=user or self.spec.user
             )["Id"]
             stream = api.exec_start(exec_id, stream=True)
         tail = TailBuffer(tail_bytes)

@@ -1,0 +1,119 @@
+import secrets
+
+import yaml
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from . import benchmarks
+from .models import Dataset, Deployment, Eval
+from .scoring import DATASET_SCORERS, LLM_JUDGE
+
+
+class EvalConfigError(ValueError):
+    """An eval request that breaks a rule; the message names the rule."""
+
+
+def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorers=None, sample_limit=None, seed=None, generation=None) -> Eval:
+    scorers = list(scorers or [])
+    if benchmark and dataset is not None:
+        raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
+    if benchmark:
+        if benchmarks.get(benchmark) is None:
+            raise EvalConfigError(f"Unknown benchmark {benchmark!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
+        if scorers:
+            raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
+    elif dataset is None:
+        raise EvalConfigError("Choose a benchmark or a dataset.")
+    else:
+        scorers = _check_scorers(project, scorers)
+    if sample_limit is not None and sample_limit < 1:
+        raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
+    with transaction.atomic():
+        ev = Eval.objects.create(
+            project=project,
+            deployment=deployment,
+            benchmark=benchmark,
+            dataset=dataset,
+            scorers=scorers,
+            sample_limit=sample_limit,
+            seed=seed if seed is not None else secrets.randbelow(2**31),
+            generation=generation or {},
+            created_by=user,
+        )
+        transaction.on_commit(lambda: enqueue(ev))
+    return ev
+
+
+def _check_scorers(project, scorers) -> list:
+    if not scorers:
+        raise EvalConfigError("A dataset eval needs at least one scorer: " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
+    checked = []
+    for scorer in scorers:
+        name = scorer.get("name") if isinstance(scorer, dict) else scorer
+        if name == LLM_JUDGE:
+            judge_id = scorer.get("deployment") if isinstance(scorer, dict) else None
+            if not Deployment.objects.filter(project=project, pk=judge_id).exists():
+                raise EvalConfigError("The llm_judge scorer needs a judge deployment of this project: {\"name\": \"llm_judge\", \"deployment\": ID}.")
+            checked.append({"name": LLM_JUDGE, "deployment": judge_id})
+        elif name in DATASET_SCORERS:
+            options = scorer.get("options", {}) if isinstance(scorer, dict) else {}
+            if name == "regex" and not options.get("pattern"):
+                raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
+            checked.append({"name": name, "options": options} if options else name)
+        else:
+            raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
+    return checked
+
+
+def enqueue(ev: Eval):
+    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}")
+
+
+def cancel_eval(ev: Eval) -> bool:
+    """Stop new requests; what finished is kept."""
+    return bool(
+        Eval.objects.filter(pk=ev.pk, status__in=Eval.ACTIVE).update(
+            status=Eval.Status.CANCELLED, finished_at=timezone.now(), status_message="Cancelled: finished samples are kept."
+        )
+    )
+
+
+def resume_eval(ev: Eval) -> bool:
+    """Queue an interrupted eval again; it scores only the rows it has not stored."""
+    stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
+    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED]) | Eval.objects.filter(
+        pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
+    )
+    with transaction.atomic():
+        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed."):
+            return False
+        transaction.on_commit(lambda: enqueue(ev))
+    return True
+
+
+def _stale_seconds():
+    from django.conf import settings
+
+    return settings.EVAL_STALE_SECONDS
+
+
+CONFIG_FIELDS = {"benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "generation"}
+
+
+def parse_config(text: str) -> dict:
+    """An eval config file (YAML, or JSON, which is YAML) into the API's fields."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise EvalConfigError(f"The config is not valid YAML or JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise EvalConfigError("The config must be a mapping of fields (benchmark, deployment, sample_limit, …).")
+    unknown = set(data) - CONFIG_FIELDS
+    if unknown:
+        raise EvalConfigError(f"Unknown config fields: {', '.join(sorted(unknown))}. Allowed: {', '.join(sorted(CONFIG_FIELDS))}.")
+    return data
+
+
+def dataset_for(project, dataset_id) -> Dataset | None:
+    return Dataset.objects.filter(project=project, pk=dataset_id).first() if dataset_id is not None else None

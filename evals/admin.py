@@ -1,0 +1,38 @@
+from django.contrib import admin
+
+from .models import Dataset, Deployment, Eval, Sample
+
+
+@admin.register(Deployment)
+class DeploymentAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "base_url", "model", "api_style", "max_in_flight"]
+    list_filter = ["api_style"]
+    search_fields = ["name", "model", "base_url", "project__name"]
+    list_select_related = ["project"]
+    exclude = ["api_key"]  # secret: never shown, not even to staff
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "row_count", "created_at"]
+    search_fields = ["name", "project__name"]
+    list_filter = ["created_at"]
+    list_select_related = ["project"]
+
+
+@admin.register(Eval)
+class EvalAdmin(admin.ModelAdmin):
+    list_display = ["id", "project", "benchmark", "dataset", "deployment", "status", "done_count", "total", "error_count", "score", "created_at"]
+    list_filter = ["status", "benchmark", "created_at"]
+    search_fields = ["=id", "benchmark", "project__name", "deployment__name"]
+    list_select_related = ["project", "dataset", "deployment"]
+    raw_id_fields = ["project", "deployment", "dataset", "created_by"]
+
+
+@admin.register(Sample)
+class SampleAdmin(admin.ModelAdmin):
+    list_display = ["eval", "row_index", "score", "error", "latency_ms"]
+    list_filter = ["score"]
+    search_fields = ["=eval__id", "input"]
+    raw_id_fields = ["eval"]
+    show_full_result_count = False

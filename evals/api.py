@@ -1,0 +1,203 @@
+import asyncio
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action, api_view
+from rest_framework.response import Response
+
+from belvedir.core.permissions import request_project
+
+from . import benchmarks
+from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
+from .connection import test_connection
+from .datasets import DatasetError, create_dataset
+from .downloads import samples_csv, samples_jsonl
+from .models import Dataset, Deployment, Eval, Sample
+from .validation import validate_deployment_url
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    api_key = serializers.CharField(write_only=True, required=False, allow_blank=True)
+    api_key_masked = serializers.CharField(source="masked_key", read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = ["id", "name", "base_url", "model", "api_key", "api_key_masked", "api_style", "max_in_flight", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+    def validate_base_url(self, value):
+        from django.core.exceptions import ValidationError
+
+        try:
+            validate_deployment_url(value)
+        except ValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+        return value
+
+    def validate_name(self, value):
+        project = self.context["project"]
+        clash = Deployment.objects.filter(project=project, name=value)
+        if self.instance:
+            clash = clash.exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise serializers.ValidationError("A deployment with this name already exists in the project.")
+        return value
+
+
+class EvalSerializer(serializers.ModelSerializer):
+    deployment = serializers.CharField(source="deployment.name", read_only=True)
+    dataset_id = serializers.IntegerField(read_only=True)
+    rate_per_s = serializers.FloatField(read_only=True)
+    eta_seconds = serializers.FloatField(read_only=True)
+
+    class Meta:
+        model = Eval
+        fields = [
+            "id", "benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "status", "status_message",
+            "total", "done_count", "error_count", "score", "rate_per_s", "eta_seconds", "created_at", "started_at", "finished_at",
+        ]
+
+
+class EvalCreateSerializer(serializers.Serializer):
+    benchmark = serializers.CharField(required=False, allow_blank=True, default="")
+    dataset_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    deployment = serializers.CharField(help_text="Deployment name or id.")
+    scorers = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    sample_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
+    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    generation = serializers.DictField(required=False, default=dict)
+
+
+class SampleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Sample
+        fields = ["row_index", "input", "output", "extracted", "reference", "score", "scores", "error", "latency_ms", "prompt_tokens", "completion_tokens"]
+
+
+def deployment_by_name_or_id(project, value) -> Deployment | None:
+    qs = Deployment.objects.filter(project=project)
+    return qs.filter(pk=int(value)).first() if str(value).isdigit() else qs.filter(name=value).first()
+
+
+class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    serializer_class = DeploymentSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return Deployment.objects.for_user(self.request.user, request_project(self.request))
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "project": request_project(self.request)}
+
+    def perform_create(self, serializer):
+        serializer.save(project=request_project(self.request))
+
+    @extend_schema(request=None, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def test(self, request, pk=None):
+        """Send one tiny request to the deployment and report what came back."""
+        return Response(asyncio.run(test_connection(self.get_object())))
+
+
+class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = EvalSerializer
+
+    def get_queryset(self):
+        return Eval.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment")
+
+    @extend_schema(request=EvalCreateSerializer, responses={201: EvalSerializer})
+    def create(self, request):
+        """Start an eval: either `benchmark` or `dataset_id` (with `scorers`), against a deployment."""
+        payload = EvalCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data, project = payload.validated_data, request_project(request)
+        deployment = deployment_by_name_or_id(project, data["deployment"])
+        if deployment is None:
+            return Response({"deployment": [f"No deployment {data['deployment']!r} in this project."]}, status=400)
+        dataset = dataset_for(project, data["dataset_id"])
+        if data["dataset_id"] is not None and dataset is None:
+            return Response({"dataset_id": ["No such dataset in this project."]}, status=400)
+        try:
+            ev = create_eval(
+                project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
+                scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
+            )
+        except EvalConfigError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("format", str, enum=["json", "jsonl", "csv"])], responses=SampleSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def samples(self, request, pk=None):
+        """Per-sample results; ?filter=wrong|errors; ?format=jsonl|csv to download."""
+        ev = self.get_object()
+        qs = filter_samples(ev.samples.all(), request.query_params.get("filter"))
+        fmt = request.query_params.get("format")
+        if fmt == "jsonl":
+            return HttpResponse(samples_jsonl(qs), content_type="application/x-ndjson")
+        if fmt == "csv":
+            return HttpResponse(samples_csv(qs), content_type="text/csv")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(SampleSerializer(page, many=True).data)
+
+    @extend_schema(request=None, responses={200: EvalSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop sending requests; finished samples are kept. 409 when it already ended."""
+        ev = self.get_object()
+        if not cancel_eval(ev):
+            return Response({"detail": f"The eval already ended ({ev.status})."}, status=409)
+        ev.refresh_from_db()
+        return Response(EvalSerializer(ev).data)
+
+    @extend_schema(request=None, responses={200: EvalSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, pk=None):
+        """Continue a failed, cancelled or stalled eval on the same rows; 409 otherwise."""
+        ev = self.get_object()
+        if not resume_eval(ev):
+            return Response({"detail": f"Only failed, cancelled or stalled evals resume (this one is {ev.status})."}, status=409)
+        ev.refresh_from_db()
+        return Response(EvalSerializer(ev).data)
+
+
+def filter_samples(qs, which):
+    if which == "wrong":
+        return qs.filter(error="", score__lt=1)
+    if which == "errors":
+        return qs.exclude(error="")
+    return qs
+
+
+class DatasetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "row_count", "created_at"]
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = DatasetSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return Dataset.objects.for_user(self.request.user, request_project(self.request))
+
+    @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}}, responses={201: DatasetSerializer})
+    def create(self, request):
+        """Upload a JSONL file of {"input": ..., "expected": ...} rows."""
+        upload, name = request.FILES.get("file"), request.data.get("name", "")
+        if upload is None or not name:
+            return Response({"detail": "Send a name and a JSONL file."}, status=400)
+        try:
+            dataset = create_dataset(request_project(request), request.user, name, upload.read())
+        except DatasetError as exc:
+            return Response({"detail": str(exc)}, status=400)
+        return Response(DatasetSerializer(dataset).data, status=201)
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+def benchmark_list(request):
+    """The live benchmark catalog."""
+    return Response([benchmarks.describe(module) for module in benchmarks.CATALOG.values()])

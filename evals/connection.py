@@ -1,0 +1,14 @@
+import time
+
+from .engine import RequestFailed, complete, http_session
+
+
+async def test_connection(deployment) -> dict:
+    """One tiny request: did the endpoint answer, how fast, with what."""
+    started = time.monotonic()
+    async with http_session(1) as client:
+        try:
+            reply = await complete(client, deployment, [{"role": "user", "content": "Reply with OK."}], {"max_tokens": 5, "temperature": 0})
+        except RequestFailed as exc:
+            return {"ok": False, "error": str(exc), "latency_ms": round((time.monotonic() - started) * 1000)}
+    return {"ok": True, "reply": reply.text[:200], "latency_ms": round(reply.latency_ms)}

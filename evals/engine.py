@@ -1,0 +1,187 @@
+"""The eval engine: an asyncio loop that keeps up to N requests in flight.
+
+Rows are requested concurrently (bounded by the deployment's limit), retried
+with backoff on 429, 5xx and connection errors, scored as they finish, and
+written in batches. A row whose sample is already stored is skipped, so a
+resumed eval neither re-requests nor double-counts anything.
+"""
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import aiohttp
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from belvedir.sandbox.errors import SandboxPlatformError
+
+from .models import Deployment, Eval, Sample
+
+logger = logging.getLogger(__name__)
+RETRY_STATUSES = {429, 500, 502, 503, 504}
+BATCH_SIZE = 50
+BATCH_SECONDS = 1.0
+
+
+class RequestFailed(Exception):
+    pass
+
+
+@dataclass
+class Completion:
+    text: str
+    latency_ms: float
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+async def complete(client: aiohttp.ClientSession, deployment: Deployment, messages: list[dict], generation: dict) -> Completion:
+    """One completion, with bounded retries and exponential backoff with jitter."""
+    if deployment.api_style == Deployment.Style.CHAT:
+        path, payload = "/chat/completions", {"model": deployment.model, "messages": messages, **generation}
+    else:
+        prompt = "\n\n".join(m["content"] for m in messages)
+        path, payload = "/completions", {"model": deployment.model, "prompt": prompt, **generation}
+    url = deployment.base_url.rstrip("/") + path
+    headers = {"Authorization": f"Bearer {deployment.api_key}"} if deployment.api_key else {}
+    attempts = settings.EVAL_MAX_ATTEMPTS
+    for attempt in range(1, attempts + 1):
+        started = time.monotonic()
+        try:
+            async with client.post(url, json=payload, headers=headers) as response:
+                body = await response.read()
+                status = response.status
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            problem = f"{type(exc).__name__}: {exc}"[:300]
+        else:
+            if status == 200:
+                return _parse(body, deployment, (time.monotonic() - started) * 1000)
+            problem = f"HTTP {status}: {body[:200].decode(errors='replace')}"
+            if status not in RETRY_STATUSES:
+                raise RequestFailed(problem)
+        if attempt < attempts:
+            delay = min(settings.EVAL_RETRY_BASE_SECONDS * 2 ** (attempt - 1), 20) * (0.5 + random.random())
+            await asyncio.sleep(delay)
+    raise RequestFailed(f"Gave up after {attempts} attempts: {problem}")
+
+
+def _parse(raw: bytes, deployment, latency_ms) -> Completion:
+    try:
+        body = json.loads(raw)
+        choice = body["choices"][0]
+        text = choice["message"]["content"] if deployment.api_style == Deployment.Style.CHAT else choice["text"]
+    except (ValueError, KeyError, IndexError, TypeError) as exc:
+        raise RequestFailed(f"Unexpected response shape: {exc}") from None
+    usage = body.get("usage") or {}
+    return Completion(text or "", latency_ms, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+
+def http_session(limit: int) -> aiohttp.ClientSession:
+    # aiohttp rather than httpx here: at 100 requests in flight httpx's
+    # connection pool added seconds per few hundred requests (bench/eval_engine.py).
+    timeout = aiohttp.ClientTimeout(total=settings.EVAL_REQUEST_TIMEOUT_SECONDS, connect=10)
+    return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=limit))
+
+
+class EvalRun:
+    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None):
+        self.eval = ev
+        self.spec = spec  # a benchmark module or a DatasetSpec
+        self.rows = rows
+        self.code_sandbox = code_sandbox
+        self.pending: list[Sample] = []
+        self.cancelled = False
+
+    async def run(self):
+        deployment = self.eval.deployment
+        limit = min(deployment.max_in_flight, settings.EVAL_MAX_IN_FLIGHT)
+        done = set(await sync_to_async(self._done_rows)())
+        todo = [(i, row) for i, row in self.rows if i not in done]
+        gate = asyncio.Semaphore(limit)
+        async with http_session(limit) as client:
+            flusher = asyncio.create_task(self._flush_periodically())
+            try:
+                await asyncio.gather(*(self._one(client, gate, index, row) for index, row in todo))
+            finally:
+                flusher.cancel()
+                await self._flush()
+                if hasattr(self.spec, "aclose"):
+                    await self.spec.aclose()
+
+    async def _one(self, client, gate, index, row):
+        async with gate:
+            if self.cancelled:
+                return
+            sample = Sample(eval_id=self.eval.pk, row_index=index, input=row["input"][:20000], reference=str(row.get("reference", ""))[:20000])
+            try:
+                completion = await complete(client, self.eval.deployment, self.spec.prompt(row), {**self.spec.GENERATION, **self.eval.generation})
+            except RequestFailed as exc:
+                sample.error = str(exc)
+            else:
+                sample.output = completion.text[:100_000].replace("\x00", "")
+                sample.latency_ms = completion.latency_ms
+                sample.prompt_tokens, sample.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+                await self._score(client, sample, row)
+        self.pending.append(sample)
+        if len(self.pending) >= BATCH_SIZE:
+            await self._flush()
+
+    async def _score(self, client, sample, row):
+        try:
+            if getattr(self.spec, "SANDBOXED", False):
+                score, detail = await asyncio.to_thread(self.spec.score_in, self.code_sandbox, row, sample.output)
+                sample.score, sample.extracted = score, detail
+            else:
+                result = self.spec.score(row, sample.output)
+                if asyncio.iscoroutine(result):
+                    result = await result
+                sample.score, sample.extracted = result[0], result[1]
+                if len(result) > 2:
+                    sample.scores = result[2]
+        except SandboxPlatformError as exc:
+            # The platform's fault, not the completion's: an error, not a wrong answer.
+            sample.score, sample.error = None, f"Sandbox error: {exc.message}"
+
+    async def _flush_periodically(self):
+        while True:
+            await asyncio.sleep(BATCH_SECONDS)
+            await self._flush()
+
+    async def _flush(self):
+        # Also a heartbeat and the cancel check, so it runs even with nothing to write.
+        batch, self.pending = self.pending, []
+        self.cancelled = await sync_to_async(self._write)(batch)
+
+    def _done_rows(self):
+        return list(Sample.objects.filter(eval=self.eval).values_list("row_index", flat=True))
+
+    def _write(self, batch) -> bool:
+        """Store a batch, refresh the counters; True when the eval was cancelled meanwhile."""
+        if batch:
+            try:
+                with transaction.atomic():
+                    Sample.objects.bulk_create(batch, ignore_conflicts=True)
+            except IntegrityError:
+                logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
+        refresh_counters(self.eval.pk)
+        return not Eval.objects.filter(pk=self.eval.pk, status=Eval.Status.RUNNING).exists()
+
+
+def refresh_counters(eval_id: int):
+    stats = Sample.objects.filter(eval_id=eval_id).aggregate(
+        done=Count("pk"), errors=Count("pk", filter=~Q(error="")), total_score=Sum("score", filter=Q(error=""))
+    )
+    scored = stats["done"] - stats["errors"]
+    Eval.objects.filter(pk=eval_id).update(
+        done_count=stats["done"],
+        error_count=stats["errors"],
+        score=(stats["total_score"] or 0) / scored if scored else None,
+        heartbeat_at=timezone.now(),
+    )

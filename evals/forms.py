@@ -1,0 +1,69 @@
+from django import forms
+
+from . import benchmarks
+from .models import Dataset, Deployment
+from .scoring import DATASET_SCORERS, LLM_JUDGE
+from .validation import validate_deployment_url
+
+
+class DeploymentForm(forms.ModelForm):
+    class Meta:
+        model = Deployment
+        fields = ["name", "base_url", "model", "api_key", "api_style", "max_in_flight"]
+        widgets = {"api_key": forms.PasswordInput(render_value=False)}
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+        self.fields["base_url"].validators.append(validate_deployment_url)
+
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        if Deployment.objects.filter(project=self.project, name=name).exists():
+            raise forms.ValidationError("A deployment with this name already exists in the project.")
+        return name
+
+
+class BenchmarkEvalForm(forms.Form):
+    benchmark = forms.ChoiceField()
+    deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
+    sample_limit = forms.IntegerField(required=False, min_value=1, help_text="Empty for the full split. The subset is drawn from a stored seed.")
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["benchmark"].choices = [(name, f"{name} ({len(m.rows())} rows, {m.METRIC})") for name, m in benchmarks.CATALOG.items()]
+        self.fields["deployment"].queryset = Deployment.objects.filter(project=project)
+
+
+SCORER_CHOICES = [(name, name.replace("_", " ")) for name in [*DATASET_SCORERS, LLM_JUDGE]]
+
+
+class DatasetEvalForm(forms.Form):
+    dataset = forms.ModelChoiceField(queryset=Dataset.objects.none())
+    deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
+    scorers = forms.MultipleChoiceField(choices=SCORER_CHOICES, widget=forms.CheckboxSelectMultiple)
+    regex_pattern = forms.CharField(required=False, help_text="For the regex scorer; {expected} stands for the expected answer.")
+    judge = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, help_text="For the LLM judge scorer.")
+    sample_limit = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["dataset"].queryset = Dataset.objects.filter(project=project)
+        self.fields["deployment"].queryset = self.fields["judge"].queryset = Deployment.objects.filter(project=project)
+
+    def scorer_config(self) -> list:
+        config = []
+        for name in self.cleaned_data["scorers"]:
+            if name == "regex":
+                config.append({"name": "regex", "options": {"pattern": self.cleaned_data["regex_pattern"]}})
+            elif name == LLM_JUDGE:
+                judge = self.cleaned_data["judge"]
+                config.append({"name": LLM_JUDGE, "deployment": judge.pk if judge else None})
+            else:
+                config.append(name)
+        return config
+
+
+class DatasetUploadForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    file = forms.FileField(help_text='JSONL: one {"input": ..., "expected": ...} per line.')

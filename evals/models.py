@@ -1,0 +1,162 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from belvedir.core.models import ProjectScopedQuerySet
+from belvedir.sandbox.output import MASK
+
+MAX_IN_FLIGHT = 100
+
+
+class Deployment(models.Model):
+    """An OpenAI-compatible endpoint serving one model."""
+
+    class Style(models.TextChoices):
+        CHAT = "chat", "Chat completions"
+        COMPLETIONS = "completions", "Completions"
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="deployments")
+    name = models.CharField(max_length=100)
+    base_url = models.URLField(max_length=500, help_text="e.g. https://api.openai.com/v1")
+    model = models.CharField(max_length=200)
+    api_key = models.CharField(max_length=500, blank=True)
+    api_style = models.CharField(max_length=12, choices=Style.choices, default=Style.CHAT)
+    max_in_flight = models.PositiveIntegerField(default=MAX_IN_FLIGHT, validators=[MinValueValidator(1), MaxValueValidator(MAX_IN_FLIGHT)])
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_deployment_name_per_project")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def masked_key(self):
+        return f"{self.api_key[:3]}{MASK}" if len(self.api_key) > 8 else (MASK if self.api_key else "")
+
+
+class Dataset(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=100)
+    row_count = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.name
+
+
+class DatasetRow(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="rows")
+    index = models.PositiveIntegerField()
+    input = models.TextField()
+    expected = models.TextField()
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [models.UniqueConstraint(fields=["dataset", "index"], name="one_row_per_index")]
+
+
+class Eval(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING)
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evals")
+    deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="evals")
+    benchmark = models.CharField(max_length=50, blank=True)
+    dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
+    scorers = models.JSONField(default=list, blank=True)
+    sample_limit = models.PositiveIntegerField(null=True, blank=True)
+    seed = models.BigIntegerField()
+    generation = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    status_message = models.CharField(max_length=1000, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    done_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0)
+    score = models.FloatField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self):
+        return f"Eval #{self.pk} {self.label}"
+
+    def get_absolute_url(self):
+        return reverse("evals:detail", args=[self.pk])
+
+    @property
+    def label(self):
+        return self.benchmark or (self.dataset.name if self.dataset_id else "?")
+
+    @property
+    def is_active(self):
+        return self.status in self.ACTIVE
+
+    @property
+    def progress_pct(self):
+        return round(100 * self.done_count / self.total) if self.total else 0
+
+    @property
+    def rate_per_s(self):
+        if not self.started_at or not self.done_count:
+            return None
+        elapsed = ((self.finished_at or timezone.now()) - self.started_at).total_seconds()
+        return self.done_count / elapsed if elapsed > 0 else None
+
+    @property
+    def eta_seconds(self):
+        rate = self.rate_per_s
+        return (self.total - self.done_count) / rate if rate and self.is_active else None
+
+    @property
+    def duration(self):
+        return (self.finished_at - self.started_at) if self.started_at and self.finished_at else None
+
+
+class Sample(models.Model):
+    eval = models.ForeignKey(Eval, on_delete=models.CASCADE, related_name="samples")
+    row_index = models.PositiveIntegerField()
+    input = models.TextField()
+    output = models.TextField(blank=True)
+    extracted = models.TextField(blank=True)
+    reference = models.TextField(blank=True)
+    score = models.FloatField(null=True, blank=True)
+    scores = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.IntegerField(null=True, blank=True)
+    completion_tokens = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["row_index"]
+        # Resume relies on this: a row scored once is never scored again.
+        constraints = [models.UniqueConstraint(fields=["eval", "row_index"], name="one_sample_per_row")]
+
+    @property
+    def is_error(self):
+        return bool(self.error)

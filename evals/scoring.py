@@ -1,0 +1,75 @@
+"""Answer extraction and the dataset scorers."""
+
+import re
+from decimal import Decimal, InvalidOperation
+
+NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+")
+FENCE = re.compile(r"```[ \t]*[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+def normalize_number(text: str) -> str | None:
+    """'$1,234.50' → '1234.5'; '18.00' → '18'; None when it is not a number."""
+    cleaned = text.replace(",", "").replace("$", "").replace(" ", "").rstrip(".")
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation:
+        return None
+    if not value.is_finite():
+        return None
+    normalized = value.normalize()
+    # Decimal('1E+1').normalize() prints in exponent form: render plainly.
+    return format(normalized, "f") if normalized == normalized.to_integral() else str(normalized)
+
+
+def last_number(text: str) -> str | None:
+    """The last number in a text, normalized."""
+    for match in reversed(NUMBER.findall(text or "")):
+        if (number := normalize_number(match)) is not None:
+            return number
+    return None
+
+
+def gsm8k_answer(output: str) -> str | None:
+    """The number after the last '####' when there is one, else the last number."""
+    if "####" in (output or ""):
+        after = output.rsplit("####", 1)[1]
+        if (number := last_number(after.split("\n")[0] if after.strip() else after)) is not None:
+            return number
+    return last_number(output)
+
+
+def strip_fences(completion: str) -> str:
+    """The code inside the first markdown fence (any language tag), else the text as it is."""
+    match = FENCE.search(completion or "")
+    return match.group(1) if match else completion
+
+
+# -- dataset scorers ---------------------------------------------------------
+
+
+def exact_match(output: str, expected: str, **_) -> float:
+    return float(output.strip() == expected.strip())
+
+
+def contains(output: str, expected: str, **_) -> float:
+    return float(expected.strip().lower() in output.lower())
+
+
+def regex(output: str, expected: str, *, pattern: str = "", **_) -> float:
+    # The pattern may refer to the expected answer as {expected}.
+    compiled = re.compile(pattern.replace("{expected}", re.escape(expected.strip())) if pattern else re.escape(expected.strip()))
+    return float(bool(compiled.search(output)))
+
+
+def last_number_match(output: str, expected: str, **_) -> float:
+    got = last_number(output)
+    return float(got is not None and got == normalize_number(expected.strip()))
+
+
+DATASET_SCORERS = {
+    "exact_match": exact_match,
+    "contains": contains,
+    "regex": regex,
+    "last_number": last_number_match,
+}
+LLM_JUDGE = "llm_judge"

@@ -1,0 +1,72 @@
+"""Queue entry points: run (or resume) an eval; re-queue evals whose worker died."""
+
+import asyncio
+import logging
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models.functions import Coalesce
+from django.db.models import Value
+from django.utils import timezone
+
+from belvedir.sandbox import scheduler
+from belvedir.sandbox.errors import SandboxError
+
+from . import benchmarks
+from .code_sandbox import CodeSandbox
+from .datasets import DatasetSpec
+from .engine import EvalRun, refresh_counters
+from .models import Eval
+from .subset import select_rows
+
+logger = logging.getLogger(__name__)
+
+
+def spec_for(ev: Eval):
+    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetSpec(ev.dataset, ev.scorers)
+
+
+def run_eval(eval_id: int):
+    close_old_connections()
+    now = timezone.now()
+    claimed = Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(
+        status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message=""
+    )
+    if not claimed:
+        return
+    ev = Eval.objects.select_related("deployment", "dataset").get(pk=eval_id)
+    spec = spec_for(ev)
+    all_rows = spec.rows()
+    indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
+    Eval.objects.filter(pk=ev.pk).update(total=len(indices))
+    rows = [(i, all_rows[i]) for i in indices]
+    owner = f"eval:{ev.pk}"
+    try:
+        if getattr(spec, "SANDBOXED", False):
+            lease = scheduler.acquire_host(owner)
+            with CodeSandbox(str(ev.pk), lease.host.docker_url, slots=settings.HUMANEVAL_SLOTS, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+                asyncio.run(EvalRun(ev, spec, rows, sandbox).run())
+        else:
+            asyncio.run(EvalRun(ev, spec, rows).run())
+    except SandboxError as exc:
+        _fail(ev, f"The scoring sandbox could not start: {exc.message} Resume to retry.")
+    except Exception:
+        logger.exception("eval %s failed", ev.pk)
+        _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
+    finally:
+        scheduler.release(owner)
+        refresh_counters(ev.pk)
+    Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now())
+
+
+def _fail(ev, message):
+    Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING).update(status=Eval.Status.FAILED, status_message=message, finished_at=timezone.now())
+
+
+def resume_stale_evals() -> int:
+    """Scheduled: an eval whose worker died (no heartbeat) resumes through the queue."""
+    from .actions import resume_eval
+
+    stale_before = timezone.now() - timezone.timedelta(seconds=settings.EVAL_STALE_SECONDS)
+    stale = Eval.objects.filter(status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before)[:50]
+    return sum(resume_eval(ev) for ev in stale)

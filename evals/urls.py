@@ -1,0 +1,18 @@
+from django.urls import path
+
+from . import views
+
+app_name = "evals"
+urlpatterns = [
+    path("evals/", views.eval_list, name="list"),
+    path("evals/new/benchmark/", views.create_benchmark_eval, name="create_benchmark"),
+    path("evals/new/dataset/", views.create_dataset_eval, name="create_dataset"),
+    path("evals/<int:pk>/", views.eval_detail, name="detail"),
+    path("evals/<int:pk>/samples.<str:fmt>", views.eval_download, name="download"),
+    path("evals/<int:pk>/cancel/", views.eval_cancel, name="cancel"),
+    path("evals/<int:pk>/resume/", views.eval_resume, name="resume"),
+    path("evals/compare/<str:benchmark>/", views.compare, name="compare"),
+    path("evals/deployments/", views.deployments, name="deployments"),
+    path("evals/deployments/<int:pk>/test/", views.deployment_test, name="deployment_test"),
+    path("evals/datasets/", views.datasets, name="datasets"),
+]

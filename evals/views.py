@@ -1,0 +1,161 @@
+import asyncio
+from collections import defaultdict
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir.core.charts import Series, line_chart
+
+from . import benchmarks
+from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
+from .api import filter_samples
+from .connection import test_connection
+from .datasets import DatasetError, create_dataset
+from .downloads import samples_csv, samples_jsonl
+from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm
+from .models import Dataset, Deployment, Eval
+
+HTMX_STOP_POLLING = 286
+
+
+@login_required
+def eval_list(request):
+    evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")[:100]
+    return render(request, "evals/list.html", {"evals": evals, "benchmarks": benchmarks.CATALOG})
+
+
+@login_required
+def create_benchmark_eval(request):
+    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark")})
+    if request.method == "POST" and form.is_valid():
+        try:
+            ev = create_eval(
+                request.project, request.user, deployment=form.cleaned_data["deployment"],
+                benchmark=form.cleaned_data["benchmark"], sample_limit=form.cleaned_data["sample_limit"],
+            )
+        except EvalConfigError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(ev)
+    return render(request, "evals/create_benchmark.html", {"form": form})
+
+
+@login_required
+def create_dataset_eval(request):
+    form = DatasetEvalForm(request.POST or None, project=request.project)
+    if request.method == "POST" and form.is_valid():
+        try:
+            ev = create_eval(
+                request.project, request.user, deployment=form.cleaned_data["deployment"], dataset=form.cleaned_data["dataset"],
+                scorers=form.scorer_config(), sample_limit=form.cleaned_data["sample_limit"],
+            )
+        except EvalConfigError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect(ev)
+    return render(request, "evals/create_dataset.html", {"form": form})
+
+
+@login_required
+def eval_detail(request, pk):
+    ev = get_object_or_404(Eval.objects.for_user(request.user).select_related("deployment", "dataset"), pk=pk)
+    if request.htmx and request.GET.get("part") == "progress":
+        response = render(request, "evals/_progress.html", {"ev": ev})
+        if not ev.is_active:
+            response.status_code = HTMX_STOP_POLLING
+        return response
+    which = request.GET.get("filter")
+    samples = Paginator(filter_samples(ev.samples.all(), which), 50).get_page(request.GET.get("page"))
+    return render(request, "evals/detail.html", {"ev": ev, "samples": samples, "which": which})
+
+
+@login_required
+def eval_download(request, pk, fmt):
+    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    qs = filter_samples(ev.samples.all(), request.GET.get("filter"))
+    if fmt == "csv":
+        response = HttpResponse(samples_csv(qs), content_type="text/csv")
+    else:
+        response = HttpResponse(samples_jsonl(qs), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-samples.{fmt}"'
+    return response
+
+
+@login_required
+@require_POST
+def eval_cancel(request, pk):
+    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    if cancel_eval(ev):
+        messages.success(request, "Eval cancelled; finished samples are kept.")
+    else:
+        messages.error(request, "The eval already ended.")
+    return redirect(ev)
+
+
+@login_required
+@require_POST
+def eval_resume(request, pk):
+    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    if resume_eval(ev):
+        messages.success(request, "Eval resumed: only rows not yet scored are requested.")
+    else:
+        messages.error(request, "Only failed, cancelled or stalled evals can be resumed.")
+    return redirect(ev)
+
+
+@login_required
+def compare(request, benchmark):
+    if benchmarks.get(benchmark) is None:
+        return render(request, "evals/compare.html", {"benchmark": benchmark, "unknown": True}, status=404)
+    evals = list(
+        Eval.objects.for_user(request.user, request.project).filter(benchmark=benchmark, score__isnull=False).select_related("deployment").order_by("created_at")
+    )
+    by_deployment = defaultdict(list)
+    for ev in evals:
+        by_deployment[ev.deployment.name].append((f"#{ev.pk} {ev.created_at:%Y-%m-%d}", ev.score))
+    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).METRIC)
+    return render(request, "evals/compare.html", {"benchmark": benchmark, "evals": evals, "chart": chart})
+
+
+@login_required
+def deployments(request):
+    form = DeploymentForm(request.POST or None, project=request.project)
+    if request.method == "POST" and form.is_valid():
+        deployment = form.save(commit=False)
+        deployment.project = request.project
+        deployment.save()
+        messages.success(request, f"Deployment {deployment.name} added. Test its connection below.")
+        return redirect("evals:deployments")
+    items = Deployment.objects.for_user(request.user, request.project)
+    return render(request, "evals/deployments.html", {"form": form, "deployments": items})
+
+
+@login_required
+@require_POST
+def deployment_test(request, pk):
+    deployment = get_object_or_404(Deployment.objects.for_user(request.user), pk=pk)
+    result = asyncio.run(test_connection(deployment))
+    if request.htmx:
+        return render(request, "evals/_connection.html", {"result": result})
+    (messages.success if result["ok"] else messages.error)(
+        request, f"{deployment.name}: " + (f"answered {result['reply']!r} in {result['latency_ms']} ms" if result["ok"] else result["error"])
+    )
+    return redirect("evals:deployments")
+
+
+@login_required
+def datasets(request):
+    form = DatasetUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            dataset = create_dataset(request.project, request.user, form.cleaned_data["name"], form.cleaned_data["file"].read())
+        except DatasetError as exc:
+            form.add_error("file", str(exc))
+        else:
+            messages.success(request, f"Dataset {dataset.name} uploaded with {dataset.row_count} rows.")
+            return redirect("evals:datasets")
+    return render(request, "evals/datasets.html", {"form": form, "datasets": Dataset.objects.for_user(request.user, request.project)})
