@@ -127,13 +127,13 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             return Response({"detail": str(exc)}, status=400)
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("format", str, enum=["json", "jsonl", "csv"])], responses=SampleSerializer(many=True))
+    @extend_schema(parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("download", str, enum=["jsonl", "csv"])], responses=SampleSerializer(many=True))
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):
-        """Per-sample results; ?filter=wrong|errors; ?format=jsonl|csv to download."""
+        """Per-sample results; ?filter=wrong|errors; ?download=jsonl|csv for a file."""
         ev = self.get_object()
         qs = filter_samples(ev.samples.all(), request.query_params.get("filter"))
-        fmt = request.query_params.get("format")
+        fmt = request.query_params.get("download")
         if fmt == "jsonl":
             return HttpResponse(samples_jsonl(qs), content_type="application/x-ndjson")
         if fmt == "csv":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -114,6 +114,8 @@ class EvalRun:
                 await self._flush()
                 if hasattr(self.spec, "aclose"):
                     await self.spec.aclose()
+                # The ORM ran in sync_to_async's thread: close that thread's connection too.
+                await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
         async with gate:
@@ -172,6 +174,10 @@ class EvalRun:
                 logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
         refresh_counters(self.eval.pk)
         return not Eval.objects.filter(pk=self.eval.pk, status=Eval.Status.RUNNING).exists()
+
+
+def _close_connection():
+    connection.close()  # looked up here, so it is this thread's connection
 
 
 def refresh_counters(eval_id: int):

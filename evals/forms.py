@@ -7,6 +7,8 @@ from .validation import validate_deployment_url
 
 
 class DeploymentForm(forms.ModelForm):
+    base_url = forms.URLField(assume_scheme="https", max_length=500, help_text="e.g. https://api.openai.com/v1")
+
     class Meta:
         model = Deployment
         fields = ["name", "base_url", "model", "api_key", "api_style", "max_in_flight"]

@@ -37,3 +37,14 @@ def test_admin_creates_a_key_and_shows_it_once(staff_client, owner, project):
         follow=True,
     )
     assert b"bv_live_" in response.content
+
+
+def test_secrets_never_show_in_admin(staff_client, project):
+    from evals.models import Deployment
+    from harnesses.models import Harness, HarnessEnvVar
+
+    deployment = Deployment.objects.create(project=project, name="d", base_url="https://x.example/v1", model="m", api_key="sk-admin-hidden-123")
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="env-admin-hidden-456", secret=True)
+    assert b"sk-admin-hidden-123" not in staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/").content
+    assert b"env-admin-hidden-456" not in staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/").content

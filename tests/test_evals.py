@@ -1,0 +1,280 @@
+import threading
+
+import pytest
+from django.db import connection
+
+from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
+from evals.benchmarks import gsm8k
+from evals.models import Deployment, Eval, Sample
+from evals.scoring import gsm8k_answer, last_number, strip_fences
+from evals.subset import select_rows
+from evals.tasks import run_eval
+
+from .fakes.openai_server import FakeOpenAI
+
+REFERENCES = {row["input"]: row["reference"] for row in gsm8k.rows()}
+
+
+def right_answer(question: str) -> str:
+    return f"Let me think.\n#### {REFERENCES.get(question, '0')}"
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(answer=right_answer) as server:
+        yield server
+
+
+@pytest.fixture
+def deployment(project, fake):
+    return Deployment.objects.create(project=project, name="fake", base_url=fake.url, model="fake-model", api_key="sk-test-secret-1234")
+
+
+@pytest.mark.parametrize(
+    "output, expected",
+    [
+        ("The answer is 18.", "18"),
+        ("#### 18", "18"),
+        ("She pays $1,234.50 in total\n#### $1,234.50", "1234.5"),
+        ("18.00", "18"),
+        ("18.0", "18"),
+        ("It drops to -3 degrees", "-3"),
+        ("0.5 of the cake", "0.5"),
+        ("first 7, then #### 12 \nthen 99", "12"),
+        ("Step 1: 4 apples. Step 2: 10 apples.", "10"),
+        ("#### 1,000,000", "1000000"),
+        ("no numbers here", None),
+        ("The total is 42. ", "42"),
+        ("costs $5", "5"),
+        ("####", None),
+    ],
+)
+def test_gsm8k_extraction(output, expected):
+    assert gsm8k_answer(output) == expected
+
+
+def test_numbers_compare_equal_however_written():
+    assert last_number("18") == last_number("18.0") == last_number("18.00") == "18"
+
+
+@pytest.mark.parametrize(
+    "completion, expected",
+    [
+        ("    return x + 1\n", "    return x + 1\n"),
+        ("```python\n    return x + 1\n```", "    return x + 1\n"),
+        ("Here you go:\n```\n    return x + 1\n```\nHope it helps", "    return x + 1\n"),
+        ("```py\n    if x:\n        return 1\n```", "    if x:\n        return 1\n"),
+    ],
+)
+def test_code_fences_are_stripped_keeping_indentation(completion, expected):
+    assert strip_fences(completion) == expected
+
+
+def test_subsets_are_deterministic_by_seed():
+    assert select_rows(1319, 20, seed=7) == select_rows(1319, 20, seed=7)
+    assert select_rows(1319, 20, seed=7) != select_rows(1319, 20, seed=8)
+    assert len(set(select_rows(1319, 20, seed=7))) == 20
+    assert select_rows(10, None, seed=1) == list(range(10))
+
+
+def test_the_catalog_lists_benchmarks(api):
+    catalog = {b["name"]: b for b in api.get("/api/v1/benchmarks").json()}
+    assert catalog["gsm8k"]["rows"] == 1319 and catalog["humaneval"]["rows"] == 164
+    assert catalog["gsm8k"]["generation"]["temperature"] == 0
+    assert catalog["humaneval"]["metric"] == "pass@1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_eval_keeps_a_hundred_requests_in_flight(project, owner, fake, deployment):
+    fake.latency = 0.2
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=400)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert fake.peak_in_flight == 100
+    assert (ev.status, ev.done_count, ev.total, ev.error_count, ev.score) == ("succeeded", 400, 400, 0, 1.0)
+    assert fake.requests[0]["auth"] == "Bearer sk-test-secret-1234"
+    assert fake.requests[0]["body"]["temperature"] == 0
+    indices = set(Sample.objects.filter(eval=ev).values_list("row_index", flat=True))
+    assert indices == set(select_rows(1319, 400, ev.seed))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retries_then_error_count_not_wrong_answers(project, owner, fake, deployment, settings):
+    settings.EVAL_RETRY_BASE_SECONDS = 0.01
+    rows = [gsm8k.rows()[i] for i in select_rows(1319, 5, 1)]
+    fake.fail_statuses[rows[0]["input"]] = [429, 500, 503]  # recovers on the 4th attempt
+    fake.always_fail[rows[1]["input"]] = 500  # never recovers
+    fake.always_fail[rows[2]["input"]] = 400  # not retried at all
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=5, seed=1)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.done_count, ev.error_count, ev.score) == (5, 2, 1.0)
+    errors = dict(Sample.objects.filter(eval=ev).exclude(error="").values_list("input", "error"))
+    assert "Gave up after 4 attempts" in errors[rows[1]["input"]]
+    assert "HTTP 400" in errors[rows[2]["input"]]
+    asked = [r["body"]["messages"][-1]["content"] for r in fake.requests]
+    assert asked.count(rows[0]["input"]) == 4 and asked.count(rows[1]["input"]) == 4 and asked.count(rows[2]["input"]) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake, deployment):
+    fake.latency = 0.1
+    deployment.max_in_flight = 5
+    deployment.save()
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=300)
+
+    def work():
+        try:
+            run_eval(ev.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    while Eval.objects.get(pk=ev.pk).done_count < 20:
+        pass
+    assert cancel_eval(ev)
+    worker.join(30)
+    ev.refresh_from_db()
+    assert ev.status == "cancelled"
+    assert 20 <= ev.done_count < 300
+    assert len(fake.requests) < 300
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, deployment, settings):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from evals.tasks import resume_stale_evals
+
+    fake.latency = 0.1
+    deployment.max_in_flight = 10
+    deployment.save()
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=200)
+    db = settings.DATABASES["default"]
+    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}
+    worker = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while Sample.objects.filter(eval=ev).count() < 60 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    stored_before = set(Sample.objects.filter(eval=ev).values_list("input", flat=True))
+    assert 60 <= len(stored_before) < 200
+    assert Eval.objects.get(pk=ev.pk).status == "running"
+
+    settings.EVAL_STALE_SECONDS = 1
+    time.sleep(1.5)
+    assert resume_stale_evals() == 1
+    run_eval(ev.pk)  # what the queue does with the re-queued eval
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.total) == ("succeeded", 200, 200)
+    assert Sample.objects.filter(eval=ev).count() == 200
+    asked = [r["body"]["messages"][-1]["content"] for r in fake.requests]
+    assert all(asked.count(question) == 1 for question in stored_before)
+
+
+@pytest.mark.django_db
+def test_benchmark_rules_are_enforced_with_named_messages(api, project, deployment):
+    from evals.datasets import create_dataset
+
+    dataset = create_dataset(project, None, "d", b'{"input": "1+1", "expected": "2"}\n')
+    both = api.post("/api/v1/evals", {"benchmark": "gsm8k", "dataset_id": dataset.pk, "deployment": "fake"}, format="json")
+    assert both.status_code == 400 and "takes no dataset" in both.json()["detail"]
+    mixed = api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "fake", "scorers": ["exact_match"]}, format="json")
+    assert mixed.status_code == 400 and "cannot be combined" in mixed.json()["detail"]
+    assert "Unknown benchmark" in api.post("/api/v1/evals", {"benchmark": "mmlu", "deployment": "fake"}, format="json").json()["detail"]
+    assert api.post("/api/v1/evals", {"dataset_id": dataset.pk, "deployment": "fake"}, format="json").status_code == 400
+    assert api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "nope"}, format="json").status_code == 400
+    assert not Eval.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_form_shows_the_same_rule(owner_client, project, deployment):
+    from evals.datasets import create_dataset
+
+    dataset = create_dataset(project, None, "d", b'{"input": "1+1", "expected": "2"}\n')
+    response = owner_client.post("/evals/new/dataset/", {"dataset": dataset.pk, "deployment": deployment.pk, "scorers": []})
+    assert "This field is required" in response.content.decode()
+    with pytest.raises(EvalConfigError, match="takes no dataset"):
+        create_eval(project, None, deployment=deployment, benchmark="gsm8k", dataset=dataset)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dataset_eval_with_every_scorer(project, owner, fake, deployment):
+    from evals.datasets import create_dataset
+
+    judge = Deployment.objects.create(project=project, name="judge", base_url=fake.url, model="judge")
+    fake.answer = lambda text: "CORRECT" if text.startswith("You grade") else "The capital is Paris, population 2,100,000"
+    dataset = create_dataset(project, owner, "capitals", b'{"input": "Capital of France?", "expected": "Paris"}\n{"input": "Capital of Spain?", "expected": "Madrid"}\n')
+    ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["contains", {"name": "llm_judge", "deployment": judge.pk}])
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert ev.status == "succeeded" and ev.score == 0.5
+    madrid = Sample.objects.get(eval=ev, reference="Madrid")
+    assert madrid.scores == {"contains": 0.0, "llm_judge": 1.0} and madrid.score == 0.0
+    ev2 = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match", "last_number", {"name": "regex", "options": {"pattern": "Paris|Madrid"}}])
+    run_eval(ev2.pk)
+    assert Eval.objects.get(pk=ev2.pk).score == 0.0
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [(b"not json\n", "Line 1 is not valid JSON"), (b'{"input": "x"}\n', 'needs an object with "input" and "expected"'), (b"", "no rows"), (b"\xff", "not UTF-8")],
+)
+@pytest.mark.django_db
+def test_bad_datasets_are_refused(api, data, message):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    response = api.post("/api/v1/datasets", {"name": "bad", "file": SimpleUploadedFile("d.jsonl", data)}, format="multipart")
+    assert response.status_code == 400 and message in response.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_deployments_api_masks_keys_and_tests_the_connection(api, fake):
+    created = api.post("/api/v1/deployments", {"name": "gpt", "base_url": fake.url, "model": "m", "api_key": "sk-verysecretvalue"}, format="json")
+    assert created.status_code == 201
+    assert "sk-verysecretvalue" not in created.content.decode()
+    assert created.json()["api_key_masked"].startswith("sk-")
+    tested = api.post(f"/api/v1/deployments/{created.json()['id']}/test").json()
+    assert tested["ok"] is True and tested["reply"]
+    fake.always_fail["Reply with OK."] = 401
+    assert "HTTP 401" in api.post(f"/api/v1/deployments/{created.json()['id']}/test").json()["error"]
+
+
+@pytest.mark.django_db
+def test_private_deployment_urls_are_refused_in_production(api, settings):
+    settings.EVAL_ALLOW_PRIVATE_URLS = False
+    for url in ["http://127.0.0.1:8080/v1", "http://10.0.0.5/v1", "http://169.254.169.254/latest", "http://localhost/v1"]:
+        response = api.post("/api/v1/deployments", {"name": url, "base_url": url, "model": "m"}, format="json")
+        assert response.status_code == 400 and "private or local" in str(response.json()["base_url"]), url
+
+
+@pytest.mark.django_db(transaction=True)
+def test_results_pages_api_and_downloads(api, owner_client, outsider_api, project, owner, fake, deployment):
+    fake.answer = lambda q: "#### 0"
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=10, seed=3)
+    run_eval(ev.pk)
+    body = api.get(f"/api/v1/evals/{ev.pk}").json()
+    assert body["status"] == "succeeded" and body["total"] == 10
+    wrong = api.get(f"/api/v1/evals/{ev.pk}/samples", {"filter": "wrong"}).json()
+    assert wrong["count"] == 10 - round(body["score"] * 10)
+    assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"filter": "errors"}).json()["count"] == 0
+    assert len(api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "jsonl"}).content.decode().splitlines()) == 10
+    assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "csv"}).content.decode().startswith("row_index,input")
+    assert api.post(f"/api/v1/evals/{ev.pk}/cancel").status_code == 409
+    assert api.post(f"/api/v1/evals/{ev.pk}/resume").status_code == 409
+    page = owner_client.get(f"/evals/{ev.pk}/").content.decode()
+    assert "10/10" in page and "Wrong only" in page
+    assert owner_client.get(f"/evals/{ev.pk}/?part=progress", HTTP_HX_REQUEST="true").status_code == 286
+    assert "<svg" in owner_client.get("/evals/compare/gsm8k/").content.decode()
+    assert owner_client.get(f"/evals/{ev.pk}/samples.csv").status_code == 200
+    assert outsider_api.get(f"/api/v1/evals/{ev.pk}").status_code == 404
+    assert outsider_api.get(f"/api/v1/evals/{ev.pk}/samples").status_code == 404
+    assert outsider_api.post(f"/api/v1/evals/{ev.pk}/cancel").status_code == 404
