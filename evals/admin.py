@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from .models import Dataset, Deployment, Eval, Sample
 
@@ -10,6 +11,7 @@ class DeploymentAdmin(admin.ModelAdmin):
     search_fields = ["name", "model", "base_url", "project__name"]
     list_select_related = ["project"]
     exclude = ["api_key"]  # secret: never shown, not even to staff
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
 
 @admin.register(Dataset)

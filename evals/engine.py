@@ -26,7 +26,7 @@ from .models import Deployment, Eval, Sample
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}
-BATCH_SIZE = 50
+BATCH_SIZE = 200
 BATCH_SECONDS = 1.0
 
 

