@@ -19,6 +19,7 @@ whatever happened, and on entry it removes a stale one of the same name.
 
 import io
 import logging
+import queue
 import shlex
 import socket
 import tarfile
@@ -203,6 +204,16 @@ class Sandbox:
             )
         return ExecResult(exit_code=exit_code if exit_code is not None else -1, output=output, duration=time.monotonic() - started)
 
+    def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "ExecSession":
+        """A long-lived process fed through stdin and read line by line from stdout."""
+        api = self.client.api
+        with engine_errors("start a session"):
+            exec_id = api.exec_create(
+                self.container.id, argv, stdin=True, environment=env or {}, user=user or self.spec.user, workdir=workdir or self.spec.workdir
+            )["Id"]
+            sock = api.exec_start(exec_id, socket=True)
+        return ExecSession(sock)
+
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644):
         """Write files under `directory` (created if needed), owned by the sandbox user."""
         buffer = io.BytesIO()
@@ -277,6 +288,71 @@ class Sandbox:
         count = sum(int(line.split()[1]) for line in output.decode().splitlines() if line.startswith("oom_kill "))
         seen, self._oom_kills = self._oom_kills, count
         return count > seen
+
+
+class ExecSession:
+    """Line-oriented talk with one exec: `send` to its stdin, `read_line` from its stdout.
+
+    Docker multiplexes the exec's stdout and stderr over one socket in frames
+    (an 8-byte header: stream id, then the payload length); a reader thread
+    unpacks them, queues stdout lines and keeps a tail of stderr.
+    """
+
+    def __init__(self, sock):
+        self._sock = sock
+        self._raw = getattr(sock, "_sock", sock)
+        self._raw.settimeout(None)
+        self._lines: queue.Queue = queue.Queue()
+        self.stderr = TailBuffer(4096)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        pending = b""
+        try:
+            while header := self._recv_exactly(8):
+                payload = self._recv_exactly(int.from_bytes(header[4:8], "big"))
+                if payload is None:
+                    break
+                if header[0] == 2:
+                    self.stderr.write(payload)
+                    continue
+                pending += payload
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    self._lines.put(line)
+        except OSError:
+            pass
+        finally:
+            self._lines.put(None)  # end of stream
+
+    def _recv_exactly(self, size: int) -> bytes | None:
+        data = b""
+        while len(data) < size:
+            chunk = self._raw.recv(size - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def send(self, data: bytes):
+        try:
+            self._raw.sendall(data)
+        except OSError as exc:
+            raise SandboxPlatformError(f"The sandbox session closed: {exc}") from exc
+
+    def read_line(self, timeout: float) -> bytes | None:
+        """The next stdout line; None once the process has ended. SandboxTimeout past `timeout`."""
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise SandboxTimeout(f"No answer within {timeout:g} s.") from None
+
+    def close(self):
+        try:
+            self._sock.close()
+        except OSError:
+            pass
 
 
 @contextmanager
