@@ -109,6 +109,7 @@ INSTALLED_APPS = [
     "harnesses",
     "traces",
     "evals",
+    "finetunes",
 ]
 
 MIDDLEWARE = [
@@ -255,6 +256,12 @@ EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
 EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)
 HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
 HUMANEVAL_TIMEOUT_SECONDS = 10
+
+# Fine-tuned models.
+MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024
+MODEL_ADAPTER_URL_MAX_AGE = env_int("BELVEDIR_ADAPTER_URL_MAX_AGE", 3600, minimum=60)
+# GPU hosts take CPU runs only when allowed: a GPU idling under a CPU job is expensive.
+GPU_HOSTS_TAKE_CPU_RUNS = env_bool("BELVEDIR_GPU_HOSTS_TAKE_CPU_RUNS", False)
 
 # Billing. Prices and limits in integer cents.
 RUN_PRICE_CPU_CENTS = env_int("BELVEDIR_RUN_PRICE_CPU_CENTS", 50, minimum=0)

@@ -9,6 +9,7 @@ from rest_framework.routers import SimpleRouter
 from billing import api as billing_api
 from harnesses import api as harnesses_api
 from evals import api as evals_api
+from finetunes import api as finetunes_api
 from traces import api as traces_api
 
 router = SimpleRouter(trailing_slash=False)
@@ -18,6 +19,7 @@ router.register("presets", harnesses_api.PresetViewSet, basename="preset")
 router.register("deployments", evals_api.DeploymentViewSet, basename="deployment")
 router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
+router.register("models", finetunes_api.ModelViewSet, basename="model")
 from belvedir.core import views as core_views
 
 api_v1 = [
@@ -41,10 +43,13 @@ urlpatterns = [
     path("settings/", core_views.settings_index, name="settings"),
     path("settings/api-keys/", core_views.api_keys, name="api_keys"),
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
+    path("settings/secrets/", core_views.secrets, name="secrets"),
+    path("settings/secrets/<int:pk>/delete/", core_views.delete_secret, name="delete_secret"),
     path("", include("billing.urls")),
     path("", include("harnesses.urls")),
     path("", include("traces.urls")),
     path("", include("evals.urls")),
+    path("", include("finetunes.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -2,17 +2,23 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
 
 from .models import Run
 
 
-def start_run(harness, user, *, extra_env: dict | None = None) -> Run:
+def start_run(harness, user, *, env_for=None) -> Run:
     """Charge the run's price, then queue it once the charge is committed.
 
-    InsufficientBalance propagates and nothing is queued: the run row is
-    rolled back with the failed charge.
+    A GPU run first checks that such a GPU is free: with none, NoCapacity is
+    raised before anything is charged. InsufficientBalance propagates and
+    nothing is queued: the run row is rolled back with the failed charge.
+    `env_for(run)` may return (env, secret_env) for the run, e.g. a signed
+    URL that names the run.
     """
+    if harness.compute_type == "gpu":
+        check_gpu_available(harness.gpu_type)
     with transaction.atomic():
         run = Run.objects.create(
             project=harness.project,
@@ -20,8 +26,10 @@ def start_run(harness, user, *, extra_env: dict | None = None) -> Run:
             compute_type=harness.compute_type,
             price_cents=harness.price_cents,
             created_by=user,
-            extra_env=extra_env or {},
         )
+        if env_for:
+            run.extra_env, run.secret_env = env_for(run)
+            run.save(update_fields=["extra_env", "secret_env"])
         charge_for_run(run)
         transaction.on_commit(lambda: async_task("harnesses.tasks.execute_run", run.pk, task_name=f"run-{run.pk}"))
     return run

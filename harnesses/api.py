@@ -6,6 +6,7 @@ from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
 from belvedir.sandbox.output import MASK
+from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 
 from .actions import cancel_run, start_run
@@ -97,6 +98,20 @@ class HarnessSerializer(serializers.ModelSerializer):
         )
 
 
+def start_run_response(harness, user, env_for=None) -> Response:
+    """201 with the run; 402 when the balance is short; 409 when no such GPU is free."""
+    try:
+        run = start_run(harness, user, env_for=env_for)
+    except InsufficientBalance as exc:
+        return Response(
+            {"detail": str(exc), "balance_cents": exc.balance_cents, "price_cents": exc.price_cents},
+            status=status.HTTP_402_PAYMENT_REQUIRED,
+        )
+    except NoCapacity as exc:
+        return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
+    return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
 class RunSerializer(serializers.ModelSerializer):
     harness = serializers.PrimaryKeyRelatedField(read_only=True)
     harness_name = serializers.CharField(source="harness.name", read_only=True)
@@ -148,14 +163,7 @@ class HarnessViewSet(viewsets.ModelViewSet):
     def runs(self, request, pk=None):
         """Start a run: charged now; 402 when the balance does not cover it."""
         harness = self.get_object()
-        try:
-            run = start_run(harness, request.user)
-        except InsufficientBalance as exc:
-            return Response(
-                {"detail": str(exc), "balance_cents": exc.balance_cents, "price_cents": exc.price_cents},
-                status=status.HTTP_402_PAYMENT_REQUIRED,
-            )
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        return start_run_response(harness, request.user)
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -42,7 +42,7 @@ class RunExecution:
         self.run = run
         self.harness = run.harness
         self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES)
-        self.secrets: tuple[str, ...] = self.harness.secret_values()
+        self.secrets: tuple[str, ...] = self.harness.secret_values() + tuple(v for v in run.secret_env.values() if v)
         self.sandbox: Sandbox | None = None
         self.launched = False
         self._stop = threading.Event()
@@ -133,6 +133,7 @@ class RunExecution:
         run = self.run
         env = {v.name: v.value for v in self.harness.env_vars.all()}
         env.update(run.extra_env)
+        env.update(run.secret_env)
         for prefix in ("FRACTAL", "BELVEDIR"):
             env[f"{prefix}_API_KEY"] = raw_key
             env[f"{prefix}_BASE_URL"] = settings.BELVEDIR_BASE_URL

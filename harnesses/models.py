@@ -141,6 +141,8 @@ class Run(models.Model):
     status_message = models.CharField(max_length=1000, blank=True)
     log_tail = models.TextField(blank=True)
     extra_env = models.JSONField(default=dict, blank=True, help_text="Env added by whoever started the run (e.g. a model benchmark).")
+    # Secret env added at start (HF_TOKEN, signed URLs): masked in logs, never shown.
+    secret_env = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     launched_at = models.DateTimeField(null=True, blank=True)
     install_started_at = models.DateTimeField(null=True, blank=True)

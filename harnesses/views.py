@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
@@ -104,6 +105,9 @@ def run_start(request, pk):
     except InsufficientBalance as exc:
         messages.error(request, str(exc))
         return harness_detail(request, pk, status=402)
+    except NoCapacity as exc:
+        messages.error(request, f"{exc.message} Nothing was charged.")
+        return harness_detail(request, pk, status=409)
     return redirect(run)
 
 

@@ -180,11 +180,12 @@ def test_docker_unreachable_fails_to_launch_and_is_refunded(tmp_path, owner, fun
     assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
 
 
-def test_no_host_of_the_kind_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
+def test_no_cpu_host_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
     make_repo(tmp_path / "repo", {"run.py": "print(1)"})
+    SandboxHost.objects.update(enabled=False)
     before = Account.balance_for(funded)
-    run = launch(harness(funded, owner, tmp_path / "repo", compute_type="gpu", gpu_type="H100"), owner)
-    assert run.status == "launch_failed" and "No enabled GPU sandbox host" in run.status_message
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert run.status == "launch_failed" and "No enabled CPU sandbox host" in run.status_message
     assert Account.balance_for(funded) == before
 
 

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from .models import ApiKey, Membership, Project
+from .models import ApiKey, Membership, Project, ProjectSecret
 
 
 class MembershipInline(admin.TabularInline):
@@ -50,3 +50,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
         for key in queryset.filter(revoked_at__isnull=True):
             key.revoke()
         self.message_user(request, "Revoked.")
+
+
+@admin.register(ProjectSecret)
+class ProjectSecretAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "updated_at"]
+    search_fields = ["name", "project__name"]
+    list_filter = ["updated_at"]
+    exclude = ["value"]  # secret: never shown, not even to staff
+    raw_id_fields = ["project"]

@@ -16,3 +16,8 @@ class SignupForm(UserCreationForm):
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, help_text="What will use it, for example 'CI' or 'laptop'.")
     scope = forms.ChoiceField(choices=ApiKey.Scope.choices, initial=ApiKey.Scope.FULL)
+
+
+class SecretForm(forms.Form):
+    name = forms.RegexField(regex=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100, help_text="e.g. HF_TOKEN", error_messages={"invalid": "Letters, digits and _, not starting with a digit."})
+    value = forms.CharField(widget=forms.PasswordInput(render_value=False), help_text="Stored for runs; never shown again.")

@@ -118,3 +118,21 @@ class ApiKey(models.Model):
         # A conditional update keeps the first revocation time when two race.
         ApiKey.objects.filter(pk=self.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.refresh_from_db(fields=["revoked_at"])
+
+
+class ProjectSecret(models.Model):
+    """A project-wide secret such as HF_TOKEN, given to runs that need it; never shown again."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=100)
+    value = models.TextField()
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_secret_name_per_project")]
+
+    def __str__(self):
+        return self.name

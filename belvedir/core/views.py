@@ -2,11 +2,12 @@ from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from .actions import create_account
-from .forms import ApiKeyForm, SignupForm
-from .models import ApiKey
+from .forms import ApiKeyForm, SecretForm, SignupForm
+from .models import ApiKey, ProjectSecret
 
 
 def signup(request):
@@ -56,3 +57,25 @@ def revoke_api_key(request, pk):
     key.revoke()
     messages.success(request, f"Key {key.prefix}… revoked. Requests with it now get 401.")
     return redirect("api_keys")
+
+
+@login_required
+def secrets(request):
+    form = SecretForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        ProjectSecret.objects.update_or_create(
+            project=request.project, name=form.cleaned_data["name"], defaults={"value": form.cleaned_data["value"], "updated_at": timezone.now()}
+        )
+        messages.success(request, f"Secret {form.cleaned_data['name']} saved. Model benchmark runs receive HF_TOKEN.")
+        return redirect("secrets")
+    items = ProjectSecret.objects.for_user(request.user, request.project)
+    return render(request, "core/secrets.html", {"form": form, "secrets": items})
+
+
+@login_required
+@require_POST
+def delete_secret(request, pk):
+    secret = get_object_or_404(ProjectSecret.objects.for_user(request.user, request.project), pk=pk)
+    secret.delete()
+    messages.success(request, f"Secret {secret.name} deleted.")
+    return redirect("secrets")

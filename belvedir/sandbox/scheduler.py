@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count
 
@@ -16,11 +17,7 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
     if existing:
         return existing  # a re-delivered task keeps the place it already has
     with transaction.atomic():
-        hosts = list(
-            SandboxHost.objects.select_for_update()
-            .filter(kind=kind, enabled=True, draining=False, **({"gpu_type": gpu_type} if gpu_type else {}))
-            .order_by("pk")
-        )
+        hosts = list(candidate_hosts(kind, gpu_type).select_for_update().order_by("pk"))
         if not hosts:
             raise NoCapacity(_no_host_message(kind, gpu_type))
         load = dict(
@@ -29,6 +26,7 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
         for host in sorted(hosts, key=lambda h: load.get(h.pk, 0)):
             if load.get(host.pk, 0) >= host.capacity:
                 continue
+            # A GPU run takes a GPU slot; a CPU run allowed onto a GPU host takes none.
             slot = _free_gpu_slot(host) if kind == SandboxHost.Kind.GPU else None
             if kind == SandboxHost.Kind.GPU and slot is None:
                 continue
@@ -38,6 +36,25 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
             except IntegrityError:
                 continue
         raise NoCapacity(f"Every {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is busy; try again shortly.")
+
+
+def candidate_hosts(kind: str, gpu_type: str = ""):
+    """Enabled, non-draining hosts that may take a sandbox of this kind."""
+    accepting = SandboxHost.objects.filter(enabled=True, draining=False)
+    if kind == SandboxHost.Kind.GPU:
+        return accepting.filter(kind=kind, **({"gpu_type": gpu_type} if gpu_type else {}))
+    if settings.GPU_HOSTS_TAKE_CPU_RUNS:
+        return accepting
+    return accepting.filter(kind=SandboxHost.Kind.CPU)
+
+
+def check_gpu_available(gpu_type: str):
+    """Before charging a GPU run: NoCapacity when no such GPU is free right now."""
+    hosts = list(candidate_hosts(SandboxHost.Kind.GPU, gpu_type))
+    if not hosts:
+        raise NoCapacity(_no_host_message(SandboxHost.Kind.GPU, gpu_type))
+    if not any(_free_gpu_slot(host) is not None for host in hosts):
+        raise NoCapacity(f"Every {gpu_type or 'GPU'} GPU is in use; try again when a run finishes.")
 
 
 def release(owner: str):

@@ -1,0 +1,24 @@
+from belvedir.core.models import ProjectSecret
+from harnesses.actions import start_run
+
+from .signing import adapter_url
+
+PASSED_SECRETS = ("HF_TOKEN",)
+
+
+def benchmark_env(model):
+    """The extra env a model benchmark run gets: (env, secret env) for a run."""
+
+    def env_for(run):
+        env = {"MODEL": model.base_model, "MODEL_LABEL": model.name}
+        secret = {"ADAPTER_URL": adapter_url(model, run)}
+        for secret_row in ProjectSecret.objects.filter(project=model.project, name__in=PASSED_SECRETS):
+            secret[secret_row.name] = secret_row.value
+        return env, secret
+
+    return env_for
+
+
+def run_benchmark(model, harness, user):
+    """Start a GPU harness run for this model (charged at the GPU price)."""
+    return start_run(harness, user, env_for=benchmark_env(model))

@@ -1,0 +1,55 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from belvedir.core.permissions import request_project
+from harnesses.api import RunSerializer, start_run_response
+from harnesses.models import Harness
+
+from .actions import benchmark_env
+from .models import FineTunedModel
+
+
+class ModelSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = FineTunedModel
+        fields = ["id", "name", "base_model", "adapter_size", "description", "created_at"]
+
+
+class ModelRunSerializer(serializers.Serializer):
+    harness = serializers.IntegerField()
+
+
+class BenchmarkSerializer(serializers.Serializer):
+    run = serializers.IntegerField(source="pk")
+    harness = serializers.CharField(source="harness.name")
+    harness_id = serializers.IntegerField()
+    score = serializers.FloatField()
+    date = serializers.DateTimeField(source="created_at")
+
+
+class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = ModelSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        return FineTunedModel.objects.for_user(self.request.user, request_project(self.request))
+
+    @extend_schema(request=ModelRunSerializer, responses={201: RunSerializer})
+    @action(detail=True, methods=["post"])
+    def runs(self, request, pk=None):
+        """Benchmark the model on one of the project's GPU harnesses (charged at the GPU price)."""
+        model = self.get_object()
+        payload = ModelRunSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        harness = Harness.objects.filter(project=model.project, pk=payload.validated_data["harness"]).first()
+        if harness is None or harness.compute_type != "gpu":
+            return Response({"harness": ["Choose a GPU harness of this project."]}, status=400)
+        return start_run_response(harness, request.user, env_for=benchmark_env(model))
+
+    @extend_schema(responses=BenchmarkSerializer(many=True))
+    @action(detail=True, methods=["get"])
+    def benchmarks(self, request, pk=None):
+        """Every scored run of the project whose results name this model."""
+        return Response(BenchmarkSerializer(self.get_object().benchmark_runs(), many=True).data)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class FinetunesConfig(AppConfig):
+    name = "finetunes"
+    verbose_name = "Fine-tuned models"

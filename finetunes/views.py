@@ -1,0 +1,74 @@
+from collections import defaultdict
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, HttpResponseForbidden
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from belvedir.core.charts import Series, line_chart
+from belvedir.sandbox.errors import NoCapacity
+from billing.errors import InsufficientBalance
+from harnesses.models import Run
+
+from .actions import run_benchmark
+from .forms import ModelUploadForm, RunBenchmarkForm
+from .models import FineTunedModel
+from .signing import verify
+
+
+@login_required
+def model_list(request):
+    form = ModelUploadForm(request.POST or None, request.FILES or None, project=request.project)
+    if request.method == "POST" and form.is_valid():
+        model = form.save(commit=False)
+        model.project, model.created_by = request.project, request.user
+        model.adapter_size = form.cleaned_data["adapter"].size
+        model.save()
+        messages.success(request, f"Model {model.name} uploaded.")
+        return redirect(model)
+    models = FineTunedModel.objects.for_user(request.user, request.project)
+    return render(request, "finetunes/list.html", {"models": models, "form": form})
+
+
+def benchmarks_chart(runs):
+    by_harness = defaultdict(list)
+    for run in sorted(runs, key=lambda r: r.created_at):
+        by_harness[run.harness.name].append((f"#{run.pk} {run.created_at:%Y-%m-%d}", run.score))
+    return line_chart([Series(name, points) for name, points in by_harness.items()])
+
+
+@login_required
+def model_detail(request, pk):
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    runs = list(model.benchmark_runs()[:200])
+    form = RunBenchmarkForm(project=model.project)
+    return render(request, "finetunes/detail.html", {"model": model, "runs": runs, "chart": benchmarks_chart(runs), "form": form})
+
+
+@login_required
+@require_POST
+def model_run(request, pk):
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    form = RunBenchmarkForm(request.POST, project=model.project)
+    if not form.is_valid():
+        messages.error(request, "Choose one of the project's GPU harnesses.")
+        return redirect(model)
+    try:
+        run = run_benchmark(model, form.cleaned_data["harness"], request.user)
+    except (InsufficientBalance, NoCapacity) as exc:
+        messages.error(request, f"{exc} Nothing was charged." if isinstance(exc, NoCapacity) else str(exc))
+        return redirect(model)
+    return redirect(run)
+
+
+@require_GET
+def adapter_download(request, pk, run_id, token):
+    """The adapter zip, for a sandbox holding a valid signed URL; 403 otherwise."""
+    if not verify(pk, run_id, token):
+        return HttpResponseForbidden("This download link is invalid or has expired.")
+    model = FineTunedModel.objects.filter(pk=pk).first()
+    if model is None or not Run.objects.filter(pk=run_id, project=model.project_id).exists():
+        return HttpResponseForbidden("This download link is invalid or has expired.")
+    # FileResponse streams the file in blocks: a multi-GB adapter never sits in memory.
+    return FileResponse(model.adapter.open("rb"), as_attachment=True, filename=f"{model.name}-adapter.zip")
