@@ -5,6 +5,10 @@ from django.test import Client
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey
 
+# Live-server request threads would otherwise keep their connections for
+# CONN_MAX_AGE seconds, and the test database could not be dropped at the end.
+settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
 
 @pytest.fixture(autouse=True)
 def _fast_hasher(settings):

@@ -1,0 +1,1 @@
+"""`bv`: the Belvedir command line, a client of the REST API."""

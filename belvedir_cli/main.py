@@ -1,0 +1,347 @@
+import functools
+import json
+import sys
+import time
+
+import click
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
+
+console = Console()
+EXIT_FAILED = 1  # the eval or run failed
+RUN_ENDED = {"succeeded", "failed", "timed_out", "cancelled", "launch_failed", "error"}
+EVAL_ENDED = {"succeeded", "failed", "cancelled"}
+
+
+def json_option(command):
+    """--json on every command: machine-readable output instead of tables."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @functools.wraps(command)
+    def wrapper(*args, as_json, **kwargs):
+        click.get_current_context().obj["json"] = as_json
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+def output(data, columns=None, title=None):
+    ctx = click.get_current_context()
+    if ctx.obj.get("json"):
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    rows = data if isinstance(data, list) else [data]
+    if columns is None:
+        for key, value in (data.items() if isinstance(data, dict) else []):
+            click.echo(f"{key}: {value}")
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
+    console.print(table)
+
+
+def client() -> Client:
+    return click.get_current_context().obj.setdefault("client", Client())
+
+
+def read_config_file(path) -> dict:
+    try:
+        data = yaml.safe_load(open(path).read())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApiError(f"Cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(f"{path} must hold a mapping of fields.")
+    return data
+
+
+@click.group()
+@click.pass_context
+def cli(ctx):
+    """Belvedir from the terminal: harness runs, evals, models, balance."""
+    ctx.ensure_object(dict)
+
+
+@cli.command()
+@click.option("--api-key", prompt=True, hide_input=True)
+@click.option("--base-url", default=DEFAULT_BASE_URL, prompt=True, show_default=True)
+@json_option
+def login(api_key, base_url):
+    """Store an API key and server URL in your config directory (mode 600)."""
+    me = Client(api_key, base_url).get("me")
+    path = save_config(api_key, base_url)
+    output({"saved_to": str(path), "user": me["user"]["username"], "project": me["project"]["name"]})
+
+
+@cli.command()
+@json_option
+def whoami():
+    """The key's user, project and balance."""
+    me = client().get("me")
+    output(me if click.get_current_context().obj["json"] else {"user": me["user"]["username"], "project": me["project"]["name"], "balance": f"${me['balance']}"})
+
+
+@cli.command()
+@json_option
+def balance():
+    """The balance and recent ledger entries."""
+    body = client().get("balance")
+    if click.get_current_context().obj["json"]:
+        return output(body)
+    click.echo(f"Balance: ${body['balance']}")
+    output(body["entries"], ["created_at", "kind", "amount_cents", "balance_after_cents", "memo"])
+
+
+@cli.group()
+def coupons():
+    """Coupon codes."""
+
+
+@coupons.command("redeem")
+@click.argument("code")
+@json_option
+def coupons_redeem(code):
+    body = client().post("coupons/redeem", {"code": code})
+    output(body if click.get_current_context().obj["json"] else {"credited": f"${body['credited_cents'] / 100:.2f}", "balance": f"${body['balance']}"})
+
+
+@cli.group()
+def benchmarks():
+    """The benchmark catalog."""
+
+
+@benchmarks.command("list")
+@json_option
+def benchmarks_list():
+    output(client().get("benchmarks"), ["name", "rows", "metric", "description"])
+
+
+@cli.group()
+def deployments():
+    """Model deployments (OpenAI-compatible endpoints)."""
+
+
+@deployments.command("list")
+@json_option
+def deployments_list():
+    output(client().get("deployments"), ["id", "name", "base_url", "model", "api_style", "max_in_flight"])
+
+
+@deployments.command("create")
+@click.option("--name", required=True)
+@click.option("--base-url", required=True)
+@click.option("--model", required=True)
+@click.option("--api-key", default="", envvar="DEPLOYMENT_API_KEY")
+@click.option("--style", type=click.Choice(["chat", "completions"]), default="chat")
+@click.option("--max-in-flight", type=int, default=100)
+@json_option
+def deployments_create(name, base_url, model, api_key, style, max_in_flight):
+    body = client().post("deployments", {"name": name, "base_url": base_url, "model": model, "api_key": api_key, "api_style": style, "max_in_flight": max_in_flight})
+    output(body, ["id", "name", "base_url", "model"])
+
+
+@cli.group()
+def evals():
+    """Evals of deployments on benchmarks and datasets."""
+
+
+@evals.command("run")
+@click.argument("benchmark", required=False)
+@click.option("--deployment", help="Deployment name or id.")
+@click.option("--n", "sample_limit", type=int, help="Score N rows (a deterministic subset).")
+@click.option("-f", "config_file", type=click.Path(dir_okay=False), help="A YAML or JSON eval config.")
+@click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
+@json_option
+def evals_run(benchmark, deployment, sample_limit, config_file, wait):
+    payload = read_config_file(config_file) if config_file else {}
+    if benchmark:
+        payload["benchmark"] = benchmark
+    if deployment:
+        payload["deployment"] = deployment
+    if sample_limit:
+        payload["sample_limit"] = sample_limit
+    if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id")):
+        raise click.UsageError("Give a BENCHMARK (or -f config) and --deployment.")
+    ev = client().post("evals", payload)
+    if wait:
+        ev = follow_eval(ev)
+    output(ev, ["id", "benchmark", "status", "done_count", "total", "score", "error_count"])
+    if wait and ev["status"] != "succeeded":
+        sys.exit(EXIT_FAILED)
+
+
+def follow_eval(ev):
+    interactive = sys.stdout.isatty() and not click.get_current_context().obj.get("json")
+    if interactive:
+        columns = [TextColumn("eval #{task.fields[id]}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeRemainingColumn()]
+        with Progress(*columns, console=console) as progress:
+            task = progress.add_task("eval", total=ev["total"] or None, id=ev["id"], rate="")
+            while ev["status"] not in EVAL_ENDED:
+                time.sleep(1)
+                ev = client().get(f"evals/{ev['id']}")
+                rate = f"{ev['rate_per_s']:.1f}/s" if ev.get("rate_per_s") else ""
+                progress.update(task, total=ev["total"] or None, completed=ev["done_count"], rate=rate)
+        return ev
+    last = None
+    while True:
+        line = f"eval {ev['id']}: {ev['status']} {ev['done_count']}/{ev['total']}"
+        if line != last:
+            click.echo(line, err=True)
+            last = line
+        if ev["status"] in EVAL_ENDED:
+            return ev
+        time.sleep(1)
+        ev = client().get(f"evals/{ev['id']}")
+
+
+@evals.command("show")
+@click.argument("eval_id", type=int)
+@json_option
+def evals_show(eval_id):
+    output(client().get(f"evals/{eval_id}"))
+
+
+@evals.command("samples")
+@click.argument("eval_id", type=int)
+@click.option("--wrong", is_flag=True, help="Only wrong answers.")
+@click.option("--errors", is_flag=True, help="Only samples that errored.")
+@json_option
+def evals_samples(eval_id, wrong, errors):
+    params = {"filter": "wrong"} if wrong else {"filter": "errors"} if errors else {}
+    output(client().all(f"evals/{eval_id}/samples", **params), ["row_index", "extracted", "reference", "score", "error"])
+
+
+@cli.group()
+def harnesses():
+    """Harnesses: git repos run in sandboxes."""
+
+
+@harnesses.command("list")
+@json_option
+def harnesses_list():
+    output(client().all("harnesses"), ["id", "name", "repo_url", "compute_type", "price_cents"])
+
+
+@harnesses.command("create")
+@click.option("-f", "config_file", required=True, type=click.Path(dir_okay=False), help="harness.yaml")
+@json_option
+def harnesses_create(config_file):
+    output(client().post("harnesses", read_config_file(config_file)), ["id", "name", "repo_url", "compute_type"])
+
+
+def harness_id(name_or_id: str) -> int:
+    if name_or_id.isdigit():
+        return int(name_or_id)
+    matches = [h["id"] for h in client().all("harnesses") if h["name"] == name_or_id]
+    if not matches:
+        raise ApiError(f"No harness named {name_or_id!r} in this project (see `bv harnesses list`).")
+    return matches[0]
+
+
+@cli.group()
+def runs():
+    """Harness runs."""
+
+
+@runs.command("start")
+@click.argument("harness")
+@click.option("--wait", is_flag=True, help="Follow the run until it ends.")
+@json_option
+def runs_start(harness, wait):
+    run = client().post(f"harnesses/{harness_id(harness)}/runs")
+    if wait:
+        run = follow_run(run)
+    output(run, ["id", "harness_name", "status", "score", "model", "price_cents"])
+    if wait and run["status"] != "succeeded":
+        sys.exit(EXIT_FAILED)
+
+
+def follow_run(run):
+    interactive = sys.stdout.isatty() and not click.get_current_context().obj.get("json")
+    started = time.monotonic()
+    if interactive:
+        with Progress(TextColumn("run #{task.fields[id]}: {task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
+            task = progress.add_task("run", total=None, id=run["id"], status=run["status"])
+            while run["status"] not in RUN_ENDED:
+                time.sleep(1)
+                run = client().get(f"runs/{run['id']}")
+                progress.update(task, status=run["status"])
+        return run
+    last = None
+    while True:
+        if run["status"] != last:
+            click.echo(f"run {run['id']}: {run['status']} ({time.monotonic() - started:.0f} s)", err=True)
+            last = run["status"]
+        if run["status"] in RUN_ENDED:
+            return run
+        time.sleep(1)
+        run = client().get(f"runs/{run['id']}")
+
+
+@runs.command("logs")
+@click.argument("run_id", type=int)
+@click.option("--follow", is_flag=True, help="Keep printing until the run ends.")
+@json_option
+def runs_logs(run_id, follow):
+    body = client().get(f"runs/{run_id}/log")
+    if click.get_current_context().obj["json"]:
+        return output(body)
+    shown = body["log"]
+    click.echo(shown, nl=False)
+    while follow and not body["finished"]:
+        time.sleep(1)
+        body = client().get(f"runs/{run_id}/log")
+        log = body["log"]
+        # The log is a moving 16 KB tail: print what is new since the last look.
+        overlap = next((i for i in range(len(shown)) if log.startswith(shown[i:])), len(shown))
+        click.echo(log[len(shown) - overlap :], nl=False)
+        shown = log
+
+
+@runs.command("cancel")
+@click.argument("run_id", type=int)
+@json_option
+def runs_cancel(run_id):
+    output(client().post(f"runs/{run_id}/cancel"), ["id", "status"])
+
+
+@cli.group()
+def presets():
+    """The harness preset catalog."""
+
+
+@presets.command("list")
+@json_option
+def presets_list():
+    output(client().get("presets"), ["slug", "name", "compute_type", "env_var_names", "needs_tasks"])
+
+
+@cli.group()
+def models():
+    """Fine-tuned models."""
+
+
+@models.command("list")
+@json_option
+def models_list():
+    output(client().get("models"), ["id", "name", "base_model", "adapter_size"])
+
+
+@models.command("benchmarks")
+@click.argument("name")
+@json_option
+def models_benchmarks(name):
+    found = [m for m in client().get("models") if m["name"] == name or str(m["id"]) == name]
+    if not found:
+        raise ApiError(f"No model named {name!r} in this project (see `bv models list`).")
+    output(client().get(f"models/{found[0]['id']}/benchmarks"), ["run", "harness", "score", "date"])
+
+
+def main():
+    cli(obj={})
