@@ -270,6 +270,10 @@ TOPUP_PRESETS_CENTS = [1000, 2500, 10000]
 TOPUP_MIN_CENTS = 500
 TOPUP_MAX_CENTS = 100_000
 COUPON_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_COUPON_ATTEMPTS_PER_MINUTE", 10, minimum=1)
+LOGIN_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_LOGIN_ATTEMPTS_PER_MINUTE", 10, minimum=1)
+# 20 requests a second per key: a fleet of agents sending 1,000-span batches
+# back to back stays well under it (one request takes ~200-500 ms here).
+INGEST_REQUESTS_PER_MINUTE = env_int("BELVEDIR_INGEST_REQUESTS_PER_MINUTE", 1200, minimum=1)
 STRIPE_SECRET_KEY = env_str("STRIPE_SECRET_KEY")
 STRIPE_WEBHOOK_SECRET = env_str("STRIPE_WEBHOOK_SECRET")
 # Only tests and local fakes set this; the library's default is Stripe's API.

@@ -4,11 +4,11 @@ from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
+from belvedir.core.throttle import CouponThrottle
 
 from .actions import redeem_coupon
 from .errors import BillingError
 from .models import Account, LedgerEntry
-from .throttle import CouponThrottle
 
 RECENT_ENTRIES = 20
 

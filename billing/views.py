@@ -15,7 +15,7 @@ from .actions import handle_stripe_event, redeem_coupon, start_topup
 from .errors import BillingError
 from .forms import RedeemForm, TopUpForm
 from .models import Account, LedgerEntry, TopUp
-from .throttle import allow_coupon_attempt
+from belvedir.core.throttle import allow_coupon_attempt
 
 logger = logging.getLogger(__name__)
 HTMX_STOP_POLLING = 286
@@ -46,7 +46,7 @@ def redeem(request):
     form = RedeemForm(request.POST)
     account = Account.for_project(request.project)
     ok, message = False, ""
-    if not allow_coupon_attempt(request.user):
+    if not allow_coupon_attempt(request):
         message = "Too many attempts. Wait a minute and try again."
     elif not form.is_valid():
         message = "Enter a coupon code."

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from belvedir.core.permissions import HasIngestScope, request_project
+from belvedir.core.throttle import IngestThrottle
 
 from . import otlp
 from .actions import report_outcome
@@ -24,6 +25,7 @@ class TraceIngest(APIView):
     """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys."""
 
     permission_classes = [HasIngestScope]
+    throttle_classes = [IngestThrottle]
     parser_classes = []
 
     @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})

@@ -1,11 +1,13 @@
 from django.contrib import messages
 from django.contrib.auth import login
+from django.contrib.auth.views import LoginView
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from .actions import create_account
+from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, ProjectSecret
 
@@ -79,3 +81,14 @@ def delete_secret(request, pk):
     secret.delete()
     messages.success(request, f"Secret {secret.name} deleted.")
     return redirect("secrets")
+
+
+class ThrottledLoginView(LoginView):
+    """Django's login, with attempts limited per username and per address."""
+
+    def post(self, request, *args, **kwargs):
+        if not allow_login_attempt(request, request.POST.get("username", "")):
+            # An unbound form: validating this one would try the password.
+            context = self.get_context_data(form=self.form_class(request), throttled="Too many login attempts. Wait a minute and try again.")
+            return self.render_to_response(context, status=429)
+        return super().post(request, *args, **kwargs)

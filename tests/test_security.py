@@ -1,0 +1,127 @@
+"""Security properties across the platform: CSRF, rate limits, secrets never leaked, staff-only actions."""
+
+import logging
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+from django.urls import get_resolver
+
+from belvedir.core.models import ApiKey
+
+from .otlp_builders import body, span
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters():
+    cache.clear()
+
+
+def test_login_is_rate_limited_per_username(owner, settings):
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
+    client = Client()
+    codes = [client.post("/login/", {"username": "alice", "password": "wrong"}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    # Even the right password waits out the window: guessing cannot continue.
+    blocked = client.post("/login/", {"username": "alice", "password": "pw-alice-123"})
+    assert blocked.status_code == 429 and "Too many login attempts" in blocked.content.decode()
+
+
+def test_login_is_rate_limited_per_address(owner, settings):
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 2
+    client = Client()
+    codes = [client.post("/login/", {"username": f"user{i}", "password": "x"}).status_code for i in range(11)]
+    assert codes[-1] == 429 and codes[0] == 200
+
+
+def test_ingest_is_rate_limited_per_key_with_retry_after(api, settings, owner, project):
+    settings.INGEST_REQUESTS_PER_MINUTE = 3
+    codes = [api.generic("POST", "/api/v1/traces", body([span("x")]), content_type="application/json") for _ in range(4)]
+    assert [c.status_code for c in codes] == [200, 200, 200, 429]
+    assert 0 < int(codes[-1]["Retry-After"]) <= 61
+    # Another key of the same project has its own budget.
+    other = ApiKey.issue(project=project, user=owner, name="other")[1]
+    response = Client().post("/api/v1/traces", body([span("y")]), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {other}")
+    assert response.status_code == 200
+
+
+def test_every_dashboard_form_refuses_a_post_without_csrf(owner):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    posts = [
+        "/settings/api-keys/", "/settings/secrets/", "/settings/balance/redeem/", "/settings/balance/topup/", "/harnesses/new/",
+        "/evals/new/benchmark/", "/evals/new/dataset/", "/evals/deployments/", "/evals/datasets/", "/models/", "/logout/",
+    ]
+    for url in posts:
+        assert client.post(url, {}).status_code == 403, url
+
+
+def test_login_and_signup_refuse_posts_without_csrf(owner):
+    client = Client(enforce_csrf_checks=True)
+    assert client.post("/login/", {"username": "alice", "password": "pw-alice-123"}).status_code == 403
+    assert client.post("/signup/", {}).status_code == 403
+
+
+def test_staff_only_admin_actions_are_refused_to_users(owner_client, project):
+    from billing.models import Account
+
+    account = Account.for_project(project)
+    response = owner_client.post("/admin/billing/account/", {"action": "grant_credit_action", "_selected_action": [account.pk], "apply": "1", "amount": "1000", "memo": "x"})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert Account.balance_for(project) == 0
+
+
+def test_keys_are_stored_only_as_hashes(owner, project):
+    from django.db import connection
+
+    raw = ApiKey.issue(project=project, user=owner, name="k")[1]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM core_apikey")
+        assert raw not in repr(cursor.fetchall())
+
+
+def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, project, caplog):
+    from evals.models import Deployment
+    from harnesses.models import Harness, HarnessEnvVar
+
+    planted = "PLANTED-secret-7f3a9c"
+    caplog.set_level(logging.DEBUG)
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value=planted, secret=True)
+    deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m", api_key=planted)
+    owner_client.post("/settings/secrets/", {"name": "HF_TOKEN", "value": planted})
+    seen = [
+        owner_client.get(f"/harnesses/{harness.pk}/").content,
+        owner_client.get(f"/harnesses/{harness.pk}/edit/").content,
+        owner_client.get("/evals/deployments/").content,
+        owner_client.get("/settings/secrets/").content,
+        api.get(f"/api/v1/harnesses/{harness.pk}").content,
+        api.get("/api/v1/harnesses").content,
+        api.get(f"/api/v1/deployments/{deployment.pk}").content,
+        api.get("/api/v1/deployments").content,
+    ]
+    for content in seen:
+        assert planted.encode() not in content
+    assert planted not in caplog.text
+
+
+def test_every_api_route_requires_a_key():
+    from rest_framework.test import APIClient
+
+    anonymous = APIClient()
+    open_routes = {"schema", "api-docs"}
+    checked = 0
+    for pattern in get_resolver().url_patterns:
+        if str(pattern.pattern) != "api/v1/":
+            continue
+        for route in pattern.url_patterns:
+            if route.name in open_routes or "<" in str(route.pattern) or "(?P<" in str(route.pattern):
+                continue
+            path = "/api/v1/" + str(route.pattern).lstrip("^").rstrip("$").replace("\\.(?P<format>[a-z0-9]+)/?", "")
+            if "(" in path:
+                continue
+            assert anonymous.get(path).status_code in {401, 405}, path
+            checked += 1
+    assert checked >= 10
