@@ -47,7 +47,8 @@ def harness_new(request):
         preset = form.cleaned_data.get("preset") if hasattr(form, "cleaned_data") else None
     else:
         form = HarnessForm(initial=preset_initial(preset) if preset else None)
-        env_initial = [{"name": name} for name in (preset.env_var_names if preset else [])]
+        # Preset variables are API keys: secret unless the user says otherwise.
+        env_initial = [{"name": name, "secret": True} for name in (preset.env_var_names if preset else [])]
         env_formset = env_var_formset(extra=max(3, len(env_initial)))(prefix="env", initial=env_initial)
     context = {"form": form, "env_formset": env_formset, "presets": presets, "preset": preset}
     if request.htmx and request.method == "GET":

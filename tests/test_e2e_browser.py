@@ -1,0 +1,196 @@
+"""End to end in Debian's Chromium, driven by Playwright, as a person uses the dashboard.
+
+Screenshots of every page land in artefacts/screenshots/. The django-q2 worker
+is stood in for by threads running the same task functions in-process.
+"""
+
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from .harness_fixtures import make_repo
+
+from playwright import sync_api as playwright_api
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parent.parent / "artefacts" / "screenshots"
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+HARNESS_RUN = """
+import json, os, time, urllib.request
+for step in range(4):
+    print(f"step {step} of 4", flush=True)
+    time.sleep(1.5)
+span = {"traceId": "ef" * 16, "spanId": "12" * 8, "name": "agent.workflow", "kind": 1,
+        "startTimeUnixNano": str(time.time_ns() - 10**9), "endTimeUnixNano": str(time.time_ns()),
+        "attributes": [{"key": "session.id", "value": {"stringValue": os.environ["FRACTAL_RUN_ID"]}},
+                       {"key": "traceloop.span.kind", "value": {"stringValue": "workflow"}}]}
+request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/traces",
+    data=json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode(),
+    headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"], "Content-Type": "application/json"})
+urllib.request.urlopen(request, timeout=10)
+json.dump({"score": 0.875, "model": "tuned-e2e"}, open("results.json", "w"))
+print("done", flush=True)
+"""
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    threads = []
+
+    def start(target, *args):
+        def work():
+            try:
+                target(*args)
+            finally:
+                connection.close()
+
+        threads.append(threading.Thread(target=work, daemon=True))
+        threads[-1].start()
+
+    from evals import actions as eval_actions
+    from evals.tasks import run_eval
+    from harnesses import actions as harness_actions
+    from harnesses.execution import execute_run
+
+    monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
+    monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
+    yield
+    for thread in threads:
+        thread.join(60)
+
+
+@pytest.fixture
+def browser():
+    # Playwright's sync API runs an event loop in this thread; the ORM calls
+    # made by the test itself are ordinary synchronous ones.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    with playwright_api.sync_playwright() as p:
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        yield instance
+        instance.close()
+    os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+
+
+def shot(page, name):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from belvedir.sandbox.models import SandboxHost
+    from billing.models import Coupon
+    from evals.benchmarks import gsm8k
+    from finetunes.models import FineTunedModel
+    import importlib
+
+    from django.apps import apps
+
+    from .fakes.openai_server import FakeOpenAI
+    from .test_models import make_zip
+
+    settings.HARNESS_ALLOW_LOCAL_REPOS = True
+    settings.HARNESS_SANDBOX_NETWORK = "host"
+    settings.BELVEDIR_BASE_URL = live_server.url
+    settings.MEDIA_ROOT = tmp_path / "media"
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    # Transactional tests flush the catalog the data migration seeded: seed it again, the same way.
+    importlib.import_module("harnesses.migrations.0002_seed_presets").seed(apps, None)
+    Coupon.objects.create(code="WELCOME25", amount_cents=2500)
+    make_repo(tmp_path / "harness", {"run.py": HARNESS_RUN})
+
+    page = browser.new_page()
+    page.set_default_timeout(30_000)
+    base = live_server.url
+
+    # Sign up.
+    page.goto(f"{base}/signup/")
+    page.fill("#id_username", "erin")
+    page.fill("#id_password1", "a-long-pass-42")
+    page.fill("#id_password2", "a-long-pass-42")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+    assert "erin's project" in page.content().replace("&#x27;", "'")
+    shot(page, "01-dashboard")
+
+    # Redeem a coupon: the result shows inline and the balance updates.
+    page.goto(f"{base}/settings/balance/")
+    page.fill("#id_code", " welcome25 ")
+    page.click("button:has-text('Redeem')")
+    page.wait_for_selector("#redeem-result .flash")
+    assert "Coupon applied: $25.00 added." in page.inner_text("#redeem-result"), page.inner_text("#redeem-result")
+    assert page.inner_text("#balance") == "$25.00"
+    shot(page, "02-balance")
+
+    # Create a harness from a preset: the card prefills the form in place.
+    page.goto(f"{base}/harnesses/new/")
+    page.click("text=Terminal-Bench")
+    page.wait_for_function("document.querySelector('#id_repo_url').value.includes('terminal-bench')")
+    shot(page, "03-new-harness-prefilled")
+    page.fill("#id_name", "my terminal bench")
+    page.fill("#id_repo_url", str(tmp_path / "harness"))
+    page.fill("#id_install_command", "true")
+    page.fill("#id_run_command", "python3 run.py")
+    page.fill("#id_env-0-value", "sk-ant-test")
+    page.click("text=Create harness")
+    page.wait_for_selector("text=Run ($0.50)")
+    shot(page, "04-harness")
+
+    # Start a run and watch the log tail update live until the score appears.
+    page.click("text=Run ($0.50)")
+    page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+    run_url = page.url
+    page.wait_for_selector("#log:has-text('step 1 of 4')")
+    shot(page, "05-run-live")
+    page.wait_for_selector("text=0.875", timeout=120_000)
+    assert "Succeeded" in page.content()
+    shot(page, "06-run-done")
+
+    # Its traces session.
+    page.click("text=Traces of this run")
+    page.wait_for_selector("text=agent.workflow")
+    shot(page, "07-traces-session")
+
+    # A gsm8k eval of 20 rows against the fake deployment, progress shown live.
+    answers = {row["input"]: row["reference"] for row in gsm8k.rows()}
+    with FakeOpenAI(answer=lambda q: f"#### {answers.get(q, 0)}", latency=0.3) as fake:
+        page.goto(f"{base}/evals/deployments/")
+        page.fill("#id_name", "fake-gpt")
+        page.fill("#id_base_url", fake.url)
+        page.fill("#id_model", "fake-model")
+        page.fill("#id_max_in_flight", "2")
+        page.click("text=Add deployment")
+        page.click("text=Test connection")
+        page.wait_for_selector("text=Answered")
+        page.goto(f"{base}/evals/new/benchmark/")
+        page.select_option("#id_deployment", label="fake-gpt")
+        page.fill("#id_sample_limit", "20")
+        page.click("text=Start eval")
+        page.wait_for_selector("progress")
+        shot(page, "08-eval-progress")
+        page.wait_for_selector("#progress:has-text('20/20')", timeout=120_000)
+        page.wait_for_selector("#progress:has-text('Succeeded')")
+        assert "1.0000" in page.inner_text("#progress")
+        shot(page, "09-eval-done")
+
+    # A model's benchmarks panel shows the run whose results named it.
+    from belvedir.core.models import Project
+
+    project = Project.objects.get(name="erin's project")
+    model = FineTunedModel(project=project, name="tuned-e2e", base_model="org/base")
+    model.adapter.save("a.zip", SimpleUploadedFile("a.zip", make_zip()), save=False)
+    model.save()
+    page.goto(f"{base}/models/{model.pk}/")
+    page.wait_for_selector("svg")
+    assert "0.875" in page.content()
+    shot(page, "10-model-benchmarks")
+    page.goto(run_url)
+    assert "$0.50" in page.content()
