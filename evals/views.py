@@ -67,6 +67,8 @@ def eval_detail(request, pk):
         response = render(request, "evals/_progress.html", {"ev": ev})
         if not ev.is_active:
             response.status_code = HTMX_STOP_POLLING
+            # The whole page changes when an eval ends (buttons, samples): reload it once.
+            response["HX-Refresh"] = "true"
         return response
     which = request.GET.get("filter")
     samples = Paginator(filter_samples(ev.samples.all(), which), 50).get_page(request.GET.get("page"))

@@ -12,8 +12,18 @@ fi
 if docker info >/dev/null 2>&1; then
   exit 0
 fi
-echo "Starting the Docker engine (log: $log)…"
-nohup dockerd --bridge=none --iptables=false >"$log" 2>&1 &
+# An engine that is still starting or shutting down: let it finish first.
+for _ in $(seq 60); do
+  pgrep -x dockerd >/dev/null || break
+  docker info >/dev/null 2>&1 && exit 0
+  sleep 1
+done
+if ! pgrep -x dockerd >/dev/null; then
+  # Left behind by an engine that did not exit cleanly; dockerd refuses to start beside it.
+  rm -f /var/run/docker.pid
+  echo "Starting the Docker engine (log: $log)…"
+  nohup dockerd --bridge=none --iptables=false >"$log" 2>&1 &
+fi
 for _ in $(seq 60); do
   docker info >/dev/null 2>&1 && exit 0
   sleep 1

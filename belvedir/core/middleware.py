@@ -1,9 +1,14 @@
+import logging
+
+from django.db import InterfaceError, OperationalError, connection
+from django.http import JsonResponse
 from django.utils.functional import SimpleLazyObject
 
 from .actions import ensure_default_project
 from .models import Project
 
 SESSION_KEY = "project_id"
+logger = logging.getLogger(__name__)
 
 
 def current_project(request):
@@ -27,3 +32,32 @@ class CurrentProjectMiddleware:
         else:
             request.project = None
         return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """A database that is down or restarting answers 503 with Retry-After, not 500.
+
+    Clients (trace exporters, the CLI) retry a 503; the connection that broke
+    is dropped so the next request reconnects.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            return self.get_response(request)
+        except (OperationalError, InterfaceError) as exc:
+            return self._unavailable(exc)
+
+    def process_exception(self, request, exception):
+        if isinstance(exception, (OperationalError, InterfaceError)):
+            return self._unavailable(exception)
+        return None
+
+    def _unavailable(self, exc):
+        logger.warning("database unavailable: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        connection.close_if_unusable_or_obsolete()
+        response = JsonResponse({"detail": "The service is temporarily unavailable; retry shortly."}, status=503)
+        response["Retry-After"] = "5"
+        return response

@@ -1,0 +1,108 @@
+"""Faults injected for real: the database going away under ingest load."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from traces.models import Span
+
+from .otlp_builders import body, span
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def postgres(action: str):
+    version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
+    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *(["-m", "fast"] if action == "stop" else [])], check=True, timeout=60)
+    if action == "start":
+        subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "30"], check=True, timeout=60)
+
+
+def test_ingest_answers_503_while_postgres_restarts_and_loses_no_accepted_span(api, settings):
+    if connection.vendor != "postgresql":
+        pytest.fail("this fault needs PostgreSQL")
+    accepted, statuses = [], []
+
+    def send(name):
+        spans = [span(f"{name}-{i}", session_id="fault") for i in range(50)]
+        response = api.generic("POST", "/api/v1/traces", body(spans), content_type="application/json")
+        statuses.append(response.status_code)
+        if response.status_code == 200:
+            accepted.extend(s["spanId"] for s in spans)
+        return response
+
+    for i in range(3):
+        assert send(f"before{i}").status_code == 200
+    postgres("stop")
+    try:
+        down = [send(f"down{i}") for i in range(3)]
+    finally:
+        postgres("start")
+    for response in down:
+        assert response.status_code == 503
+        assert response["Retry-After"] == "5" and "retry" in response.json()["detail"]
+    for i in range(3):
+        assert send(f"after{i}").status_code == 200
+    assert 500 not in statuses
+    stored = set(Span.objects.filter(session_id="fault").values_list("span_id", flat=True))
+    assert stored == set(accepted) and len(stored) == 300
+
+
+@pytest.mark.docker
+def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(project, owner, settings, tmp_path, owner_client, docker_url):
+    import signal
+    import threading
+    import time
+
+    from belvedir.sandbox.docker import managed_containers
+    from belvedir.sandbox.models import SandboxHost
+    from billing.models import Account
+    from harnesses.actions import start_run
+    from harnesses.execution import execute_run
+    from harnesses.models import Run
+    from harnesses.tasks import reap_runs
+
+    from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
+
+    settings.HARNESS_ALLOW_LOCAL_REPOS = True
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": docker_url})
+    fund(project, 1000)
+    make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
+    run = start_run(harness(project, owner, tmp_path / "repo"), owner)
+    before = Account.balance_for(project)
+
+    def work():
+        try:
+            execute_run(run.pk)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    wait_for(lambda: run_status(run) == "running", timeout=90)
+    dockerd = int(subprocess.run(["pgrep", "-xo", "dockerd"], capture_output=True, text=True, check=True).stdout.split()[0])
+    try:
+        os_kill(dockerd, signal.SIGTERM)
+        worker.join(120)
+        assert not worker.is_alive()
+        run.refresh_from_db()
+        assert run.status == "error" and "Platform error during the run" in run.status_message
+        assert Account.balance_for(project) == before + run.price_cents  # refunded
+        # The platform itself stays up and says why.
+        page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+        assert "Platform error during the run" in page
+    finally:
+        subprocess.run(["scripts/ensure_docker.sh"], check=True, timeout=180, cwd=Path(__file__).resolve().parent.parent)
+    deadline = time.monotonic() + 60
+    while managed_containers(docker_url) and time.monotonic() < deadline:
+        reap_runs()
+        time.sleep(1)
+    assert Run.objects.get(pk=run.pk).status == "error"
+
+
+def os_kill(pid, sig):
+    import os
+
+    os.kill(pid, sig)
