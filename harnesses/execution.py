@@ -101,7 +101,7 @@ class RunExecution:
                 self._collect(box, self._env(raw_key))
 
     def _collect(self, box: Sandbox, env: dict):
-        run, harness = self.run, self.harness
+        harness = self.harness
         deadline = time.monotonic() + harness.time_limit_seconds
         if not self._advance(Status.INSTALLING, install_started_at=timezone.now()):
             return

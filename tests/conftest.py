@@ -86,3 +86,34 @@ def _no_sandbox_left_behind(request):
         from belvedir.sandbox.docker import managed_containers
 
         assert managed_containers(settings.SANDBOX_DOCKER_URL) == []
+
+
+@pytest.fixture
+def worker(monkeypatch):
+    """Stand in for the django-q2 worker: queued runs and evals execute in threads, in-process."""
+    import threading
+
+    from django.db import connection
+
+    from evals import actions as eval_actions
+    from evals.tasks import run_eval
+    from harnesses import actions as harness_actions
+    from harnesses.execution import execute_run
+
+    threads = []
+
+    def start(target, *args):
+        def work():
+            try:
+                target(*args)
+            finally:
+                connection.close()
+
+        threads.append(threading.Thread(target=work, daemon=True))
+        threads[-1].start()
+
+    monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
+    monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
+    yield
+    for thread in threads:
+        thread.join(60)

@@ -1,7 +1,6 @@
 from dataclasses import dataclass
 
 import pytest
-from django.core.management import call_command
 
 from billing.actions import charge_for_run, grant_credit, post_entry, refund_run
 from billing.errors import InsufficientBalance

@@ -2,11 +2,9 @@
 
 import json
 import stat
-import threading
 
 import pytest
 from click.testing import CliRunner
-from django.db import connection
 
 from belvedir_cli.main import cli
 from billing.models import Coupon
@@ -29,33 +27,6 @@ def bv(live_server, api_key, tmp_path, monkeypatch):
         return CliRunner().invoke(cli, list(args), env=env, input=input, obj={})
 
     return run
-
-
-@pytest.fixture
-def worker(monkeypatch):
-    """Stand in for the django-q2 worker: run queued work in threads, in-process."""
-    threads = []
-
-    def start(target, *args):
-        def work():
-            try:
-                target(*args)
-            finally:
-                connection.close()
-
-        threads.append(threading.Thread(target=work, daemon=True))
-        threads[-1].start()
-
-    from evals import actions as eval_actions
-    from evals.tasks import run_eval
-    from harnesses import actions as harness_actions
-    from harnesses.execution import execute_run
-
-    monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
-    monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
-    yield
-    for thread in threads:
-        thread.join(60)
 
 
 def test_whoami_balance_and_coupons(bv, project):

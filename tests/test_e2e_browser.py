@@ -6,11 +6,9 @@ is stood in for by threads running the same task functions in-process.
 
 import os
 import re
-import threading
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from .harness_fixtures import make_repo
 
@@ -35,32 +33,6 @@ urllib.request.urlopen(request, timeout=10)
 json.dump({"score": 0.875, "model": "tuned-e2e"}, open("results.json", "w"))
 print("done", flush=True)
 """
-
-
-@pytest.fixture
-def worker(monkeypatch):
-    threads = []
-
-    def start(target, *args):
-        def work():
-            try:
-                target(*args)
-            finally:
-                connection.close()
-
-        threads.append(threading.Thread(target=work, daemon=True))
-        threads[-1].start()
-
-    from evals import actions as eval_actions
-    from evals.tasks import run_eval
-    from harnesses import actions as harness_actions
-    from harnesses.execution import execute_run
-
-    monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
-    monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
-    yield
-    for thread in threads:
-        thread.join(60)
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ import threading
 import pytest
 from django.db import connection
 
-from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
+from evals.actions import EvalConfigError, cancel_eval, create_eval
 from evals.benchmarks import gsm8k
 from evals.models import Deployment, Eval, Sample
 from evals.scoring import gsm8k_answer, last_number, strip_fences

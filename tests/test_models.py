@@ -14,7 +14,7 @@ from belvedir.core.models import ProjectSecret
 from belvedir.sandbox import scheduler
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import SandboxHost
-from billing.models import Account, LedgerEntry
+from billing.models import Account
 from finetunes.models import FineTunedModel
 from finetunes.signing import adapter_url
 from harnesses.models import Harness, Run
@@ -163,4 +163,4 @@ def test_secrets_are_masked_and_scoped(owner_client, outsider_client, project):
     assert secret.value == "hf_very_secret_value"
     assert "hf_very_secret_value" not in owner_client.get("/settings/secrets/").content.decode()
     assert outsider_client.post(f"/settings/secrets/{secret.pk}/delete/").status_code == 404
-    assert outsider_client.get(f"/models/").status_code == 200
+    assert outsider_client.get("/models/").status_code == 200

@@ -1,5 +1,4 @@
 import gzip
-import json
 import zlib
 
 import pytest
@@ -11,7 +10,7 @@ from rest_framework.test import APIClient
 from belvedir.core.models import ApiKey
 from traces.models import Span, TraceSession
 
-from .otlp_builders import body, new_id, request, span
+from .otlp_builders import body, new_id, span
 
 pytestmark = pytest.mark.django_db
 
