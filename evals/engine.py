@@ -7,13 +7,13 @@ resumed eval neither re-requests nor double-counts anything.
 """
 
 import asyncio
-import json
 import logging
 import random
 import time
 from dataclasses import dataclass
 
 import aiohttp
+import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -50,12 +50,15 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
         prompt = "\n\n".join(m["content"] for m in messages)
         path, payload = "/completions", {"model": deployment.model, "prompt": prompt, **generation}
     url = deployment.base_url.rstrip("/") + path
-    headers = {"Authorization": f"Bearer {deployment.api_key}"} if deployment.api_key else {}
+    headers = {"Content-Type": "application/json"}
+    if deployment.api_key:
+        headers["Authorization"] = f"Bearer {deployment.api_key}"
+    data = orjson.dumps(payload)
     attempts = settings.EVAL_MAX_ATTEMPTS
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
         try:
-            async with client.post(url, json=payload, headers=headers) as response:
+            async with client.post(url, data=data, headers=headers) as response:
                 body = await response.read()
                 status = response.status
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
@@ -74,10 +77,10 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
 
 def _parse(raw: bytes, deployment, latency_ms) -> Completion:
     try:
-        body = json.loads(raw)
+        body = orjson.loads(raw)
         choice = body["choices"][0]
         text = choice["message"]["content"] if deployment.api_style == Deployment.Style.CHAT else choice["text"]
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
+    except (orjson.JSONDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise RequestFailed(f"Unexpected response shape: {exc}") from None
     usage = body.get("usage") or {}
     return Completion(text or "", latency_ms, usage.get("prompt_tokens"), usage.get("completion_tokens"))
