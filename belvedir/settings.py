@@ -7,6 +7,7 @@ CONFIG_ERRORS, which the system check `belvedir.E001` reports, so a typo
 surfaces as a named error instead of a traceback at import time.
 """
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -226,6 +227,9 @@ SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
 SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
 SANDBOX_USER = "1000:1000"
+# Labels every container with this installation, so the reaper of one
+# platform never removes another's sandboxes on a shared Docker engine.
+SANDBOX_INSTANCE = env_str("BELVEDIR_INSTANCE") or hashlib.sha256(str(DATABASES["default"].get("NAME")).encode()).hexdigest()[:12]
 
 # Harness runs.
 PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "belvedir-harnesses")

@@ -10,6 +10,8 @@ py=.venv/bin/python
 $py manage.py migrate --noinput
 $py manage.py build_sandbox_image
 $py manage.py demo_setup
+# Runs a previous worker left behind end (refunded) before a new worker starts.
+$py manage.py reap_runs
 bind=${BIND:-127.0.0.1:8000}
 # Ctrl-C (or either process dying) stops both.
 trap 'trap - EXIT INT TERM; kill 0 2>/dev/null' EXIT INT TERM

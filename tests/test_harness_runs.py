@@ -252,6 +252,8 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
         **os.environ,
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "BELVEDIR_ALLOW_LOCAL_REPOS": "1",
+        # The same installation as this process (it is named after the database URL it was started with).
+        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
     }
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "shell", "-c", f"from harnesses.execution import execute_run; execute_run({run.pk})"],

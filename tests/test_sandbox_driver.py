@@ -154,3 +154,10 @@ def test_it_labels_its_containers_for_the_reaper(docker_url):
     with Sandbox(spec("labelled"), docker_url):
         found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == "bv-test-labelled"]
     assert found and found[0]["owner_id"] == "labelled"
+
+
+def test_another_installations_containers_are_not_ours(docker_url, settings):
+    with Sandbox(spec("mine"), docker_url):
+        assert [c["name"] for c in sandbox_docker.managed_containers(docker_url)] == ["bv-test-mine"]
+        settings.SANDBOX_INSTANCE = "another-platform"
+        assert sandbox_docker.managed_containers(docker_url) == []

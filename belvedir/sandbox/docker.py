@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import docker
 import requests
+from django.conf import settings
 from docker import errors as docker_errors
 from docker.types import DeviceRequest, LogConfig, Ulimit
 
@@ -46,7 +47,7 @@ from .errors import (
     SandboxTimeout,
 )
 from .output import TailBuffer
-from .spec import HOME, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, SandboxSpec
+from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, SandboxSpec
 
 logger = logging.getLogger(__name__)
 
@@ -416,9 +417,10 @@ def build_image(docker_url: str, context_dir: str, tag: str) -> list[str]:
 
 
 def managed_containers(docker_url: str, owner_kind: str | None = None) -> list[dict]:
-    """Every container Belvedir labelled on that engine: name, owner and state."""
+    """Every container this installation labelled on that engine: name, owner and state."""
     client = connect(docker_url)
-    filters = {"label": [f"{LABEL_MANAGED}=1"] + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
+    labels = [f"{LABEL_MANAGED}=1", f"{LABEL_INSTANCE}={settings.SANDBOX_INSTANCE}"]
+    filters = {"label": labels + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
     try:
         return [
             {

@@ -5,6 +5,7 @@ from django.conf import settings
 LABEL_MANAGED = "belvedir.managed"
 LABEL_OWNER_KIND = "belvedir.owner.kind"
 LABEL_OWNER_ID = "belvedir.owner.id"
+LABEL_INSTANCE = "belvedir.instance"
 HOME = "/home/sandbox"
 
 
@@ -54,4 +55,9 @@ class SandboxSpec:
 
     @property
     def labels(self) -> dict[str, str]:
-        return {LABEL_MANAGED: "1", LABEL_OWNER_KIND: self.owner_kind, LABEL_OWNER_ID: str(self.owner_id)}
+        return {
+            LABEL_MANAGED: "1",
+            LABEL_INSTANCE: settings.SANDBOX_INSTANCE,
+            LABEL_OWNER_KIND: self.owner_kind,
+            LABEL_OWNER_ID: str(self.owner_id),
+        }
