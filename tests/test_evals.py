@@ -131,8 +131,11 @@ def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake,
 
     worker = threading.Thread(target=work)
     worker.start()
-    while Eval.objects.get(pk=ev.pk).done_count < 20:
-        pass
+    import time
+
+    deadline = time.monotonic() + 60
+    while Eval.objects.get(pk=ev.pk).done_count < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert cancel_eval(ev)
     worker.join(30)
     ev.refresh_from_db()
