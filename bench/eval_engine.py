@@ -56,12 +56,37 @@ def main():
         run_eval(ev.pk)
         wall = time.perf_counter() - started
         ev.refresh_from_db()
+        floor = bare_client_time(url, args.rows)
     finally:
         fake.terminate()
     ideal = args.rows / 100 * args.latency
     print(f"machine: {os.cpu_count()} CPUs; {args.rows} rows, {args.latency * 1000:.0f} ms per request, 100 in flight")
     print(f"eval {ev.status}: score {ev.score}, errors {ev.error_count}")
     print(f"wall {wall:.2f} s   ideal {ideal:.2f} s   ratio {wall / ideal:.3f}   (target <= 1.10)")
+    print(f"floor: a bare aiohttp client, same fake, same rows: {floor:.2f} s = {floor / ideal:.3f} x ideal; the engine adds {wall / floor - 1:.1%} over it")
+
+
+def bare_client_time(url: str, rows: int) -> float:
+    """The transport alone: 100 in flight through aiohttp on uvloop, no engine around it."""
+    import asyncio
+
+    import aiohttp
+    import uvloop
+
+    async def run():
+        gate = asyncio.Semaphore(100)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)) as session:
+
+            async def one(i):
+                async with gate:
+                    async with session.post(f"{url}/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": f"question {i}"}]}) as response:
+                        await response.read()
+
+            started = time.perf_counter()
+            await asyncio.gather(*(one(i) for i in range(rows)))
+            return time.perf_counter() - started
+
+    return uvloop.run(run())
 
 
 if __name__ == "__main__":

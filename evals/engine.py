@@ -121,19 +121,24 @@ class EvalRun:
                 await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
+        completion, error = None, ""
         async with gate:
             if self.cancelled:
                 return
-            sample = Sample(eval_id=self.eval.pk, row_index=index, input=row["input"][:20000], reference=str(row.get("reference", ""))[:20000])
             try:
                 completion = await complete(client, self.eval.deployment, self.spec.prompt(row), {**self.spec.GENERATION, **self.eval.generation})
             except RequestFailed as exc:
-                sample.error = str(exc)
-            else:
-                sample.output = completion.text[:100_000].replace("\x00", "")
-                sample.latency_ms = completion.latency_ms
-                sample.prompt_tokens, sample.completion_tokens = completion.prompt_tokens, completion.completion_tokens
-                await self._score(client, sample, row)
+                error = str(exc)
+        # The gate is free as soon as the response is in; yielding once lets the
+        # next request go out before this one is scored (responses arrive in
+        # waves, and scoring a whole wave first would hold every slot idle).
+        await asyncio.sleep(0)
+        sample = Sample(eval_id=self.eval.pk, row_index=index, input=row["input"][:20000], reference=str(row.get("reference", ""))[:20000], error=error)
+        if completion is not None:
+            sample.output = completion.text[:100_000].replace("\x00", "")
+            sample.latency_ms = completion.latency_ms
+            sample.prompt_tokens, sample.completion_tokens = completion.prompt_tokens, completion.completion_tokens
+            await self._score(client, sample, row)
         self.pending.append(sample)
         if len(self.pending) >= BATCH_SIZE:
             await self._flush()
