@@ -1,15 +1,12 @@
-import csv
-from datetime import datetime, time
-
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 
 from .actions import create_coupon_batch, grant_credit
+from .exports import write_coupons_csv
 from .forms import GrantCreditForm
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, StripeEvent, TopUp
 
@@ -149,13 +146,6 @@ class CouponBatchAdmin(admin.ModelAdmin):
         return response
 
 
-def write_coupons_csv(stream, coupons):
-    writer = csv.writer(stream)
-    writer.writerow(["code", "amount_usd", "expires_at", "max_redemptions"])
-    for coupon in coupons:
-        writer.writerow([coupon.code, f"{coupon.amount_cents / 100:.2f}", coupon.expires_at.isoformat() if coupon.expires_at else "", coupon.max_redemptions])
-
-
 @admin.register(CouponRedemption)
 class CouponRedemptionAdmin(ReadOnlyAdmin):
     list_display = ["coupon", "account", "user", "created_at"]
@@ -181,7 +171,3 @@ class StripeEventAdmin(ReadOnlyAdmin):
     list_display = ["event_id", "type", "received_at"]
     list_filter = ["type", "received_at"]
     search_fields = ["event_id"]
-
-
-def end_of_day(day) -> datetime:
-    return timezone.make_aware(datetime.combine(day, time.max))

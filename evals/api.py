@@ -7,6 +7,7 @@ from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
+from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
@@ -18,6 +19,7 @@ from .validation import validate_deployment_url
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
+    base_url = serializers.URLField(max_length=500, validators=[django_validator(validate_deployment_url)])
     api_key = serializers.CharField(write_only=True, required=False, allow_blank=True)
     api_key_masked = serializers.CharField(source="masked_key", read_only=True)
 
@@ -25,15 +27,6 @@ class DeploymentSerializer(serializers.ModelSerializer):
         model = Deployment
         fields = ["id", "name", "base_url", "model", "api_key", "api_key_masked", "api_style", "max_in_flight", "created_at"]
         read_only_fields = ["id", "created_at"]
-
-    def validate_base_url(self, value):
-        from django.core.exceptions import ValidationError
-
-        try:
-            validate_deployment_url(value)
-        except ValidationError as exc:
-            raise serializers.ValidationError(exc.messages) from None
-        return value
 
     def validate_name(self, value):
         project = self.context["project"]

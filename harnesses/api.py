@@ -5,6 +5,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
+from belvedir.core.serializers import django_validator
 from belvedir.sandbox.output import MASK
 from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
@@ -14,22 +15,8 @@ from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
 from .validation import validate_command, validate_env_name, validate_ref, validate_repo_url
 
 
-def drf(validator):
-    """Run a Django validator inside a DRF field."""
-
-    def check(value):
-        from django.core.exceptions import ValidationError
-
-        try:
-            validator(value)
-        except ValidationError as exc:
-            raise serializers.ValidationError(exc.messages) from None
-
-    return check
-
-
 class EnvVarSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100, validators=[drf(validate_env_name)])
+    name = serializers.CharField(max_length=100, validators=[django_validator(validate_env_name)])
     value = serializers.CharField(allow_blank=True, trim_whitespace=False)
     secret = serializers.BooleanField(default=False)
 
@@ -40,10 +27,10 @@ class EnvVarSerializer(serializers.Serializer):
 class HarnessSerializer(serializers.ModelSerializer):
     env_vars = EnvVarSerializer(many=True, required=False)
     preset = serializers.SlugRelatedField(slug_field="slug", queryset=Preset.objects.all(), required=False, allow_null=True)
-    repo_url = serializers.CharField(max_length=500, validators=[drf(validate_repo_url)])
-    ref = serializers.CharField(max_length=200, required=False, allow_blank=True, validators=[drf(validate_ref)])
-    install_command = serializers.CharField(validators=[drf(validate_command)])
-    run_command = serializers.CharField(validators=[drf(validate_command)])
+    repo_url = serializers.CharField(max_length=500, validators=[django_validator(validate_repo_url)])
+    ref = serializers.CharField(max_length=200, required=False, allow_blank=True, validators=[django_validator(validate_ref)])
+    install_command = serializers.CharField(validators=[django_validator(validate_command)])
+    run_command = serializers.CharField(validators=[django_validator(validate_command)])
     time_limit_seconds = serializers.IntegerField(min_value=10, max_value=MAX_TIME_LIMIT_SECONDS, required=False)
     price_cents = serializers.IntegerField(read_only=True)
 
