@@ -158,7 +158,12 @@ class RunExecution:
         return bool(Run.objects.filter(pk=self.run.pk, status__in=Run.IN_SANDBOX).update(status=status, **fields))
 
     def _end(self, status, message, *, refund=False, **fields):
-        finish_run(self.run, status, status_message=message[:1000], refund_reason=message if refund else "", from_statuses=Run.IN_SANDBOX, **fields)
+        # The final log goes in with the final status: whoever sees the run
+        # ended (a page, `bv runs logs`) also sees its whole tail.
+        finish_run(
+            self.run, status, status_message=message[:1000], refund_reason=message if refund else "",
+            from_statuses=Run.IN_SANDBOX, log_tail=self._log(), **fields,
+        )
 
     def _left(self, deadline) -> float:
         return max(deadline - time.monotonic(), 0.1)
