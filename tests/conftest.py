@@ -78,6 +78,21 @@ def docker_url():
     return settings.SANDBOX_DOCKER_URL
 
 
+@pytest.fixture
+def subprocess_env(settings):
+    """Environment for a `manage.py` subprocess that works on this test's database
+    (which it sees only with `django_db(transaction=True)`: no open transaction)."""
+    import os
+
+    db = settings.DATABASES["default"]
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        # The same installation as this process (it is named after the database URL it was started with).
+        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
+    }
+
+
 @pytest.fixture(autouse=True)
 def _no_sandbox_left_behind(request):
     """After every Docker test, no container with Belvedir's labels remains."""

@@ -48,3 +48,24 @@ def test_secrets_never_show_in_admin(staff_client, project):
     HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="env-admin-hidden-456", secret=True)
     assert b"sk-admin-hidden-123" not in staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/").content
     assert b"env-admin-hidden-456" not in staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/").content
+
+
+def test_spans_are_found_by_trace_id_or_session_id_across_projects(staff_client, api, outsider_api):
+    from traces.models import Span
+
+    from .otlp_builders import body, new_id, span
+
+    trace = new_id(32)
+    for client, name in ((api, "mine"), (outsider_api, "theirs")):
+        spans = [span(name, session_id="shared-session", trace_id=trace if name == "mine" else None), span(name + "-other", session_id="elsewhere")]
+        assert client.generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
+
+    def found(term):
+        response = staff_client.get("/admin/traces/span/", {"q": term})
+        assert response.status_code == 200
+        return sorted(span.name for span in response.context["cl"].result_list)
+
+    assert found("shared-session") == ["mine", "theirs"]
+    assert found(trace.upper()) == ["mine"]
+    assert found("no-such-session") == []
+    assert Span.objects.count() == 4

@@ -145,7 +145,7 @@ def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, deployment, settings):
+def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, deployment, settings, subprocess_env):
     import os
     import signal
     import subprocess
@@ -158,8 +158,7 @@ def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, de
     deployment.max_in_flight = 10
     deployment.save()
     ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=200)
-    db = settings.DATABASES["default"]
-    env = {**os.environ, "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}", "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}
+    env = {**subprocess_env, "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}
     worker = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

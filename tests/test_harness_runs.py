@@ -234,7 +234,7 @@ def test_run_api_reports_status_score_log(tmp_path, owner, funded, api):
     assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 409
 
 
-def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded, settings, docker_url):
+def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded, settings, docker_url, subprocess_env):
     import os
     import signal
     import subprocess
@@ -247,14 +247,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('busy', flush=True)\ntime.sleep(600)"})
     before = Account.balance_for(funded)
     run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
-    db = settings.DATABASES["default"]
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "BELVEDIR_ALLOW_LOCAL_REPOS": "1",
-        # The same installation as this process (it is named after the database URL it was started with).
-        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
-    }
+    env = {**subprocess_env, "BELVEDIR_ALLOW_LOCAL_REPOS": "1"}
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "shell", "-c", f"from harnesses.execution import execute_run; execute_run({run.pk})"],
         env=env,

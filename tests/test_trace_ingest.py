@@ -1,3 +1,4 @@
+import gc
 import gzip
 import zlib
 
@@ -35,6 +36,9 @@ def test_it_stores_spans_with_extracted_fields(api, project):
     assert stored.prompt == [{"role": "user", "content": "Email Danny"}]
     assert stored.completion == [{"role": "assistant", "content": "ok: Email Danny"}]
     assert stored.parent_span_id == root["spanId"] and stored.attributes["custom.thing"] == "kept"
+    # Message text is stored once, as messages, not again among the attributes.
+    assert not [key for key in stored.attributes if key.startswith(("gen_ai.prompt.", "gen_ai.completion."))]
+    assert stored.attributes["gen_ai.request.model"] == "gpt-4o"
     assert stored.latency_ms == pytest.approx(500)
     assert stored.resource == {"service.name": "agent"}
     session = TraceSession.objects.get(project=project, session_id="s1")
@@ -66,6 +70,43 @@ def test_resent_spans_are_not_duplicated(api):
     post(api, body(spans))
     post(api, body(spans))
     assert Span.objects.count() == 2
+
+
+def test_a_partly_resent_batch_keeps_only_its_new_spans(api, project):
+    old = [span("x", session_id="s", start_s=1_700_000_000), span("y", session_id="s", start_s=1_700_000_001)]
+    assert post(api, body(old)).status_code == 200
+    late = span("z", session_id="s", start_s=1_700_000_100)
+    response = post(api, body([*old, late]))
+    assert response.status_code == 200 and response.json() == {}
+    assert sorted(Span.objects.values_list("name", flat=True)) == ["x", "y", "z"]
+    # The same request went on to update its session after skipping the old spans.
+    assert TraceSession.objects.get(project=project, session_id="s").last_span_at.timestamp() == pytest.approx(1_700_000_100.5)
+
+
+def test_attribute_values_keep_their_types(api):
+    values = [
+        {"key": "text", "value": {"stringValue": "naïve 🚀"}},
+        {"key": "count", "value": {"intValue": "9007199254740993"}},
+        {"key": "ratio", "value": {"doubleValue": 0.25}},
+        {"key": "flag", "value": {"boolValue": True}},
+        {"key": "list", "value": {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "2"}]}}},
+        {"key": "map", "value": {"kvlistValue": {"values": [{"key": "inner", "value": {"stringValue": "b"}}]}}},
+        {"key": "not_a_string", "value": {"stringValue": 5}},
+        {"key": "cut", "value": {"stringValue": "é" * 70_000}},
+    ]
+    assert post(api, body([{**span("typed", kind=None), "attributes": values}])).status_code == 200
+    attributes = Span.objects.get().attributes
+    assert {k: v for k, v in attributes.items() if k != "cut"} == {
+        "text": "naïve 🚀", "count": 9007199254740993, "ratio": 0.25, "flag": True, "list": ["a", 2], "map": {"inner": "b"}, "not_a_string": "5",
+    }
+    assert attributes["cut"].startswith("é" * 100) and "truncated 4464 characters" in attributes["cut"]
+
+
+@pytest.mark.parametrize("payload", [body([span("ok")]), b"{not json"])
+def test_ingest_leaves_the_garbage_collector_on(api, payload):
+    assert gc.isenabled()
+    post(api, payload)
+    assert gc.isenabled()
 
 
 def test_bad_ids_are_rejected_one_by_one_and_counted(api):

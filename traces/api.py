@@ -13,7 +13,7 @@ from belvedir.core.throttle import IngestThrottle
 
 from . import otlp
 from .actions import report_outcome
-from .ingest import store_spans
+from .ingest import collector_paused, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
 
 
@@ -28,16 +28,17 @@ class TraceIngest(APIView):
     @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})
     def post(self, request):
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
-        try:
-            # Read at most one byte past the limit: an oversized body is refused unread.
-            raw = request._request.read(otlp.MAX_BODY_BYTES + 1)
-            body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
-            parsed = otlp.parse(body, request.content_type)
-        except otlp.IngestError as exc:
-            return Response({"detail": exc.message}, status=exc.status)
-        # A database that is down answers 503 (DatabaseUnavailableMiddleware):
-        # the spans were not stored, and the exporter sends them again.
-        store_spans(request_project(request), parsed.spans)
+        with collector_paused():
+            try:
+                # Read at most one byte past the limit: an oversized body is refused unread.
+                raw = request._request.read(otlp.MAX_BODY_BYTES + 1)
+                body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
+                parsed = otlp.parse(body, request.content_type)
+            except otlp.IngestError as exc:
+                return Response({"detail": exc.message}, status=exc.status)
+            # A database that is down answers 503 (DatabaseUnavailableMiddleware):
+            # the spans were not stored, and the exporter sends them again.
+            store_spans(request_project(request), parsed.spans)
         content, media = otlp.success_response(parsed.rejected, parsed.reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
 

@@ -91,8 +91,10 @@ class SpanQuerySet(ProjectScopedQuerySet):
 
 
 class Span(models.Model):
-    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="spans")
-    trace_id = models.CharField(max_length=32, db_index=True)
+    # Every index is paid for by ingest: project is covered by the unique
+    # constraint, which leads with it; task by a partial index (see Meta).
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="spans", db_index=False)
+    trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)
     parent_span_id = models.CharField(max_length=16, blank=True)
     name = models.CharField(max_length=500)
@@ -103,6 +105,8 @@ class Span(models.Model):
     end_unix_nano = models.BigIntegerField()
     status_code = models.PositiveSmallIntegerField(default=0)
     status_message = models.TextField(blank=True)
+    # Everything the span carried except gen_ai.prompt.N.* and
+    # gen_ai.completion.N.*, which are stored once, as `prompt`/`completion`.
     attributes = models.JSONField(default=dict)
     events = models.JSONField(default=list)
     resource = models.JSONField(default=dict)
@@ -117,7 +121,7 @@ class Span(models.Model):
     input_tokens = models.IntegerField(null=True)
     output_tokens = models.IntegerField(null=True)
     latency_ms = models.FloatField()
-    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="spans")
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="spans", db_index=False)
     received_at = models.DateTimeField(default=timezone.now)
 
     objects = SpanQuerySet.as_manager()
@@ -125,7 +129,13 @@ class Span(models.Model):
     class Meta:
         ordering = ["start_unix_nano"]
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_once_per_project")]
-        indexes = [models.Index(fields=["project", "session_id", "start_unix_nano"])]
+        indexes = [
+            models.Index(fields=["project", "session_id", "start_unix_nano"]),
+            # Admin search by trace id; a plain btree (no LIKE index beside it).
+            models.Index(fields=["trace_id"], name="span_trace_id"),
+            # Spans arrive without a task: only segmented ones need an entry.
+            models.Index(fields=["task"], condition=models.Q(task__isnull=False), name="span_task_assigned"),
+        ]
 
     def __str__(self):
         return f"{self.name} ({self.span_id})"
