@@ -151,6 +151,12 @@ try:
 except ValueError as exc:
     CONFIG_ERRORS.append(f"DATABASE_URL cannot be parsed: {exc}")
     DATABASES = {"default": dj_database_url.parse(_default_db)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # `make run` has three processes writing (web, worker, segmenter): WAL lets
+    # readers go on during a write, and IMMEDIATE transactions wait for the
+    # write lock up front instead of failing with "database is locked".
+    sqlite_options = {"init_command": "PRAGMA journal_mode=WAL;", "transaction_mode": "IMMEDIATE", "timeout": 20}
+    DATABASES["default"]["OPTIONS"] = {**sqlite_options, **DATABASES["default"].get("OPTIONS", {})}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -248,6 +254,8 @@ HARNESS_STALE_SECONDS = env_int("BELVEDIR_RUN_STALE_SECONDS", 30, minimum=5)
 # Traces. A session quiet this long is segmented into tasks; LLM calls
 # outside a workflow split into separate tasks at gaps this long.
 TRACE_QUIET_SECONDS = env_int("BELVEDIR_TRACE_QUIET_SECONDS", 30, minimum=1)
+# How often `manage.py segment_sessions` looks for quiet sessions.
+TRACE_SEGMENT_EVERY_SECONDS = env_int("BELVEDIR_TRACE_SEGMENT_EVERY_SECONDS", 5, minimum=1)
 TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, minimum=1)
 
 # Evals.

@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
 # `make run`: set up and run the whole platform on embedded defaults
-# (SQLite under var/, the ORM broker), web server and worker together.
+# (SQLite under var/, the ORM broker): web server, worker and trace
+# segmenter together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements.txt
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python
+bind=${BIND:-127.0.0.1:8000}
+# Sandboxes and the printed demo login use the address actually served.
+export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
 $py manage.py migrate --noinput
 $py manage.py build_sandbox_image
 $py manage.py demo_setup
 # Runs a previous worker left behind end (refunded) before a new worker starts.
 $py manage.py reap_runs
-bind=${BIND:-127.0.0.1:8000}
-# Ctrl-C (or either process dying) stops both.
-trap 'trap - EXIT INT TERM; kill 0 2>/dev/null' EXIT INT TERM
-$py manage.py qcluster &
-$py manage.py runserver --noreload "$bind" &
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server and the worker)."
+# Ctrl-C (or any of the three dying) stops all three. Each is sent TERM
+# itself: the worker then stops its own children in order, which a signal
+# to the whole process group would pre-empt (leaving it waiting for them).
+pids=()
+trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
+$py manage.py qcluster & pids+=($!)
+$py manage.py segment_sessions & pids+=($!)
+$py manage.py runserver --noreload "$bind" & pids+=($!)
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker and the trace segmenter)."
 wait -n

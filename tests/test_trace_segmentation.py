@@ -84,10 +84,17 @@ def test_a_failed_outcome_excludes_tasks_from_training(api, project):
     assert groups == [{"id": groups[0]["id"], "key": groups[0]["key"], "name": "refund", "task_count": 1, "success_rate": 1.0}]
 
 
-def test_pages_show_sessions_waterfall_and_groups(api, owner_client, outsider_client, project):
+def test_pages_show_sessions_waterfall_and_groups(api, owner_client, outsider_client, project, settings):
+    settings.TRACE_QUIET_SECONDS = 30
     base = timezone.now().timestamp()
     with time_machine.travel(timezone.now(), tick=False) as clock:
         send(api, workflow("page-session", "summarise", base))
+        assert "once it has been quiet for 30 s" in owner_client.get("/traces/sessions/page-session/").content.decode()
+        clock.shift(timedelta(seconds=31))
+        process_quiet_sessions()
+        assert "tasks are updated once" not in owner_client.get("/traces/sessions/page-session/").content.decode()
+        send(api, [span("late", session_id="page-session", start_s=base + 2)])
+        assert "New spans since the last segmentation" in owner_client.get("/traces/sessions/page-session/").content.decode()
         clock.shift(timedelta(seconds=31))
         process_quiet_sessions()
     listing = owner_client.get("/traces/").content.decode()
@@ -98,7 +105,7 @@ def test_pages_show_sessions_waterfall_and_groups(api, owner_client, outsider_cl
     assert "summarise" in owner_client.get("/traces/groups/").content.decode()
     assert outsider_client.get("/traces/sessions/page-session/").status_code == 404
     body = api.get("/api/v1/sessions/page-session").json()
-    assert len(body["spans"]) == 2 and body["tasks"][0]["name"] == "summarise"
+    assert len(body["spans"]) == 3 and body["tasks"][0]["name"] == "summarise"
 
 
 def test_sessions_list_pages_without_counting(api, owner_client, project):
@@ -111,3 +118,67 @@ def test_sessions_list_pages_without_counting(api, owner_client, project):
 
     second = owner_client.get("/traces/", {"before": unquote(older_link)}).content.decode()
     assert "many-009" in second and "many-059" not in second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_segmenter_process_picks_up_quiet_sessions_within_seconds(api, project, subprocess_env):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .harness_fixtures import wait_for
+
+    env = {**subprocess_env, "BELVEDIR_TRACE_QUIET_SECONDS": "1"}
+    segmenter = subprocess.Popen(
+        [sys.executable, "manage.py", "segment_sessions", "--every", "0.5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        base = time.time()
+        send(api, workflow("live", "triage", base))
+        sent = time.monotonic()
+        wait_for(lambda: Task.objects.filter(session__session_id="live").exists(), timeout=30, interval=0.1)
+        # Quiet for 1 s, looked at every 0.5 s: segmented a few seconds after the last span, not a minute.
+        assert time.monotonic() - sent < 6
+        # A late span re-opens the session; the next pass segments it again, without duplicates.
+        send(api, workflow("live", "escalate", base + 3))
+        wait_for(lambda: Task.objects.filter(session__session_id="live").count() == 2, timeout=30, interval=0.1)
+        wait_for(lambda: not TraceSession.objects.get(session_id="live").needs_processing, timeout=30, interval=0.1)
+        assert sorted(Task.objects.values_list("name", flat=True)) == ["escalate", "triage"]
+    finally:
+        segmenter.send_signal(signal.SIGTERM)
+        output, _ = segmenter.communicate(timeout=15)
+    assert segmenter.returncode == 0, output
+    assert "every 0.5 s" in output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_overlapping_segmenters_skip_a_session_the_other_holds(api, project, settings):
+    import threading
+
+    from django.db import connection, transaction
+
+    from traces.segmentation import drain_quiet_sessions
+
+    settings.TRACE_QUIET_SECONDS = 30
+    base = timezone.now().timestamp()
+    send(api, workflow("held", "a", base) + workflow("free", "b", base))
+    result = {}
+
+    def other_segmenter():
+        try:
+            result["done"] = drain_quiet_sessions()
+        finally:
+            connection.close()
+
+    with time_machine.travel(timezone.now() + timedelta(seconds=31), tick=False):
+        with transaction.atomic():
+            TraceSession.objects.select_for_update().get(session_id="held")
+            thread = threading.Thread(target=other_segmenter)
+            thread.start()
+            thread.join(10)
+        # The other skipped "held" instead of waiting for it, and did "free".
+        assert result["done"] == 1
+        assert list(Task.objects.values_list("session__session_id", flat=True)) == ["free"]
+        assert drain_quiet_sessions() == 1
+    assert TraceSession.objects.filter(needs_processing=True).count() == 0

@@ -25,22 +25,39 @@ SIGNATURE_WORDS = 5
 
 
 def process_quiet_sessions(now=None) -> int:
-    """Segment sessions that have been quiet for TRACE_QUIET_SECONDS; bounded per call."""
+    """Segment sessions that have been quiet for TRACE_QUIET_SECONDS; bounded per call.
+
+    Returns how many it segmented (at most BATCH), not counting sessions
+    another segmenter was holding.
+    """
     now = now or timezone.now()
     quiet_since = now - timedelta(seconds=settings.TRACE_QUIET_SECONDS)
     sessions = list(TraceSession.objects.filter(needs_processing=True, last_received_at__lte=quiet_since).order_by("last_received_at")[:BATCH])
-    for session in sessions:
-        segment(session, now)
-    return len(sessions)
+    return sum(segment(session, now) for session in sessions)
 
 
-def segment(session: TraceSession, now=None):
+def drain_quiet_sessions(stop=None) -> int:
+    """Every session due now, batch after batch, unless `stop` (an Event) is set."""
+    total = 0
+    while not (stop and stop.is_set()):
+        done = process_quiet_sessions()
+        total += done
+        if done < BATCH:
+            break
+    return total
+
+
+def segment(session: TraceSession, now=None) -> bool:
+    """Segment one session; False when another segmenter holds it right now."""
     spans = list(Span.objects.filter(project=session.project_id, session_id=session.session_id).order_by("start_unix_nano", "span_id"))
     chunks = _workflow_tasks(spans) + _gap_tasks(spans)
     with transaction.atomic():
         # Locked so ingest's `needs_processing=True` for a span that lands
-        # meanwhile is not lost under our own update below.
-        TraceSession.objects.select_for_update().filter(pk=session.pk).first()
+        # meanwhile is not lost under our own update below. Skipped when
+        # locked: the scheduled task and `segment_sessions` may overlap, and
+        # the holder is doing this same work (or ingest is re-opening it).
+        if TraceSession.objects.select_for_update(skip_locked=True).filter(pk=session.pk).first() is None:
+            return False
         kept = []
         for key, name, members, workflow in chunks:
             first_message = _first_user_message(members)
@@ -75,6 +92,7 @@ def segment(session: TraceSession, now=None):
             processed_at=now or timezone.now(),
         )
         TraceSession.objects.filter(pk=session.pk, **still_quiet).update(needs_processing=False)
+    return True
 
 
 def _workflow_tasks(spans):

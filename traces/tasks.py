@@ -1,6 +1,10 @@
-from .segmentation import process_quiet_sessions
+from .segmentation import drain_quiet_sessions
 
 
 def process_sessions() -> int:
-    """Scheduled: segment quiet sessions (bounded batch per call)."""
-    return process_quiet_sessions()
+    """Scheduled every minute: segment every quiet session.
+
+    The fallback cadence: `manage.py segment_sessions` does the same every
+    few seconds, and the two skip each other's sessions.
+    """
+    return drain_quiet_sessions()

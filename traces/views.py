@@ -1,5 +1,6 @@
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -50,7 +51,11 @@ def session_detail(request, session_id):
         span.width_pct = max(100 * (span.end_unix_nano - span.start_unix_nano) / width, 0.5)
         span.depth = depth.get(span.span_id, 0)
     tasks = session.tasks.select_related("group")
-    return render(request, "traces/session.html", {"session": session, "spans": spans, "tasks": tasks, "total_ms": width / 1e6})
+    return render(
+        request,
+        "traces/session.html",
+        {"session": session, "spans": spans, "tasks": tasks, "total_ms": width / 1e6, "quiet_seconds": settings.TRACE_QUIET_SECONDS},
+    )
 
 
 @login_required
