@@ -1,10 +1,9 @@
-from django import forms
 from django.contrib import admin
 
-from belvedir.sandbox.output import MASK
 from billing.actions import refund_run
 
 from .actions import cancel_run
+from .forms import BaseEnvVarFormSet, EnvVarForm
 from .models import Harness, HarnessEnvVar, Preset, Run
 
 
@@ -16,25 +15,12 @@ class PresetAdmin(admin.ModelAdmin):
     list_editable = ["position"]
 
 
-class EnvVarAdminForm(forms.ModelForm):
-    class Meta:
-        model = HarnessEnvVar
-        fields = ["name", "value", "secret"]
-        widgets = {"value": forms.TextInput()}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.instance.pk and self.instance.secret:
-            self.initial["value"] = MASK  # staff never see a secret either
-
-    def clean_value(self):
-        value = self.cleaned_data["value"]
-        return self.instance.value if value == MASK and self.instance.pk and self.instance.secret else value
-
-
 class EnvVarInline(admin.TabularInline):
     model = HarnessEnvVar
-    form = EnvVarAdminForm
+    # The dashboard's form and formset: the same name rules, duplicate check
+    # and secret masking (staff never see a secret either).
+    form = EnvVarForm
+    formset = BaseEnvVarFormSet
     extra = 0
 
 

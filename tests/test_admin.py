@@ -50,6 +50,37 @@ def test_secrets_never_show_in_admin(staff_client, project):
     assert b"env-admin-hidden-456" not in staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/").content
 
 
+def test_admin_env_vars_follow_the_dashboard_rules(owner, project):
+    from django.test import RequestFactory
+
+    from harnesses.admin import EnvVarInline
+    from harnesses.models import Harness, HarnessEnvVar
+
+    owner.is_staff = owner.is_superuser = True
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    secret = HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="kept-secret", secret=True)
+    request = RequestFactory().get("/admin/")
+    request.user = owner
+    FormSet = EnvVarInline(Harness, admin.site).get_formset(request, harness)
+
+    def submit(*rows):
+        data = {"env-TOTAL_FORMS": str(len(rows)), "env-INITIAL_FORMS": "1"}
+        for i, row in enumerate(rows):
+            data.update({f"env-{i}-{k}": v for k, v in row.items()})
+        return FormSet(data, instance=harness, prefix="env")
+
+    keep = {"id": str(secret.pk), "harness": str(harness.pk), "name": "TOKEN", "value": FormSet(instance=harness, prefix="env").forms[0].initial["value"], "secret": "on"}
+    assert keep["value"] != "kept-secret"  # masked in the form
+    bad_name = submit(keep, {"name": "1-not-a-name", "value": "x"})
+    assert not bad_name.is_valid() and "name" in bad_name.forms[1].errors
+    twice = submit(keep, {"name": "TOKEN", "value": "again"})
+    assert not twice.is_valid() and "name" in str(twice.non_form_errors())
+    fine = submit(keep, {"name": "MODE", "value": "fast"})
+    assert fine.is_valid(), fine.errors
+    fine.save()
+    assert dict(HarnessEnvVar.objects.values_list("name", "value")) == {"TOKEN": "kept-secret", "MODE": "fast"}
+
+
 def test_spans_are_found_by_trace_id_or_session_id_across_projects(staff_client, api, outsider_api):
     from traces.models import Span
 
