@@ -3,6 +3,27 @@ import threading
 from django.db import connection
 
 
+class DbThread(threading.Thread):
+    """fn(*args) in a daemon thread with its own DB connection, closed when it
+    ends (the test database could not be dropped otherwise); keeps the result."""
+
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self.fn, self.args, self.result = fn, args, None
+
+    def run(self):
+        try:
+            self.result = self.fn(*self.args)
+        finally:
+            connection.close()
+
+
+def start_thread(fn, *args) -> DbThread:
+    thread = DbThread(fn, *args)
+    thread.start()
+    return thread
+
+
 def run_concurrently(fn, count: int) -> list:
     """Call fn(i) from `count` threads released at once, each with its own DB connection.
 

@@ -5,6 +5,8 @@ from django.test import Client
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey
 
+from .concurrency import start_thread
+
 # Live-server request threads would otherwise keep their connections for
 # CONN_MAX_AGE seconds, and the test database could not be dropped at the end.
 settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -106,10 +108,6 @@ def _no_sandbox_left_behind(request):
 @pytest.fixture
 def worker(monkeypatch):
     """Stand in for the django-q2 worker: queued runs and evals execute in threads, in-process."""
-    import threading
-
-    from django.db import connection
-
     from evals import actions as eval_actions
     from evals.tasks import run_eval
     from harnesses import actions as harness_actions
@@ -118,14 +116,7 @@ def worker(monkeypatch):
     threads = []
 
     def start(target, *args):
-        def work():
-            try:
-                target(*args)
-            finally:
-                connection.close()
-
-        threads.append(threading.Thread(target=work, daemon=True))
-        threads[-1].start()
+        threads.append(start_thread(target, *args))
 
     monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
     monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))

@@ -1,7 +1,5 @@
-import threading
 
 import pytest
-from django.db import connection
 
 from evals.actions import EvalConfigError, cancel_eval, create_eval
 from evals.benchmarks import gsm8k
@@ -10,6 +8,7 @@ from evals.scoring import gsm8k_answer, last_number, strip_fences
 from evals.subset import select_rows
 from evals.tasks import run_eval
 
+from .concurrency import start_thread
 from .fakes.openai_server import FakeOpenAI
 
 REFERENCES = {row["input"]: row["reference"] for row in gsm8k.rows()}
@@ -122,15 +121,7 @@ def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake,
     deployment.max_in_flight = 5
     deployment.save()
     ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=300)
-
-    def work():
-        try:
-            run_eval(ev.pk)
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work)
-    worker.start()
+    worker = start_thread(run_eval, ev.pk)
     import time
 
     deadline = time.monotonic() + 60

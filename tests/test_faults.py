@@ -8,6 +8,7 @@ from django.db import connection
 
 from traces.models import Span
 
+from .concurrency import start_thread
 from .otlp_builders import body, span
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,7 +54,6 @@ def test_ingest_answers_503_while_postgres_restarts_and_loses_no_accepted_span(a
 @pytest.mark.docker
 def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(project, owner, settings, tmp_path, owner_client, docker_url):
     import signal
-    import threading
     import time
 
     from belvedir.sandbox.docker import managed_containers
@@ -72,15 +72,7 @@ def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_pl
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
     run = start_run(harness(project, owner, tmp_path / "repo"), owner)
     before = Account.balance_for(project)
-
-    def work():
-        try:
-            execute_run(run.pk)
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work)
-    worker.start()
+    worker = start_thread(execute_run, run.pk)
     wait_for(lambda: run_status(run) == "running", timeout=90)
     dockerd = int(subprocess.run(["pgrep", "-xo", "dockerd"], capture_output=True, text=True, check=True).stdout.split()[0])
     try:

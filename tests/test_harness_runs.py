@@ -1,9 +1,7 @@
 """Harness runs end to end: real git repos, real containers, the task in-process."""
 
-import threading
 
 import pytest
-from django.db import connection
 from rest_framework.test import APIClient
 
 from belvedir.core.models import ApiKey
@@ -13,6 +11,7 @@ from harnesses.actions import cancel_run, start_run
 from harnesses.execution import execute_run
 from harnesses.models import HarnessEnvVar, Run
 
+from .concurrency import start_thread
 from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -191,14 +190,7 @@ def test_no_cpu_host_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
 def test_cancel_kills_the_sandbox_and_revokes_the_key_without_refund(tmp_path, owner, funded):
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
     run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
-    def work():
-        try:
-            execute_run(run.pk)
-        finally:
-            connection.close()
-
-    worker = threading.Thread(target=work)
-    worker.start()
+    worker = start_thread(execute_run, run.pk)
     wait_for(lambda: run_status(run) == "running")
     assert cancel_run(Run.objects.get(pk=run.pk))
     worker.join(30)

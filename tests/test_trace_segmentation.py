@@ -7,6 +7,7 @@ from django.utils import timezone
 from traces.models import Task, TaskGroup, TraceSession
 from traces.segmentation import process_quiet_sessions, signature
 
+from .concurrency import start_thread
 from .otlp_builders import body, new_id, span
 
 pytestmark = pytest.mark.django_db
@@ -154,31 +155,21 @@ def test_the_segmenter_process_picks_up_quiet_sessions_within_seconds(api, proje
 
 @pytest.mark.django_db(transaction=True)
 def test_overlapping_segmenters_skip_a_session_the_other_holds(api, project, settings):
-    import threading
-
-    from django.db import connection, transaction
+    from django.db import transaction
 
     from traces.segmentation import drain_quiet_sessions
 
     settings.TRACE_QUIET_SECONDS = 30
     base = timezone.now().timestamp()
     send(api, workflow("held", "a", base) + workflow("free", "b", base))
-    result = {}
-
-    def other_segmenter():
-        try:
-            result["done"] = drain_quiet_sessions()
-        finally:
-            connection.close()
 
     with time_machine.travel(timezone.now() + timedelta(seconds=31), tick=False):
         with transaction.atomic():
             TraceSession.objects.select_for_update().get(session_id="held")
-            thread = threading.Thread(target=other_segmenter)
-            thread.start()
-            thread.join(10)
+            other_segmenter = start_thread(drain_quiet_sessions)
+            other_segmenter.join(10)
         # The other skipped "held" instead of waiting for it, and did "free".
-        assert result["done"] == 1
+        assert other_segmenter.result == 1
         assert list(Task.objects.values_list("session__session_id", flat=True)) == ["free"]
         assert drain_quiet_sessions() == 1
     assert TraceSession.objects.filter(needs_processing=True).count() == 0
