@@ -10,12 +10,21 @@ from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE
 
 
+MAX_SAMPLES_PER_PROBLEM = 20
+
+
 class EvalConfigError(ValueError):
     """An eval request that breaks a rule; the message names the rule."""
 
 
-def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorers=None, sample_limit=None, seed=None, generation=None) -> Eval:
+def create_eval(
+    project, user, *, deployment, benchmark="", dataset=None, scorers=None, sample_limit=None, seed=None, generation=None,
+    same_rows_as=None, samples_per_problem=1, max_cost=None,
+) -> Eval:
+    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows."""
     scorers = list(scorers or [])
+    if same_rows_as is not None:
+        benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
     if benchmark and dataset is not None:
         raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
     if benchmark:
@@ -29,6 +38,12 @@ def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorer
         scorers = _check_scorers(project, scorers)
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
+    if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
+        raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
+    if samples_per_problem > 1 and not getattr(benchmarks.get(benchmark), "SANDBOXED", False):
+        raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
+    if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
+        raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     with transaction.atomic():
         ev = Eval.objects.create(
             project=project,
@@ -39,10 +54,24 @@ def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorer
             sample_limit=sample_limit,
             seed=seed if seed is not None else secrets.randbelow(2**31),
             generation=generation or {},
+            same_rows_as=same_rows_as,
+            samples_per_problem=samples_per_problem,
+            max_cost=max_cost,
             created_by=user,
         )
         transaction.on_commit(lambda: enqueue(ev))
     return ev
+
+
+def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):
+    """The source eval's benchmark or dataset, limit and seed: select_rows() then draws exactly its rows."""
+    if source.project_id != project.pk:
+        raise EvalConfigError("same_rows_as must name an eval of this project.")
+    if (benchmark and benchmark != source.benchmark) or (dataset is not None and dataset.pk != source.dataset_id):
+        raise EvalConfigError(f"same_rows_as reuses eval #{source.pk}'s {source.label}: leave benchmark and dataset unset or equal to it.")
+    if (sample_limit is not None and sample_limit != source.sample_limit) or (seed is not None and seed != source.seed):
+        raise EvalConfigError(f"same_rows_as reuses eval #{source.pk}'s sample_limit and seed: leave them unset.")
+    return source.benchmark, source.dataset, source.sample_limit, source.seed, scorers or list(source.scorers)
 
 
 def _check_scorers(project, scorers) -> list:
@@ -79,14 +108,20 @@ def cancel_eval(ev: Eval) -> bool:
     )
 
 
-def resume_eval(ev: Eval) -> bool:
-    """Queue an interrupted eval again; it scores only the rows it has not stored."""
+def resume_eval(ev: Eval, *, max_cost=None) -> bool:
+    """Queue an interrupted eval again; it scores only the rows it has not stored.
+
+    A new `max_cost` replaces the budget: how an eval stopped at its budget goes on.
+    """
+    if max_cost is not None and max_cost < 0:
+        raise EvalConfigError("max_cost must not be negative.")
+    changes = {"max_cost": max_cost} if max_cost is not None else {}
     stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
     resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED]) | Eval.objects.filter(
         pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
     )
     with transaction.atomic():
-        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed."):
+        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", **changes):
             return False
         transaction.on_commit(lambda: enqueue(ev))
     return True
@@ -98,7 +133,7 @@ def _stale_seconds():
     return settings.EVAL_STALE_SECONDS
 
 
-CONFIG_FIELDS = {"benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "generation"}
+CONFIG_FIELDS = {"benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "generation", "same_rows_as", "samples_per_problem", "max_cost"}
 
 
 def parse_config(text: str) -> dict:

@@ -1,6 +1,7 @@
 import asyncio
 
 from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
@@ -11,6 +12,7 @@ from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
+from .comparison import NotPaired, compare
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
@@ -25,7 +27,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Deployment
-        fields = ["id", "name", "base_url", "model", "api_key", "api_key_masked", "api_style", "max_in_flight", "created_at"]
+        fields = [
+            "id", "name", "base_url", "model", "api_key", "api_key_masked", "api_style", "max_in_flight",
+            "input_price_per_million", "output_price_per_million", "created_at",
+        ]
         read_only_fields = ["id", "created_at"]
 
     def validate_name(self, value):
@@ -43,12 +48,15 @@ class EvalSerializer(serializers.ModelSerializer):
     dataset_id = serializers.IntegerField(read_only=True)
     rate_per_s = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True)
+    score_ci = serializers.ListField(source="score_interval", child=serializers.FloatField(), read_only=True, allow_null=True, help_text="95% interval of the score.")
+    same_rows_as = serializers.PrimaryKeyRelatedField(read_only=True)
 
     class Meta:
         model = Eval
         fields = [
-            "id", "benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "status", "status_message",
-            "total", "done_count", "error_count", "score", "rate_per_s", "eta_seconds", "created_at", "started_at", "finished_at",
+            "id", "benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "same_rows_as", "samples_per_problem",
+            "status", "status_message", "total", "done_count", "error_count", "score", "score_ci", "pass_at_k",
+            "prompt_tokens", "completion_tokens", "cost", "max_cost", "rate_per_s", "eta_seconds", "created_at", "started_at", "finished_at",
         ]
 
 
@@ -60,12 +68,19 @@ class EvalCreateSerializer(serializers.Serializer):
     sample_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
     seed = serializers.IntegerField(required=False, allow_null=True, default=None)
     generation = serializers.DictField(required=False, default=dict)
+    same_rows_as = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Score exactly the rows of this eval.")
+    samples_per_problem = serializers.IntegerField(required=False, min_value=1, max_value=20, default=1, help_text="Completions per problem, for pass@k.")
+    max_cost = serializers.DecimalField(max_digits=14, decimal_places=6, required=False, allow_null=True, default=None, min_value=0)
+
+
+class ResumeSerializer(serializers.Serializer):
+    max_cost = serializers.DecimalField(max_digits=14, decimal_places=6, required=False, allow_null=True, default=None, min_value=0)
 
 
 class SampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = Sample
-        fields = ["row_index", "input", "output", "extracted", "reference", "score", "scores", "error", "latency_ms", "prompt_tokens", "completion_tokens"]
+        fields = ["row_index", "input", "output", "extracted", "reference", "score", "scores", "error", "latency_ms", "prompt_tokens", "completion_tokens", "completions"]
 
 
 def deployment_by_name_or_id(project, value) -> Deployment | None:
@@ -111,10 +126,14 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         dataset = dataset_for(project, data["dataset_id"])
         if data["dataset_id"] is not None and dataset is None:
             return Response({"dataset_id": ["No such dataset in this project."]}, status=400)
+        source = self.get_queryset().filter(pk=data["same_rows_as"]).first() if data["same_rows_as"] is not None else None
+        if data["same_rows_as"] is not None and source is None:
+            return Response({"same_rows_as": ["No such eval in this project."]}, status=400)
         try:
             ev = create_eval(
                 project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
                 scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
+                same_rows_as=source, samples_per_problem=data["samples_per_problem"], max_cost=data["max_cost"],
             )
         except EvalConfigError as exc:
             return Response({"detail": str(exc)}, status=400)
@@ -144,15 +163,30 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
 
-    @extend_schema(request=None, responses={200: EvalSerializer})
+    @extend_schema(request=ResumeSerializer, responses={200: EvalSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        """Continue a failed, cancelled or stalled eval on the same rows; 409 otherwise."""
+        """Continue a failed, cancelled or stalled eval on the same rows; 409 otherwise. `max_cost` sets a new budget."""
         ev = self.get_object()
-        if not resume_eval(ev):
+        payload = ResumeSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        if not resume_eval(ev, max_cost=payload.validated_data["max_cost"]):
             return Response({"detail": f"Only failed, cancelled or stalled evals resume (this one is {ev.status})."}, status=409)
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
+
+
+    @extend_schema(responses={200: dict, 409: dict})
+    @action(detail=True, methods=["get"], url_path=r"compare/(?P<other>\d+)")
+    def compare(self, request, pk=None, other=None):
+        """B (`other`) against A (this eval) on their shared rows: scores with CIs, paired delta with CI, McNemar p,
+        flips, verdict, MDE, rows needed, the flipped samples. 409 when the evals did not score the same rows."""
+        a = self.get_object()
+        b = get_object_or_404(self.get_queryset(), pk=other)
+        try:
+            return Response(compare(a, b))
+        except NotPaired as exc:
+            return Response({"detail": str(exc), "same_rows_as": a.pk}, status=409)
 
 
 def filter_samples(qs, which):

@@ -22,12 +22,14 @@ from django.utils import timezone
 
 from belvedir.sandbox.errors import SandboxPlatformError
 
+from . import statistics
 from .models import Deployment, Eval, Sample
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 BATCH_SIZE = 200
 BATCH_SECONDS = 1.0
+PASS_AT_K = (1, 5, 10)
 
 
 class RequestFailed(Exception):
@@ -101,6 +103,9 @@ class EvalRun:
         self.code_sandbox = code_sandbox
         self.pending: list[Sample] = []
         self.cancelled = False
+        # Spending is tracked here as responses arrive, so a budget stops new
+        # requests at once rather than at the next flush (100 may be in flight).
+        self.spent = ev.cost or 0
 
     async def run(self):
         deployment = self.eval.deployment
@@ -121,27 +126,43 @@ class EvalRun:
                 await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
-        completion, error = None, ""
-        async with gate:
-            if self.cancelled:
-                return
-            try:
-                completion = await complete(client, self.eval.deployment, self.spec.prompt(row), {**self.spec.GENERATION, **self.eval.generation})
-            except RequestFailed as exc:
-                error = str(exc)
+        completions, error = [], ""
+        generation = {**self.spec.GENERATION, **self.eval.generation}
+        # pass@k asks for n completions of a row; each takes its own turn at the gate.
+        for _ in range(self.eval.samples_per_problem):
+            async with gate:
+                if self.cancelled or self._over_budget():
+                    return
+                try:
+                    completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation))
+                except RequestFailed as exc:
+                    error = str(exc)
+                else:
+                    self.spent += self.eval.deployment.cost(completions[-1].prompt_tokens, completions[-1].completion_tokens) or 0
+            if error:
+                break
         # The gate is free as soon as the response is in; yielding once lets the
         # next request go out before this one is scored (responses arrive in
         # waves, and scoring a whole wave first would hold every slot idle).
         await asyncio.sleep(0)
         sample = Sample(eval_id=self.eval.pk, row_index=index, input=row["input"][:20000], reference=str(row.get("reference", ""))[:20000], error=error)
-        if completion is not None:
-            sample.output = completion.text[:100_000].replace("\x00", "")
-            sample.latency_ms = completion.latency_ms
-            sample.prompt_tokens, sample.completion_tokens = completion.prompt_tokens, completion.completion_tokens
-            await self._score(client, sample, row)
+        if completions:
+            sample.output = _clean(completions[0].text)
+            sample.latency_ms = completions[0].latency_ms
+            sample.prompt_tokens = _total(c.prompt_tokens for c in completions)
+            sample.completion_tokens = _total(c.completion_tokens for c in completions)
+        if completions and not error:
+            if len(completions) > 1:
+                await self._score_each(sample, row, [_clean(c.text) for c in completions])
+            else:
+                await self._score(client, sample, row)
         self.pending.append(sample)
         if len(self.pending) >= BATCH_SIZE:
             await self._flush()
+
+    def _over_budget(self) -> bool:
+        # The stored rows' cost then reaches max_cost too, and refresh_counters() ends the eval as cancelled.
+        return self.eval.max_cost is not None and self.spent >= self.eval.max_cost
 
     async def _score(self, client, sample, row):
         try:
@@ -158,6 +179,18 @@ class EvalRun:
         except SandboxPlatformError as exc:
             # The platform's fault, not the completion's: an error, not a wrong answer.
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
+
+    async def _score_each(self, sample, row, outputs: list[str]):
+        """pass@k: every completion sandboxed one by one; the row scores c/n, the unbiased pass@1."""
+        try:
+            results = [await asyncio.to_thread(self.spec.score_in, self.code_sandbox, row, output) for output in outputs]
+        except SandboxPlatformError as exc:
+            sample.score, sample.error = None, f"Sandbox error: {exc.message}"
+            return
+        passed = sum(1 for score, _ in results if score)
+        sample.completions = [{"output": output, "passed": bool(score), "detail": detail} for output, (score, detail) in zip(outputs, results)]
+        sample.score, sample.extracted = passed / len(outputs), results[0][1]
+        sample.scores = {"passed": passed, "n": len(outputs)}
 
     async def _flush_periodically(self):
         while True:
@@ -184,18 +217,60 @@ class EvalRun:
         return not Eval.objects.filter(pk=self.eval.pk, status=Eval.Status.RUNNING).exists()
 
 
+def _clean(text: str) -> str:
+    return text[:100_000].replace("\x00", "")
+
+
+def _total(counts) -> int | None:
+    counts = [c for c in counts if c is not None]
+    return sum(counts) if counts else None
+
+
 def _close_connection():
     connection.close()  # looked up here, so it is this thread's connection
 
 
 def refresh_counters(eval_id: int):
-    stats = Sample.objects.filter(eval_id=eval_id).aggregate(
-        done=Count("pk"), errors=Count("pk", filter=~Q(error="")), total_score=Sum("score", filter=Q(error=""))
+    """Counters, score and its interval, pass@k, tokens and cost from the stored rows; stops the eval at its budget."""
+    ev = Eval.objects.select_related("deployment").get(pk=eval_id)
+    stored = Sample.objects.filter(eval_id=eval_id)
+    stats = stored.aggregate(
+        done=Count("pk"),
+        errors=Count("pk", filter=~Q(error="")),
+        total_score=Sum("score", filter=Q(error="")),
+        graded=Count("pk", filter=Q(error="") & ~Q(score__in=[0.0, 1.0])),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
     )
     scored = stats["done"] - stats["errors"]
+    if stats["graded"]:
+        interval = statistics.bootstrap_mean(stored.filter(error="").values_list("score", flat=True))
+    else:
+        interval = statistics.wilson(stats["total_score"] or 0, scored) if scored else None
+    prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
+    cost = ev.deployment.cost(prompt_tokens, completion_tokens)
     Eval.objects.filter(pk=eval_id).update(
         done_count=stats["done"],
         error_count=stats["errors"],
         score=(stats["total_score"] or 0) / scored if scored else None,
+        score_low=interval.low if interval else None,
+        score_high=interval.high if interval else None,
+        pass_at_k=_pass_at_k(stored, ev.samples_per_problem) if ev.samples_per_problem > 1 else {},
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost,
         heartbeat_at=timezone.now(),
     )
+    if ev.max_cost is not None and cost is not None and cost >= ev.max_cost:
+        Eval.objects.filter(pk=eval_id, status=Eval.Status.RUNNING).update(
+            status=Eval.Status.CANCELLED,
+            finished_at=timezone.now(),
+            status_message=f"Cancelled: budget reached (${cost} of ${ev.max_cost}); finished samples are kept. Resume with a higher max_cost to continue.",
+        )
+
+
+def _pass_at_k(stored, n: int) -> dict:
+    counts = [s["passed"] for s in stored.filter(error="").values_list("scores", flat=True) if "passed" in s]
+    if not counts:
+        return {}
+    return {f"pass@{k}": statistics.mean([statistics.pass_at_k(n, c, k) for c in counts]) for k in PASS_AT_K if k <= n}

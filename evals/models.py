@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -24,6 +26,12 @@ class Deployment(models.Model):
     api_key = models.CharField(max_length=500, blank=True)
     api_style = models.CharField(max_length=12, choices=Style.choices, default=Style.CHAT)
     max_in_flight = models.PositiveIntegerField(default=MAX_IN_FLIGHT, validators=[MinValueValidator(1), MaxValueValidator(MAX_IN_FLIGHT)])
+    input_price_per_million = models.DecimalField(
+        "Input price per million tokens ($)", max_digits=10, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)]
+    )
+    output_price_per_million = models.DecimalField(
+        "Output price per million tokens ($)", max_digits=10, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)]
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = ProjectScopedQuerySet.as_manager()
@@ -38,6 +46,17 @@ class Deployment(models.Model):
     @property
     def masked_key(self):
         return f"{self.api_key[:3]}{MASK}" if len(self.api_key) > 8 else (MASK if self.api_key else "")
+
+    @property
+    def is_priced(self):
+        return self.input_price_per_million is not None or self.output_price_per_million is not None
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> Decimal | None:
+        """Dollars for this many tokens at the deployment's prices; None when it has none."""
+        if not self.is_priced:
+            return None
+        dollars = (prompt_tokens or 0) * (self.input_price_per_million or 0) + (completion_tokens or 0) * (self.output_price_per_million or 0)
+        return (Decimal(dollars) / 1_000_000).quantize(Decimal("0.000001"))
 
 
 class Dataset(models.Model):
@@ -91,6 +110,17 @@ class Eval(models.Model):
     done_count = models.PositiveIntegerField(default=0)
     error_count = models.PositiveIntegerField(default=0)
     score = models.FloatField(null=True, blank=True)
+    # The score's 95% interval: Wilson for right/wrong rows, bootstrap for mean-valued ones.
+    score_low = models.FloatField(null=True, blank=True)
+    score_high = models.FloatField(null=True, blank=True)
+    # Set when this eval was started on exactly the rows of another (same source, limit and seed).
+    same_rows_as = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    samples_per_problem = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(20)])
+    pass_at_k = models.JSONField(default=dict, blank=True)
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    max_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)])
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -115,6 +145,18 @@ class Eval(models.Model):
     @property
     def is_active(self):
         return self.status in self.ACTIVE
+
+    @property
+    def score_interval(self):
+        return [self.score_low, self.score_high] if self.score_low is not None else None
+
+    @property
+    def total_tokens(self):
+        return self.prompt_tokens + self.completion_tokens
+
+    def source_key(self) -> tuple:
+        """What decides which rows an eval scores, besides the row count: two evals equal here share rows."""
+        return (self.benchmark, self.dataset_id, self.sample_limit, self.seed)
 
     @property
     def progress_pct(self):
@@ -150,6 +192,8 @@ class Sample(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.IntegerField(null=True, blank=True)
     completion_tokens = models.IntegerField(null=True, blank=True)
+    # pass@k: every completion of the row, [{"output", "passed", "detail"}], the first also in `output`.
+    completions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -1,0 +1,115 @@
+"""A paired comparison of two evals that scored the same rows.
+
+Pairing is what makes a small eval decide: each row is its own control, so
+only the rows that flipped carry information (McNemar). Rows are paired only
+when both evals drew exactly the same rows of the same source; anything else
+is refused with the reason, never silently matched by index.
+"""
+
+from dataclasses import dataclass
+
+from . import benchmarks, statistics
+from .models import Eval
+from .subset import select_rows
+
+FIELDS = ("row_index", "input", "output", "reference", "score", "error")
+
+
+class NotPaired(Exception):
+    """The two evals did not score the same rows; the message says how they differ."""
+
+
+@dataclass
+class Side:
+    ev: Eval
+    values: list[float]
+
+    def as_dict(self) -> dict:
+        interval = statistics.score_interval(self.values)
+        return {
+            "id": self.ev.pk,
+            "deployment": self.ev.deployment.name,
+            "score": statistics.mean(self.values) if self.values else None,
+            "score_ci": interval.as_list() if interval else None,
+            "n": len(self.values),
+        }
+
+
+def row_count(ev: Eval) -> int:
+    return len(benchmarks.get(ev.benchmark).rows()) if ev.benchmark else ev.dataset.row_count
+
+
+def check_same_rows(a: Eval, b: Eval):
+    if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
+        raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
+    if a.source_key() == b.source_key():
+        return
+    count = row_count(a)
+    if select_rows(count, a.sample_limit, a.seed) != select_rows(count, b.sample_limit, b.seed):
+        raise NotPaired(
+            f"Eval #{a.pk} and eval #{b.pk} drew different rows of {a.label} (different sample limit or seed), "
+            "and rows that differ are never paired. Run one again on the other's rows to compare them."
+        )
+
+
+def compare(a: Eval, b: Eval) -> dict:
+    """B against A on their shared rows: both scores, the paired delta (B - A), McNemar, flips and a verdict."""
+    check_same_rows(a, b)
+    rows_a = {s["row_index"]: s for s in a.samples.values(*FIELDS)}
+    rows_b = {s["row_index"]: s for s in b.samples.values(*FIELDS)}
+    for index in rows_a.keys() & rows_b.keys():
+        if rows_a[index]["input"] != rows_b[index]["input"]:
+            raise NotPaired(f"Row {index} holds different inputs in eval #{a.pk} and eval #{b.pk}; rows that differ are never paired.")
+    # Only rows both evals scored: an error or an unfinished row on either side drops the pair.
+    shared = sorted(i for i in rows_a.keys() & rows_b.keys() if not rows_a[i]["error"] and not rows_b[i]["error"] and rows_a[i]["score"] is not None and rows_b[i]["score"] is not None)
+    va, vb = [rows_a[i]["score"] for i in shared], [rows_b[i]["score"] for i in shared]
+    result = {"a": Side(a, va).as_dict(), "b": Side(b, vb).as_dict(), "n": len(shared), "unpaired": len(rows_a.keys() | rows_b.keys()) - len(shared)}
+    result.update(paired_statistics(va, vb))
+    result["flipped"] = [
+        {
+            "row_index": i,
+            "input": rows_a[i]["input"],
+            "reference": rows_a[i]["reference"],
+            "output_a": rows_a[i]["output"],
+            "output_b": rows_b[i]["output"],
+            "score_a": rows_a[i]["score"],
+            "score_b": rows_b[i]["score"],
+            "direction": "right_to_wrong" if rows_b[i]["score"] < rows_a[i]["score"] else "wrong_to_right",
+        }
+        for i in shared
+        if rows_a[i]["score"] != rows_b[i]["score"]
+    ]
+    return result
+
+
+def paired_statistics(a: list[float], b: list[float]) -> dict:
+    n = len(a)
+    if n == 0:
+        return {"delta": None, "delta_ci": None, "method": None, "mcnemar_p": None, "flips": {"right_to_wrong": 0, "wrong_to_right": 0},
+                "verdict": statistics.NOT_DECISIVE, "mde": None, "rows_needed": None}
+    differences = [y - x for x, y in zip(a, b)]
+    delta = statistics.mean(differences)
+    worse, better = sum(d < 0 for d in differences), sum(d > 0 for d in differences)
+    if statistics.is_binary(a) and statistics.is_binary(b):
+        right_both = sum(1 for x, y in zip(a, b) if x == y == 1)
+        interval = statistics.newcombe_paired(right_both, better, worse, n - right_both - better - worse)
+        p_value = statistics.mcnemar_exact(better, worse)
+        decisive, method = p_value < statistics.ALPHA, "newcombe"
+    else:
+        interval, p_value, method = statistics.paired_bootstrap(a, b), None, "paired bootstrap"
+        decisive = interval.excludes_zero()
+    sd = statistics.variance(differences) ** 0.5 if n > 1 else 0.0
+    if sd == 0:
+        # No flips yet: fall back on the unpaired spread at the pooled score, the conservative figure.
+        sd = statistics.proportion_sd(min(max((sum(a) + sum(b)) / (2 * n), 0.0), 1.0))
+    verdict = statistics.verdict(decisive, delta)
+    return {
+        "delta": delta,
+        "delta_ci": interval.as_list(),
+        "method": method,
+        "mcnemar_p": p_value,
+        "flips": {"right_to_wrong": worse, "wrong_to_right": better},
+        "verdict": verdict,
+        "mde": statistics.mde(n, sd),
+        "rows_needed": statistics.n_needed(delta, sd) if verdict == statistics.NOT_DECISIVE else None,
+    }

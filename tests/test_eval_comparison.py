@@ -1,0 +1,148 @@
+"""Same rows and paired comparisons: evals that share rows decide, evals that do not are never paired."""
+
+from decimal import Decimal
+
+import pytest
+
+from evals.actions import create_eval, resume_eval
+from evals.models import Eval, Sample
+from evals.tasks import run_eval
+
+from .eval_pairs import ROWS, SEED, PairedEvals, questions
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def pairs(project, owner):
+    with PairedEvals(project, owner) as p:
+        yield p
+
+
+def rows_of(ev):
+    return list(Sample.objects.filter(eval=ev).order_by("row_index").values_list("row_index", "input"))
+
+
+def test_it_scores_exactly_the_rows_of_an_earlier_eval_on_another_deployment(api, pairs):
+    a = pairs.run("a")
+    deployment = pairs.deployment("b")
+    created = api.post("/api/v1/evals", {"deployment": "b", "same_rows_as": a.pk}, format="json")
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert (body["benchmark"], body["sample_limit"], body["seed"], body["same_rows_as"]) == ("gsm8k", ROWS, SEED, a.pk)
+    b = Eval.objects.get(pk=body["id"])
+    assert b.deployment == deployment
+    run_eval(b.pk)
+    assert rows_of(b) == rows_of(a) and len(rows_of(a)) == ROWS
+    refused = api.post("/api/v1/evals", {"deployment": "b", "same_rows_as": a.pk, "seed": 5}, format="json")
+    assert refused.status_code == 400 and "leave them unset" in refused.json()["detail"]
+
+
+def test_the_same_rows_survive_a_cancel_and_resume(project, owner, pairs, monkeypatch):
+    from evals.engine import EvalRun
+
+    a = pairs.run("a")
+    deployment = pairs.deployment("slow", latency=0.05, max_in_flight=1)
+    b = create_eval(project, owner, deployment=deployment, same_rows_as=a)
+    original = EvalRun._write
+
+    def cancel_after_five(self, batch):
+        # A user's cancel, landing once five rows are stored.
+        if original(self, batch) or Sample.objects.filter(eval=self.eval).count() < 5:
+            return not Eval.objects.filter(pk=self.eval.pk, status="running").exists()
+        Eval.objects.filter(pk=self.eval.pk, status="running").update(status="cancelled")
+        return True
+
+    monkeypatch.setattr(EvalRun, "_write", cancel_after_five)
+    run_eval(b.pk)
+    monkeypatch.setattr(EvalRun, "_write", original)
+    b.refresh_from_db()
+    assert b.status == "cancelled" and 5 <= b.done_count < ROWS
+    assert resume_eval(b)
+    run_eval(b.pk)
+    b.refresh_from_db()
+    assert (b.status, b.done_count) == ("succeeded", ROWS)
+    assert rows_of(b) == rows_of(a)
+
+
+def test_a_paired_comparison_lists_exactly_the_flipped_rows(api, pairs):
+    asked = questions()
+    a = pairs.run("a", wrong=asked[:3])
+    b = pairs.run("b", wrong=asked[2:20])  # row 2 wrong in both; 3..19 newly wrong; 0, 1 newly right
+    body = api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}").json()
+    assert body["n"] == ROWS and body["unpaired"] == 0
+    assert body["flips"] == {"right_to_wrong": 17, "wrong_to_right": 2}
+    flipped = {f["input"]: f["direction"] for f in body["flipped"]}
+    assert flipped == {**{q: "right_to_wrong" for q in asked[3:20]}, **{q: "wrong_to_right" for q in asked[:2]}}
+    one = next(f for f in body["flipped"] if f["input"] == asked[5])
+    assert one["output_a"].endswith(one["reference"]) and one["output_b"] == "#### -1"
+    assert body["a"]["score"] == pytest.approx(37 / 40) and body["b"]["score"] == pytest.approx(22 / 40)
+    assert body["delta"] == pytest.approx(-15 / 40)
+    low, high = body["delta_ci"]
+    assert low < -15 / 40 < high < 0
+    assert body["mcnemar_p"] < 0.001 and body["verdict"] == "worse" and body["rows_needed"] is None
+    assert body["a"]["score_ci"][0] < 37 / 40 < body["a"]["score_ci"][1]
+    reverse = api.get(f"/api/v1/evals/{b.pk}/compare/{a.pk}").json()
+    assert reverse["verdict"] == "better" and reverse["flips"] == {"right_to_wrong": 2, "wrong_to_right": 17}
+
+
+def test_a_small_gap_is_not_decisive_and_says_how_many_rows_would_be(api, pairs):
+    asked = questions()
+    a = pairs.run("a", wrong=asked[:10])
+    b = pairs.run("b", wrong=asked[:8])
+    body = api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}").json()
+    assert body["verdict"] == "not decisive" and body["mcnemar_p"] == 0.5
+    assert body["mde"] > 0.05 and body["rows_needed"] > ROWS
+
+
+def test_evals_on_different_rows_are_never_paired(api, project, owner, pairs):
+    a = pairs.run("a")
+    other = create_eval(project, owner, deployment=pairs.deployment("b"), benchmark="gsm8k", sample_limit=ROWS, seed=SEED + 1)
+    run_eval(other.pk)
+    response = api.get(f"/api/v1/evals/{a.pk}/compare/{other.pk}")
+    assert response.status_code == 409
+    assert "drew different rows" in response.json()["detail"] and response.json()["same_rows_as"] == a.pk
+    humaneval = create_eval(project, owner, deployment=pairs.deployment("c"), benchmark="humaneval", sample_limit=3)
+    assert "no shared rows" in api.get(f"/api/v1/evals/{a.pk}/compare/{humaneval.pk}").json()["detail"]
+
+
+def test_an_outsider_cannot_compare_against_a_project_eval(api, outsider_api, pairs):
+    a = pairs.run("a")
+    b = pairs.run("b")
+    assert api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}").status_code == 200
+    assert outsider_api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}").status_code == 404
+
+
+def test_every_score_carries_its_interval(api, owner_client, pairs):
+    a = pairs.run("a", wrong=questions()[:10])
+    body = api.get(f"/api/v1/evals/{a.pk}").json()
+    low, high = body["score_ci"]
+    assert low < 0.75 < high and high - low < 0.3
+    listed = api.get("/api/v1/evals").json()["results"][0]
+    assert listed["score_ci"] == body["score_ci"]
+    shown = f"{low * 100:.1f}–{high * 100:.1f}"
+    assert shown in owner_client.get(f"/evals/{a.pk}/").content.decode()
+    assert shown in owner_client.get("/evals/").content.decode()
+    assert shown in owner_client.get("/evals/compare/gsm8k/").content.decode()
+
+
+def test_cost_is_counted_and_a_budget_stops_the_eval_until_resumed_with_more(api, project, owner, pairs):
+    deployment = pairs.deployment("priced", input_price_per_million=Decimal("1000"), output_price_per_million=Decimal("2000"), max_in_flight=1)
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=ROWS, seed=SEED, max_cost=Decimal("0.2"))
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert ev.status == "cancelled" and "budget reached" in ev.status_message
+    assert 0 < ev.done_count < ROWS
+    prompt = sum(Sample.objects.filter(eval=ev).values_list("prompt_tokens", flat=True))
+    completion = sum(Sample.objects.filter(eval=ev).values_list("completion_tokens", flat=True))
+    assert (ev.prompt_tokens, ev.completion_tokens) == (prompt, completion)
+    assert ev.cost == (Decimal(prompt) * 1000 + Decimal(completion) * 2000) / 1_000_000 >= Decimal("0.2")
+    kept = rows_of(ev)
+
+    resumed = api.post(f"/api/v1/evals/{ev.pk}/resume", {"max_cost": "100"}, format="json")
+    assert resumed.status_code == 200 and resumed.json()["max_cost"] == "100.000000"
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count) == ("succeeded", ROWS)
+    assert set(kept) < set(rows_of(ev))
+    assert api.get(f"/api/v1/evals/{ev.pk}").json()["cost"] == str(ev.cost)
