@@ -12,7 +12,7 @@ from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
-from .comparison import NotPaired, compare
+from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
@@ -184,7 +184,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         a = self.get_object()
         b = get_object_or_404(self.get_queryset(), pk=other)
         try:
-            return Response(compare(a, b))
+            return Response(compare_evals(a, b))
         except NotPaired as exc:
             return Response({"detail": str(exc), "same_rows_as": a.pk}, status=409)
 

@@ -52,7 +52,7 @@ def check_same_rows(a: Eval, b: Eval):
         )
 
 
-def compare(a: Eval, b: Eval) -> dict:
+def compare_evals(a: Eval, b: Eval) -> dict:
     """B against A on their shared rows: both scores, the paired delta (B - A), McNemar, flips and a verdict."""
     check_same_rows(a, b)
     rows_a = {s["row_index"]: s for s in a.samples.values(*FIELDS)}

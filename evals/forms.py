@@ -1,6 +1,6 @@
 from django import forms
 
-from . import benchmarks
+from . import benchmarks, statistics
 from .models import Dataset, Deployment
 from .scoring import DATASET_SCORERS, LLM_JUDGE
 from .validation import validate_deployment_url
@@ -11,7 +11,7 @@ class DeploymentForm(forms.ModelForm):
 
     class Meta:
         model = Deployment
-        fields = ["name", "base_url", "model", "api_key", "api_style", "max_in_flight"]
+        fields = ["name", "base_url", "model", "api_key", "api_style", "max_in_flight", "input_price_per_million", "output_price_per_million"]
         widgets = {"api_key": forms.PasswordInput(render_value=False)}
 
     def __init__(self, *args, project=None, **kwargs):
@@ -30,6 +30,13 @@ class BenchmarkEvalForm(forms.Form):
     benchmark = forms.ChoiceField()
     deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
     sample_limit = forms.IntegerField(required=False, min_value=1, help_text="Empty for the full split. The subset is drawn from a stored seed.")
+    samples_per_problem = forms.IntegerField(
+        required=False, min_value=1, max_value=20, initial=1, help_text="humaneval only: n completions per problem, for pass@1, @5 and @10 (k ≤ n)."
+    )
+    max_cost = forms.DecimalField(
+        required=False, min_value=0, max_digits=14, decimal_places=6, label="Budget ($)",
+        help_text="Stops the eval as cancelled when its token cost reaches this; resume with a higher budget. Needs deployment prices.",
+    )
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -69,3 +76,24 @@ class DatasetEvalForm(forms.Form):
 class DatasetUploadForm(forms.Form):
     name = forms.CharField(max_length=100)
     file = forms.FileField(help_text='JSONL: one {"input": ..., "expected": ...} per line.')
+
+
+class RerunForm(forms.Form):
+    deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["deployment"].queryset = Deployment.objects.filter(project=project)
+
+
+class SampleSizeForm(forms.Form):
+    """Expected gap → rows needed: the question to ask before choosing sample_limit."""
+
+    gap = forms.FloatField(min_value=0.1, max_value=100, label="Expected gap (points)", help_text="e.g. 5 for 0.62 → 0.67")
+    baseline = forms.FloatField(min_value=0, max_value=100, initial=50, required=False, label="Current score (%)", help_text="50 when unknown (the worst case)")
+
+    def rows_needed(self) -> int | None:
+        if not self.is_valid():
+            return None
+        baseline = self.cleaned_data["baseline"]
+        return statistics.rows_for_gap(self.cleaned_data["gap"] / 100, (50 if baseline is None else baseline) / 100)

@@ -16,7 +16,8 @@ from .api import filter_samples
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
-from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm
+from .comparison import NotPaired, compare_evals
+from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
 from .models import Dataset, Deployment, Eval
 
 HTMX_STOP_POLLING = 286
@@ -31,17 +32,21 @@ def eval_list(request):
 @login_required
 def create_benchmark_eval(request):
     form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark")})
+    sizing = SampleSizeForm(request.GET if "gap" in request.GET else None)
+    if request.htmx and request.GET.get("part") == "sample_size":
+        return render(request, "evals/_sample_size.html", {"sizing": sizing})
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
                 request.project, request.user, deployment=form.cleaned_data["deployment"],
                 benchmark=form.cleaned_data["benchmark"], sample_limit=form.cleaned_data["sample_limit"],
+                samples_per_problem=form.cleaned_data["samples_per_problem"] or 1, max_cost=form.cleaned_data["max_cost"],
             )
         except EvalConfigError as exc:
             form.add_error(None, str(exc))
         else:
             return redirect(ev)
-    return render(request, "evals/create_benchmark.html", {"form": form})
+    return render(request, "evals/create_benchmark.html", {"form": form, "sizing": sizing})
 
 
 @login_required
@@ -72,7 +77,46 @@ def eval_detail(request, pk):
         return response
     which = request.GET.get("filter")
     samples = Paginator(filter_samples(ev.samples.all(), which), 50).get_page(request.GET.get("page"))
-    return render(request, "evals/detail.html", {"ev": ev, "samples": samples, "which": which})
+    benchmark, dataset_id, sample_limit, seed = ev.source_key()
+    same_rows = (
+        Eval.objects.for_user(request.user, ev.project)
+        .filter(benchmark=benchmark, dataset_id=dataset_id, sample_limit=sample_limit, seed=seed)
+        .exclude(pk=ev.pk)
+        .select_related("deployment")[:20]
+    )
+    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    return render(request, "evals/detail.html", context)
+
+
+@login_required
+@require_POST
+def eval_rerun(request, pk):
+    """Run again on exactly these rows against another deployment."""
+    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    form = RerunForm(request.POST, project=ev.project)
+    if not form.is_valid():
+        messages.error(request, "Choose a deployment of this project.")
+        return redirect(ev)
+    try:
+        rerun = create_eval(ev.project, request.user, deployment=form.cleaned_data["deployment"], same_rows_as=ev)
+    except EvalConfigError as exc:
+        messages.error(request, str(exc))
+        return redirect(ev)
+    messages.success(request, f"Eval #{rerun.pk} scores the rows of eval #{ev.pk}; compare them when it ends.")
+    return redirect(rerun)
+
+
+@login_required
+def eval_paired(request, pk, other):
+    """Eval `other` (B) against eval `pk` (A) on their shared rows."""
+    evals = Eval.objects.for_user(request.user).select_related("deployment", "dataset")
+    a, b = get_object_or_404(evals, pk=pk), get_object_or_404(evals, pk=other)
+    context = {"a": a, "b": b, "rerun_form": RerunForm(project=a.project, initial={"deployment": b.deployment_id})}
+    try:
+        context["result"] = compare_evals(a, b)
+    except NotPaired as exc:
+        context["not_paired"] = str(exc)
+    return render(request, "evals/paired.html", context)
 
 
 @login_required

@@ -120,7 +120,7 @@ def test_every_score_carries_its_interval(api, owner_client, pairs):
     assert low < 0.75 < high and high - low < 0.3
     listed = api.get("/api/v1/evals").json()["results"][0]
     assert listed["score_ci"] == body["score_ci"]
-    shown = f"{low * 100:.1f}–{high * 100:.1f}"
+    shown = f"{low:.3f}–{high:.3f}"
     assert shown in owner_client.get(f"/evals/{a.pk}/").content.decode()
     assert shown in owner_client.get("/evals/").content.decode()
     assert shown in owner_client.get("/evals/compare/gsm8k/").content.decode()
@@ -146,3 +146,27 @@ def test_cost_is_counted_and_a_budget_stops_the_eval_until_resumed_with_more(api
     assert (ev.status, ev.done_count) == ("succeeded", ROWS)
     assert set(kept) < set(rows_of(ev))
     assert api.get(f"/api/v1/evals/{ev.pk}").json()["cost"] == str(ev.cost)
+
+
+def test_the_comparison_page_and_the_same_rows_button(owner_client, outsider_client, pairs):
+    asked = questions()
+    a = pairs.run("a")
+    b = pairs.run("b", wrong=asked[:15])
+    page = owner_client.get(f"/evals/{a.pk}/").content.decode()
+    assert f"/evals/{a.pk}/compare/{b.pk}/" in page and "Run again on these rows against another deployment" in page
+    compared = owner_client.get(f"/evals/{a.pk}/compare/{b.pk}/").content.decode()
+    assert "B is worse" in compared and "right → wrong" in compared and asked[3][:40] in compared
+    assert outsider_client.get(f"/evals/{a.pk}/compare/{b.pk}/").status_code == 404
+
+    c = pairs.deployment("c")
+    rerun = owner_client.post(f"/evals/{a.pk}/rerun/", {"deployment": c.pk})
+    ev = Eval.objects.get(deployment=c)
+    assert rerun.status_code == 302 and rerun["Location"] == f"/evals/{ev.pk}/"
+    assert (ev.same_rows_as_id, ev.seed, ev.sample_limit) == (a.pk, a.seed, a.sample_limit)
+
+
+def test_rows_needed_for_an_expected_gap_on_run_a_benchmark(owner_client):
+    page = owner_client.get("/evals/new/benchmark/", {"gap": "5", "baseline": "50"}).content.decode()
+    assert "about <strong>1570</strong> rows per eval" in page
+    partial = owner_client.get("/evals/new/benchmark/", {"gap": "15.5", "part": "sample_size"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "<form" not in partial and "about <strong>164</strong> rows" in partial

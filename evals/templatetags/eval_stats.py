@@ -1,0 +1,25 @@
+"""How scores, intervals and deltas print on pages: one format everywhere."""
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def interval(bounds, digits: int = 3) -> str:
+    """[low, high] → '0.598–0.858'; empty when there is no interval yet."""
+    if not bounds or bounds[0] is None:
+        return ""
+    return f"{bounds[0]:.{digits}f}–{bounds[1]:.{digits}f}"
+
+
+@register.filter
+def signed(value, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:+.{digits}f}"
+
+
+@register.filter
+def pvalue(value) -> str:
+    if value is None:
+        return "—"
+    return "< 0.0001" if value < 0.0001 else f"{value:.4f}"
