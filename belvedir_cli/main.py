@@ -12,7 +12,7 @@ from rich.table import Table
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
 
 console = Console()
-EXIT_FAILED = 1  # the eval or run failed
+EXIT_FAILED = 1  # the eval or run failed; for `evals compare --fail-if-worse`, B is significantly worse
 RUN_ENDED = {"succeeded", "failed", "timed_out", "cancelled", "launch_failed", "error"}
 EVAL_ENDED = {"succeeded", "failed", "cancelled"}
 
@@ -156,22 +156,22 @@ def evals():
 @click.option("--deployment", help="Deployment name or id.")
 @click.option("--n", "sample_limit", type=int, help="Score N rows (a deterministic subset).")
 @click.option("-f", "config_file", type=click.Path(dir_okay=False), help="A YAML or JSON eval config.")
+@click.option("--same-rows-as", "same_rows_as", type=int, help="Score exactly the rows of this earlier eval (its benchmark or dataset, limit and seed).")
+@click.option("--samples-per-problem", type=click.IntRange(1, 20), help="humaneval: n completions per problem, for pass@k.")
+@click.option("--max-cost", help="Budget in dollars: the eval stops as cancelled when its token cost reaches it.")
 @click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
 @json_option
-def evals_run(benchmark, deployment, sample_limit, config_file, wait):
+def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, wait):
     payload = read_config_file(config_file) if config_file else {}
-    if benchmark:
-        payload["benchmark"] = benchmark
-    if deployment:
-        payload["deployment"] = deployment
-    if sample_limit:
-        payload["sample_limit"] = sample_limit
-    if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id")):
-        raise click.UsageError("Give a BENCHMARK (or -f config) and --deployment.")
+    given = {"benchmark": benchmark, "deployment": deployment, "sample_limit": sample_limit, "same_rows_as": same_rows_as,
+             "samples_per_problem": samples_per_problem, "max_cost": max_cost}
+    payload.update({key: value for key, value in given.items() if value})
+    if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as")):
+        raise click.UsageError("Give a BENCHMARK (or -f config, or --same-rows-as ID) and --deployment.")
     ev = client().post("evals", payload)
     if wait:
         ev = follow_eval(ev)
-    output(ev, ["id", "benchmark", "status", "done_count", "total", "score", "error_count"])
+    output(with_interval(ev), ["id", "benchmark", "status", "done_count", "total", "score", "95% CI", "error_count", "cost"])
     if wait and ev["status"] != "succeeded":
         sys.exit(EXIT_FAILED)
 
@@ -200,11 +200,72 @@ def follow_eval(ev):
         ev = client().get(f"evals/{ev['id']}")
 
 
+def interval(bounds) -> str:
+    return f"{bounds[0]:.3f}–{bounds[1]:.3f}" if bounds else ""
+
+
+def with_interval(ev: dict) -> dict:
+    """The eval as the API gives it, plus its interval printed for tables (JSON output keeps score_ci)."""
+    return ev if click.get_current_context().obj.get("json") else {**ev, "95% CI": interval(ev.get("score_ci"))}
+
+
 @evals.command("show")
 @click.argument("eval_id", type=int)
 @json_option
 def evals_show(eval_id):
-    output(client().get(f"evals/{eval_id}"))
+    output(with_interval(client().get(f"evals/{eval_id}")))
+
+
+@evals.command("resume")
+@click.argument("eval_id", type=int)
+@click.option("--max-cost", help="A new budget in dollars (an eval stopped at its budget needs a higher one).")
+@json_option
+def evals_resume(eval_id, max_cost):
+    """Continue a failed, cancelled or stalled eval on the same rows."""
+    output(client().post(f"evals/{eval_id}/resume", {"max_cost": max_cost} if max_cost else {}), ["id", "status", "done_count", "total", "max_cost"])
+
+
+@evals.command("compare")
+@click.argument("a", type=int)
+@click.argument("b", type=int)
+@click.option("--fail-if-worse", is_flag=True, help="Exit 1 when B is significantly worse than A (a regression gate); 0 otherwise.")
+@click.option("--flips", "show_flips", type=int, default=10, show_default=True, help="How many flipped rows to list.")
+@json_option
+def evals_compare(a, b, fail_if_worse, show_flips):
+    """Eval B against eval A on the same rows: paired delta with its CI, McNemar p, flips and a verdict."""
+    body = client().get(f"evals/{a}/compare/{b}")
+    if click.get_current_context().obj["json"]:
+        output(body)
+    else:
+        print_comparison(body, show_flips)
+    if fail_if_worse and body["verdict"] == "worse":
+        sys.exit(EXIT_FAILED)
+
+
+def print_comparison(body: dict, show_flips: int):
+    for side in ("a", "b"):
+        s = body[side]
+        click.echo(f"{side.upper()}: eval #{s['id']} {s['deployment']}: {fmt(s['score'], '.4f')} (95% CI {interval(s['score_ci'])}), n={s['n']}")
+    delta = "—" if body["delta"] is None else f"{body['delta']:+.4f}"
+    click.echo(f"Paired delta B - A: {delta} (95% CI {interval(body['delta_ci'])}, {body['method']}) on {body['n']} rows")
+    if body["mcnemar_p"] is not None:
+        click.echo(f"McNemar exact p = {body['mcnemar_p']:.4g}")
+    click.echo(f"Flips: right->wrong {body['flips']['right_to_wrong']}, wrong->right {body['flips']['wrong_to_right']}")
+    click.echo(f"Minimum detectable effect at this n: {fmt(body['mde'], '.3f')}")
+    click.echo(f"Verdict: {body['verdict']}")
+    if body["rows_needed"]:
+        click.echo(f"About {body['rows_needed']} paired rows would decide a gap of this size.")
+    flips = body["flipped"][:show_flips]
+    if flips:
+        output(
+            [{**f, "input": f["input"][:60], "output_a": f["output_a"][-40:], "output_b": f["output_b"][-40:], "reference": f["reference"][:30]} for f in flips],
+            ["row_index", "direction", "input", "reference", "output_a", "output_b"],
+            title=f"Flipped rows ({len(flips)} of {len(body['flipped'])})",
+        )
+
+
+def fmt(value, spec) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 @evals.command("samples")
