@@ -1,5 +1,6 @@
 """Evals of gsm8k rows against fake deployments that get chosen rows wrong: material for paired comparisons."""
 
+import time
 from contextlib import ExitStack
 
 from evals.actions import create_eval
@@ -47,5 +48,9 @@ class PairedEvals:
         else:
             ev = create_eval(self.project, self.owner, deployment=deployment, same_rows_as=self.first, **kwargs)
         run_eval(ev.pk)
+        # Under the `worker` fixture a thread may have claimed the eval first: wait for it.
+        deadline = time.monotonic() + 60
+        while Eval.objects.filter(pk=ev.pk, status__in=Eval.ACTIVE).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         ev.refresh_from_db()
         return ev

@@ -7,10 +7,10 @@ register = template.Library()
 
 @register.filter
 def interval(bounds, digits: int = 3) -> str:
-    """[low, high] → '0.598–0.858'; empty when there is no interval yet."""
+    """[low, high] → '0.598–0.858' ('-0.410 to -0.077' when negative); empty when there is no interval yet."""
     if not bounds or bounds[0] is None:
         return ""
-    return f"{bounds[0]:.{digits}f}–{bounds[1]:.{digits}f}"
+    return f"{bounds[0]:.{digits}f}{' to ' if bounds[0] < 0 else '–'}{bounds[1]:.{digits}f}"
 
 
 @register.filter
