@@ -10,8 +10,10 @@ its stdin. Isolation between samples comes from the kernel:
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
 - the runner makes itself non-dumpable, so a sample of its own uid cannot
-  ptrace it or read its memory; a sample can only kill it, which fails that
-  sample alone and starts a fresh runner;
+  ptrace it or read its memory; a sample can only kill it. A runner that dies
+  or wedges is replaced and the sample retried once on the fresh one: only a
+  sample that breaks a fresh runner too fails (an honest sample is never
+  failed by a hiccup); a runner that cannot start is a platform error;
 - each sample runs in its own session and private 0700 temp directory under
   rlimits: address space (a 10 GB allocation fails alone), processes per uid
   (a fork bomb stops at its own limit), file size (a disk or output flood is
@@ -164,30 +166,50 @@ class CodeSandbox:
         if self._sessions[slot] is None:
             env = {"BV_MEM": str(self.memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024)}
             session = self.sandbox.open_session(["python3", "-c", RUNNER], env=env, user=str(FIRST_UID + slot), workdir="/tmp")
-            if session.read_line(60) != b"BV-READY":
+            try:
+                ready = session.read_line(60)
+            except SandboxTimeout:
+                ready = None
+            if ready != b"BV-READY":
+                # No sample has run yet: whatever stopped it is the platform's.
                 session.close()
                 raise SandboxPlatformError(f"The sample runner did not start: {session.stderr.text()[-300:]}")
             self._sessions[slot] = session
         return self._sessions[slot]
 
     def _run(self, slot: int, program: str) -> tuple[bool, str]:
-        try:
-            session = self._session(slot)
-            session.send(json.dumps({"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout}).encode() + b"\n")
-            line = session.read_line(self.timeout + 30)
-        except SandboxTimeout:
-            line = None
-        except SandboxPlatformError:
-            raise
-        except SandboxError as exc:
-            raise SandboxPlatformError(f"The sample runner failed: {exc.message}") from exc
-        if line is None or not line.startswith(b"BV-RESULT "):
-            # The runner is gone or wedged: a fresh one serves this slot's next sample.
-            self._sessions[slot].close() if self._sessions[slot] else None
-            self._sessions[slot] = None
+        """A runner that dies or wedges gets one fresh runner for the same sample.
+
+        Breaking a fresh runner again is the sample's own doing (it fails); the
+        container gone or a runner that cannot start is the platform's (an error).
+        """
+        for _ in range(2):
+            line = self._attempt(slot, program)
+            if line is not None:
+                return self._outcome(line)
+            self._discard(slot)
             if not self._alive():
                 raise SandboxPlatformError("The sandbox container stopped while scoring.")
-            return False, "The sample killed or wedged its runner."
+        return False, "The sample killed or wedged its runner, twice on a fresh one."
+
+    def _attempt(self, slot: int, program: str) -> bytes | None:
+        """The runner's result line, or None when the runner died or wedged on this sample."""
+        session = self._session(slot)
+        try:
+            session.send(json.dumps({"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout}).encode() + b"\n")
+            line = session.read_line(self.timeout + 30)
+        except (SandboxTimeout, SandboxPlatformError):
+            return None  # the send failed (the runner is gone) or no answer came
+        except SandboxError as exc:
+            raise SandboxPlatformError(f"The sample runner failed: {exc.message}") from exc
+        return line if line is not None and line.startswith(b"BV-RESULT ") else None
+
+    def _discard(self, slot: int):
+        if self._sessions[slot] is not None:
+            self._sessions[slot].close()
+        self._sessions[slot] = None
+
+    def _outcome(self, line: bytes) -> tuple[bool, str]:
         outcome = json.loads(line.removeprefix(b"BV-RESULT "))
         if outcome["status"] == "timeout":
             return False, f"Timed out after {self.timeout} s."

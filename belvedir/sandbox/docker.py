@@ -303,6 +303,13 @@ class ExecSession:
         self._sock = sock
         self._raw = getattr(sock, "_sock", sock)
         self._raw.settimeout(None)
+        # Read through the buffered reader that http.client parsed the exec's
+        # "101 Upgraded" answer with, never the raw socket beneath it: when this
+        # thread is slow to parse that answer (a busy machine), the process's
+        # first output has already arrived and sits in that reader's buffer.
+        # Reading the raw socket lost it: a humaneval runner's BV-READY line
+        # vanished, the slot waited 60 s and failed an honest sample.
+        self._stream = _response_reader(sock)
         self._lines: queue.Queue = queue.Queue()
         self.stderr = TailBuffer(4096)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -322,12 +329,15 @@ class ExecSession:
                 *complete, pending = pending.split(b"\n")
                 for line in complete:
                     self._lines.put(line)
-        except OSError:
+        except (OSError, ValueError):  # ValueError: the buffered reader was closed under us
             pass
         finally:
             self._lines.put(None)  # end of stream
 
     def _recv_exactly(self, size: int) -> bytes | None:
+        if self._stream is not None:
+            data = self._stream.read(size)  # a blocking BufferedReader: all `size` bytes, or fewer at end of stream
+            return data if len(data) == size else None
         data = b""
         while len(data) < size:
             chunk = self._raw.recv(size - len(data))
@@ -354,6 +364,15 @@ class ExecSession:
             self._sock.close()
         except OSError:
             pass
+
+
+def _response_reader(sock):
+    """The BufferedReader of the HTTP response docker-py hijacked the socket from, when it kept one."""
+    try:
+        reader = sock._response.raw._fp.fp
+    except AttributeError:
+        return None
+    return reader if reader is not None and getattr(reader, "raw", None) is sock else None
 
 
 @contextmanager
