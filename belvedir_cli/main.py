@@ -312,9 +312,14 @@ def runs():
 
 @runs.command("start")
 @click.argument("harness")
+@click.option("--repeats", type=click.IntRange(1, 20), help="Start N runs at once, each charged as a run (all or none).")
 @click.option("--wait", is_flag=True, help="Follow the run until it ends.")
 @json_option
-def runs_start(harness, wait):
+def runs_start(harness, repeats, wait):
+    if repeats:
+        if wait:
+            raise click.UsageError("--wait follows one run: leave it out with --repeats and see the harness's scores per model.")
+        return output(client().post(f"harnesses/{harness_id(harness)}/runs", {"repeats": repeats}), ["id", "harness_name", "status", "price_cents"])
     run = client().post(f"harnesses/{harness_id(harness)}/runs")
     if wait:
         run = follow_run(run)

@@ -35,6 +35,18 @@ def start_run(harness, user, *, env_for=None) -> Run:
     return run
 
 
+MAX_REPEATS = 20
+
+
+def start_runs(harness, user, repeats: int) -> list[Run]:
+    """`repeats` runs at once, each charged as a normal run; all or none, so a short balance starts none."""
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(f"repeats must be between 1 and {MAX_REPEATS}.")
+    with transaction.atomic():
+        # Each start_run is a savepoint inside this transaction; their enqueues wait for its commit.
+        return [start_run(harness, user) for _ in range(repeats)]
+
+
 def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=Run.ACTIVE, **fields) -> bool:
     """Move an active run to its final status, once; refund when asked.
 

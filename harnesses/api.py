@@ -1,5 +1,5 @@
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -10,7 +10,8 @@ from belvedir.sandbox.output import MASK
 from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 
-from .actions import cancel_run, start_run
+from .actions import MAX_REPEATS, cancel_run, start_run, start_runs
+from .scores import compare_labels, scores_by_label, summary
 from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
 from .validation import validate_command, validate_env_name, validate_ref, validate_repo_url
 
@@ -85,9 +86,16 @@ class HarnessSerializer(serializers.ModelSerializer):
         )
 
 
-def start_run_response(harness, user, env_for=None) -> Response:
-    """201 with the run; 402 when the balance is short; 409 when no such GPU is free."""
+class StartRunsSerializer(serializers.Serializer):
+    repeats = serializers.IntegerField(required=False, min_value=1, max_value=MAX_REPEATS, help_text="Start this many runs at once (answered with a list).")
+
+
+def start_run_response(harness, user, env_for=None, repeats=None) -> Response:
+    """201 with the run (a list with `repeats`); 402 when the balance is short; 409 when no such GPU is free."""
     try:
+        if repeats is not None:
+            runs = start_runs(harness, user, repeats)
+            return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
         run = start_run(harness, user, env_for=env_for)
     except InsufficientBalance as exc:
         return Response(
@@ -145,12 +153,27 @@ class HarnessViewSet(viewsets.ModelViewSet):
             return Response({"detail": "Cancel the harness's active runs before deleting it."}, status=status.HTTP_409_CONFLICT)
         return super().destroy(request, *args, **kwargs)
 
-    @extend_schema(request=None, responses={201: RunSerializer})
+    @extend_schema(request=StartRunsSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"])
     def runs(self, request, pk=None):
-        """Start a run: charged now; 402 when the balance does not cover it."""
+        """Start a run: charged now; 402 when the balance does not cover it.
+
+        With `repeats` N, start N runs at once, each charged as a run (all or none), and answer with the list.
+        """
         harness = self.get_object()
-        return start_run_response(harness, request.user)
+        payload = StartRunsSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        return start_run_response(harness, request.user, repeats=payload.validated_data.get("repeats"))
+
+    @extend_schema(parameters=[OpenApiParameter("a", str), OpenApiParameter("b", str)], responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def scores(self, request, pk=None):
+        """Succeeded runs' scores per model label (mean, 95% CI, n); with ?a=LABEL&b=LABEL, Welch's t-test of b against a."""
+        groups = scores_by_label(self.get_object())
+        body = {"labels": summary(groups)}
+        if request.query_params.get("a") and request.query_params.get("b"):
+            body["comparison"] = compare_labels(groups, request.query_params["a"], request.query_params["b"])
+        return Response(body)
 
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -1,7 +1,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.db.models import Count, Max
+from django.db.models import Count, Max, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -10,7 +10,8 @@ from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
-from .actions import cancel_run, start_run
+from .actions import MAX_REPEATS, cancel_run, start_runs
+from .scores import compare_labels, scores_by_label, summary
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
 
@@ -88,11 +89,16 @@ def harness_detail(request, pk, *, status=200):
     runs = list(harness.runs.select_related("host")[:RUNS_ON_HARNESS_PAGE])
     scored = [r for r in reversed(runs) if r.score is not None]
     chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
+    groups = scores_by_label(harness)
+    a, b = request.GET.get("a"), request.GET.get("b")
     context = {
         "harness": harness,
         "runs": runs,
         "chart": chart,
         "balance_cents": Account.balance_for(harness.project),
+        "labels": summary(groups),
+        "comparison": compare_labels(groups, a, b) if a and b else None,
+        "max_repeats": MAX_REPEATS,
     }
     return render(request, "harnesses/detail.html", context, status=status)
 
@@ -102,14 +108,21 @@ def harness_detail(request, pk, *, status=200):
 def run_start(request, pk):
     harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
     try:
-        run = start_run(harness, request.user)
+        repeats = min(max(int(request.POST.get("repeats") or 1), 1), MAX_REPEATS)
+    except ValueError:
+        repeats = 1
+    try:
+        runs = start_runs(harness, request.user, repeats)
     except InsufficientBalance as exc:
-        messages.error(request, str(exc))
+        messages.error(request, str(exc) + (f" None of the {repeats} runs was started." if repeats > 1 else ""))
         return harness_detail(request, pk, status=402)
     except NoCapacity as exc:
         messages.error(request, f"{exc.message} Nothing was charged.")
         return harness_detail(request, pk, status=409)
-    return redirect(run)
+    if repeats == 1:
+        return redirect(runs[0])
+    messages.success(request, f"{repeats} runs started, each charged as a run.")
+    return redirect(harness)
 
 
 @login_required
@@ -120,8 +133,10 @@ def run_detail(request, pk):
         if not run.is_active:
             response.status_code = HTMX_STOP_POLLING
         return response
-    entries = LedgerEntry.objects.filter(reference=f"run:{run.pk}", kind__in=["run_charge", "refund"]).order_by("created_at")
-    return render(request, "harnesses/run.html", {"run": run, "entries": entries})
+    entries = list(LedgerEntry.objects.filter(reference=f"run:{run.pk}", kind__in=["run_charge", "refund"]).order_by("created_at"))
+    usage = run.trace_sessions.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), sessions=Count("pk"))
+    context = {"run": run, "entries": entries, "charged_cents": -sum(e.amount_cents for e in entries), "usage": usage}
+    return render(request, "harnesses/run.html", context)
 
 
 @login_required

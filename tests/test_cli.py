@@ -162,3 +162,15 @@ def test_models(bv, project, settings, tmp_path):
     assert [(b["harness"], b["score"]) for b in benchmarks] == [("lm-eval", 0.6)]
     missing = bv("models", "benchmarks", "nope")
     assert missing.exit_code == 2 and "No model named 'nope'" in missing.output
+
+
+def test_runs_start_with_repeats_charges_each_run(bv, project):
+    from billing.models import Account
+
+    fund(project, 200)
+    Harness.objects.create(project=project, name="rep", repo_url="https://example.org/a/b", install_command="true", run_command="true")
+    started = bv("runs", "start", "rep", "--repeats", "3", "--json")
+    assert started.exit_code == 0, started.output
+    assert len(json.loads(started.stdout)) == 3 and Account.balance_for(project) == 50
+    short = bv("runs", "start", "rep", "--repeats", "2")
+    assert short.exit_code == 2 and "402" in short.output

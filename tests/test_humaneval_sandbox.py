@@ -147,3 +147,34 @@ def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(doc
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     assert outcomes == [(True, "")] * 8
     assert time.monotonic() - started < 30  # no 60 s wait for a line already received
+
+
+@pytest.mark.django_db(transaction=True)
+def test_pass_at_k_sandboxes_every_completion_at_the_configured_temperature(project, owner, settings):
+    from collections import Counter
+
+    from evals.subset import select_rows
+
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    prompts = [humaneval.rows()[i]["input"] for i in select_rows(164, 3, seed=1)]
+    right = dict(zip(prompts, (1, 3, 5)))  # of 5 completions per problem, these many pass
+    asked = Counter()
+
+    def answer(prompt):
+        asked[prompt] += 1
+        return CANONICAL[prompt] if asked[prompt] <= right[prompt] else "    raise ValueError('wrong')\n"
+
+    with FakeOpenAI(answer=answer) as fake:
+        deployment = Deployment.objects.create(project=project, name="sampler", base_url=fake.url, model="sampler")
+        ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=3, seed=1, samples_per_problem=5, generation={"temperature": 0.8})
+        run_eval(ev.pk)
+        temperatures = {r["body"]["temperature"] for r in fake.requests}
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.error_count) == ("succeeded", 3, 0)
+    assert len(fake.requests) == 15 and temperatures == {0.8}
+    # Chen et al.: per problem 1 - C(n-c, k) / C(n, k), averaged; k = 10 > n is left out.
+    assert ev.pass_at_k == {"pass@1": pytest.approx((1 + 3 + 5) / 15), "pass@5": pytest.approx(1.0)}
+    assert ev.score == pytest.approx(0.6) and ev.score_low < 0.6 < ev.score_high  # a bootstrap interval of c/n scores
+    first = Sample.objects.get(eval=ev, input=prompts[1])
+    assert [c["passed"] for c in first.completions] == [True, True, True, False, False]
+    assert first.scores == {"passed": 3, "n": 5} and "ValueError" in first.completions[-1]["detail"]
