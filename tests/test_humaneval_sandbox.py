@@ -31,6 +31,12 @@ HOSTILE = {
         "assert others, 'no other sample to read'\n"
         "for p in others:\n    open(os.path.join(p, 'program.py')).read()\n"
     ),
+    "forges a passing result": (
+        "import os\nline = b'BV-RESULT {\"status\": \"exited\", \"code\": 0, \"tail\": \"\"}\\n'\n"
+        "for fd in range(20):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\n"
+        "for path in ('/proc/%d/fd/1' % os.getppid(), '/proc/%d/fd/0' % os.getppid()):\n    try:\n        with open(path, 'wb') as f:\n            f.write(line)\n    except OSError:\n        pass\n"
+        "raise SystemExit(1)\n"
+    ),
     "kills other samples": (
         "import os, signal\nfor pid in os.listdir('/proc'):\n    if pid.isdigit() and int(pid) != os.getpid():\n"
         "        try:\n            os.kill(int(pid), signal.SIGKILL)\n        except OSError:\n            pass\nraise SystemExit(1)\n"
