@@ -170,3 +170,37 @@ def test_rows_needed_for_an_expected_gap_on_run_a_benchmark(owner_client):
     assert "about <strong>1570</strong> rows per eval" in page
     partial = owner_client.get("/evals/new/benchmark/", {"gap": "15.5", "part": "sample_size"}, HTTP_HX_REQUEST="true").content.decode()
     assert "<form" not in partial and "about <strong>164</strong> rows" in partial
+
+
+def test_deployment_prices_are_set_in_the_form_and_the_api(owner_client, api, project):
+    created = api.post(
+        "/api/v1/deployments",
+        {"name": "priced", "base_url": "https://api.example.com/v1", "model": "m", "input_price_per_million": "2.5", "output_price_per_million": "10"},
+        format="json",
+    )
+    assert created.status_code == 201 and created.json()["output_price_per_million"] == "10.0000"
+    posted = owner_client.post(
+        "/evals/deployments/",
+        {"name": "form", "base_url": "https://api.example.com/v1", "model": "m", "api_style": "chat", "max_in_flight": 10, "input_price_per_million": "0.15", "output_price_per_million": "0.6"},
+    )
+    assert posted.status_code == 302
+    page = owner_client.get("/evals/deployments/").content.decode()
+    assert "0.1500 / 0.6000" in page and "2.5000 / 10.0000" in page
+    from evals.models import Deployment
+
+    # 1,000 input and 2,000 output tokens at $2.50 and $10 per million.
+    assert Deployment.objects.get(name="priced").cost(1000, 2000) == Decimal("0.0225")
+    assert Deployment.objects.get(name="form").cost(0, 0) == Decimal("0")
+
+
+def test_pass_at_k_and_budgets_are_refused_where_they_cannot_apply(api, pairs):
+    pairs.deployment("unpriced")
+    code_only = api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "unpriced", "samples_per_problem": 5}, format="json")
+    assert code_only.status_code == 400 and "code benchmarks only" in code_only.json()["detail"]
+    too_many = api.post("/api/v1/evals", {"benchmark": "humaneval", "deployment": "unpriced", "samples_per_problem": 21}, format="json")
+    assert too_many.status_code == 400
+    no_prices = api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "unpriced", "max_cost": "1"}, format="json")
+    assert no_prices.status_code == 400 and "prices per million tokens" in no_prices.json()["detail"]
+    unknown = api.post("/api/v1/evals", {"deployment": "unpriced", "same_rows_as": 999999}, format="json")
+    assert unknown.status_code == 400 and "No such eval" in str(unknown.json())
+    assert not Eval.objects.exists()
