@@ -3,23 +3,11 @@
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from belvedir_cli.main import cli
 
 from .eval_pairs import ROWS, PairedEvals, questions
+from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def bv(live_server, api_key, tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-
-    def run(*args):
-        return CliRunner().invoke(cli, list(args), env={"BELVEDIR_API_KEY": api_key, "BELVEDIR_BASE_URL": live_server.url}, obj={})
-
-    return run
 
 
 @pytest.fixture
