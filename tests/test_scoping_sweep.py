@@ -36,7 +36,7 @@ def routes(patterns, prefix=""):
 
 
 def value_for(converter: str, name: str, object_id: int) -> str:
-    if converter == "int" or name in {"pk", "run_id"}:
+    if converter == "int" or name in {"pk", "run_id", "other"}:
         return str(object_id)
     if name not in PLACEHOLDERS:
         raise AssertionError(f"no placeholder for <{name}>")
