@@ -42,6 +42,8 @@ def row_count(ev: Eval) -> int:
 def check_same_rows(a: Eval, b: Eval):
     if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
+    if a.dataset_id and a.scorers != b.scorers:
+        raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different scorers; their scores do not measure the same thing.")
     if a.source_key() == b.source_key():
         return
     count = row_count(a)

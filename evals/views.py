@@ -1,4 +1,5 @@
 import asyncio
+from decimal import Decimal, InvalidOperation
 from collections import defaultdict
 
 from django.contrib import messages
@@ -146,7 +147,15 @@ def eval_cancel(request, pk):
 @require_POST
 def eval_resume(request, pk):
     ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
-    if resume_eval(ev):
+    try:
+        max_cost = Decimal(request.POST["max_cost"]) if request.POST.get("max_cost") else None
+    except InvalidOperation:
+        messages.error(request, "The budget must be a number of dollars.")
+        return redirect(ev)
+    if max_cost is not None and max_cost < 0:
+        messages.error(request, "The budget must not be negative.")
+        return redirect(ev)
+    if resume_eval(ev, max_cost=max_cost):
         messages.success(request, "Eval resumed: only rows not yet scored are requested.")
     else:
         messages.error(request, "Only failed, cancelled or stalled evals can be resumed.")

@@ -204,3 +204,27 @@ def test_pass_at_k_and_budgets_are_refused_where_they_cannot_apply(api, pairs):
     unknown = api.post("/api/v1/evals", {"deployment": "unpriced", "same_rows_as": 999999}, format="json")
     assert unknown.status_code == 400 and "No such eval" in str(unknown.json())
     assert not Eval.objects.exists()
+
+
+def test_the_eval_page_resumes_a_budget_stop_with_a_higher_budget(owner_client, project, owner, pairs):
+    deployment = pairs.deployment("priced", input_price_per_million=Decimal("1000"), output_price_per_million=Decimal("2000"), max_in_flight=1)
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=ROWS, seed=SEED, max_cost=Decimal("0.1"))
+    run_eval(ev.pk)
+    page = owner_client.get(f"/evals/{ev.pk}/").content.decode()
+    assert "budget reached" in page and 'name="max_cost"' in page
+    owner_client.post(f"/evals/{ev.pk}/resume/", {"max_cost": "50"})
+    ev.refresh_from_db()
+    assert (ev.status, ev.max_cost) == ("queued", Decimal("50"))
+
+
+def test_dataset_evals_with_different_scorers_are_not_paired(api, project, owner, pairs):
+    from evals.datasets import create_dataset
+
+    dataset = create_dataset(project, owner, "d", b'{"input": "1+1", "expected": "2"}\n{"input": "2+2", "expected": "4"}\n')
+    deployment = pairs.deployment("a")
+    a = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match"])
+    b = create_eval(project, owner, deployment=deployment, same_rows_as=a, scorers=["contains"])
+    response = api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}")
+    assert response.status_code == 409 and "different scorers" in response.json()["detail"]
+    same = create_eval(project, owner, deployment=deployment, same_rows_as=a)
+    assert same.scorers == ["exact_match"] and api.get(f"/api/v1/evals/{a.pk}/compare/{same.pk}").status_code == 200
