@@ -6,7 +6,7 @@ from .models import Dataset, Deployment, Eval, Sample
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
-    list_display = ["name", "project", "base_url", "model", "api_style", "max_in_flight"]
+    list_display = ["name", "project", "base_url", "model", "api_style", "max_in_flight", "input_price_per_million", "output_price_per_million"]
     list_filter = ["api_style"]
     search_fields = ["name", "model", "base_url", "project__name"]
     list_select_related = ["project"]
@@ -24,11 +24,11 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(Eval)
 class EvalAdmin(admin.ModelAdmin):
-    list_display = ["id", "project", "benchmark", "dataset", "deployment", "status", "done_count", "total", "error_count", "score", "created_at"]
+    list_display = ["id", "project", "benchmark", "dataset", "deployment", "status", "done_count", "total", "error_count", "score", "cost", "created_at"]
     list_filter = ["status", "benchmark", "created_at"]
     search_fields = ["=id", "benchmark", "project__name", "deployment__name"]
     list_select_related = ["project", "dataset", "deployment"]
-    raw_id_fields = ["project", "deployment", "dataset", "created_by"]
+    raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as"]
 
 
 @admin.register(Sample)

@@ -169,9 +169,11 @@ def compare(request, benchmark):
     evals = list(
         Eval.objects.for_user(request.user, request.project).filter(benchmark=benchmark, score__isnull=False).select_related("deployment").order_by("created_at")
     )
-    by_deployment = defaultdict(list)
+    by_deployment, first_on_rows = defaultdict(list), {}
     for ev in evals:
         by_deployment[ev.deployment.name].append((f"#{ev.pk} {ev.created_at:%Y-%m-%d}", ev.score))
+        # Each eval is offered a paired comparison with the first eval that scored the same rows.
+        ev.paired_with = first_on_rows.setdefault(ev.source_key(), ev)
     chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).METRIC)
     return render(request, "evals/compare.html", {"benchmark": benchmark, "evals": evals, "chart": chart})
 

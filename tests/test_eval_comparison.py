@@ -123,7 +123,9 @@ def test_every_score_carries_its_interval(api, owner_client, pairs):
     shown = f"{low:.3f}–{high:.3f}"
     assert shown in owner_client.get(f"/evals/{a.pk}/").content.decode()
     assert shown in owner_client.get("/evals/").content.decode()
-    assert shown in owner_client.get("/evals/compare/gsm8k/").content.decode()
+    b = pairs.run("b")
+    compare_page = owner_client.get("/evals/compare/gsm8k/").content.decode()
+    assert shown in compare_page and f'href="/evals/{a.pk}/compare/{b.pk}/">against #{a.pk}' in compare_page
 
 
 def test_cost_is_counted_and_a_budget_stops_the_eval_until_resumed_with_more(api, project, owner, pairs):
