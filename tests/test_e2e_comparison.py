@@ -54,3 +54,11 @@ def see_the_comparison(page, live_server, baseline, asked):
     flipped = page.inner_text("#flipped")
     assert flipped.count("right → wrong") == 12 and flipped.count("wrong → right") == 2
     assert " ".join(asked[5].split())[:50] in " ".join(flipped.split()) and "#### -1" in flipped
+
+    # Before the next eval: how many rows would tell a 5-point gap apart?
+    page.goto(f"{live_server.url}/evals/new/benchmark/")
+    page.fill("#id_gap", "5")
+    page.click("text=Rows needed")
+    page.wait_for_selector("#rows-needed")
+    assert "about 1570 rows per eval" in page.inner_text("#rows-needed")
+    assert page.url.endswith("/evals/new/benchmark/")  # answered in place, by htmx
