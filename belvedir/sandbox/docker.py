@@ -55,6 +55,8 @@ from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWN
 logger = logging.getLogger(__name__)
 
 API_TIMEOUT = 60
+# How often a long command checks that its container still runs.
+LIVENESS_SECONDS = 1.0
 
 
 def connect(docker_url: str) -> docker.DockerClient:
@@ -162,11 +164,10 @@ class Sandbox:
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=limits.pids,
+            **_process_limits(self.runtime, limits.pids),
             mem_limit=memory,
             memswap_limit=memory,  # equal to mem_limit: no swap
             nano_cpus=int(limits.cpus * 1e9),
-            ulimits=[Ulimit(name="nofile", soft=4096, hard=4096)],
             network_mode="none" if spec.network == egress.NETWORK else spec.network,
             device_requests=device_requests,
             # Output is streamed as it comes; the engine's own copy stays small.
@@ -231,14 +232,26 @@ class Sandbox:
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            self.kill()
-            reader.join(10)
-            raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+        deadline = started + timeout
+        while reader.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                reader.join(10)
+                raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+            reader.join(min(left, LIVENESS_SECONDS))
+            if reader.is_alive() and self._stopped():
+                # The container died under the exec, whose stream then never
+                # ends: under gVisor the kernel OOM-kills the whole sandbox.
+                reader.join(1)
+                break
+        output = tail.text()
+        if self._stopped():
+            if self._oom_killed():
+                raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
+            raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
         with engine_errors("finish a command"):
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        output = tail.text()
         if exit_code != 0 and self._new_oom_kill():
             raise SandboxOutOfMemory(
                 f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output
@@ -310,6 +323,21 @@ class Sandbox:
         exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
         stdout = api.exec_start(exec_id, demux=True)[0] or b""
         return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
+
+    def _stopped(self) -> bool:
+        with engine_errors("check on the sandbox"):
+            self.container.reload()
+        return self.container.status != "running"
+
+    def _oom_killed(self) -> bool:
+        # The engine records the OOM kill from an event that can trail the exit by a moment.
+        for _ in range(5):
+            if self.container.attrs["State"].get("OOMKilled"):
+                return True
+            time.sleep(0.2)
+            with engine_errors("check on the sandbox"):
+                self.container.reload()
+        return False
 
     def kill(self):
         try:
@@ -420,6 +448,21 @@ for _ in range(200):
         time.sleep(0.02)
 sys.exit("the egress forwarder did not start")
 """
+
+def _process_limits(runtime: str, pids: int) -> dict:
+    """The process limit, placed where it holds under each runtime.
+
+    runc: the pids cgroup counts the sandbox's processes. runsc: the cgroup
+    counts the gVisor kernel's host threads instead (hundreds when busy), and
+    a fork bomb that exhausts it kills the whole sandbox, so the host bound is
+    loose and the sandbox's own processes are capped per uid by RLIMIT_NPROC,
+    which gVisor enforces inside.
+    """
+    nofile = Ulimit(name="nofile", soft=4096, hard=4096)
+    if runtime == "runsc":
+        return {"pids_limit": pids * 32 + 256, "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
+    return {"pids_limit": pids, "ulimits": [nofile]}
+
 
 _runtimes: dict[str, frozenset[str]] = {}
 

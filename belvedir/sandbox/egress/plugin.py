@@ -49,7 +49,7 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
 
     def before_upstream_connection(self, request):
         rec = recorder()
-        host, port = force_str(request.host or b""), request.port
+        host, port = force_str(request.host or b"").strip("[]"), request.port
         token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
         grant = rec.grant(hash_token(token)) if token else None
         if grant is None or grant.revoked:
