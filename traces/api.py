@@ -16,6 +16,33 @@ from .actions import report_outcome
 from .ingest import collector_paused, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
 
+# Read at most one byte past the limit: an oversized body is refused unread.
+READ_LIMIT = otlp.MAX_BODY_BYTES + 1
+READ_PIECE = 64 * 1024
+
+
+def read_body(django_request) -> bytes:
+    """The request body, up to one byte past the limit, sized or chunked.
+
+    OpenTelemetry's JavaScript exporters send `Transfer-Encoding: chunked`
+    without a Content-Length, and Django reads such a body as empty. gunicorn
+    de-chunks it and says so with `wsgi.input_terminated` (the stream ends
+    where the body does), so it is read straight from `wsgi.input`, in pieces.
+    Django's development server (wsgiref) passes chunk framing through: that
+    is refused with 411 rather than parsed as an empty or garbled body.
+    """
+    environ = django_request.environ
+    if environ.get("CONTENT_LENGTH"):
+        return django_request.read(READ_LIMIT)
+    if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return b""
+    if not environ.get("wsgi.input_terminated"):
+        raise otlp.IngestError(411, "This server cannot read chunked request bodies: send Content-Length, or serve with gunicorn (as `make run` does).")
+    stream, pieces, size = environ["wsgi.input"], [], 0
+    while size < READ_LIMIT and (piece := stream.read(min(READ_PIECE, READ_LIMIT - size))):
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 class TraceIngest(APIView):
@@ -30,8 +57,7 @@ class TraceIngest(APIView):
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
         with collector_paused():
             try:
-                # Read at most one byte past the limit: an oversized body is refused unread.
-                raw = request._request.read(otlp.MAX_BODY_BYTES + 1)
+                raw = read_body(request._request)
                 body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
                 parsed = otlp.parse(body, request.content_type)
             except otlp.IngestError as exc:
