@@ -195,8 +195,10 @@ def _from_events(events: list, prompt: list, completion: list) -> tuple[list, li
         if name in EVENT_ROLES:
             found_prompt.append(_openai_message(attributes, EVENT_ROLES[name]))
         elif name == "gen_ai.choice":
+            # The choice's message may sit under `message`, with its tool calls beside it.
             message = _json(attributes.get("message"))
-            choice = _openai_message(message if isinstance(message, dict) else attributes, "assistant")
+            fields = {"tool_calls": attributes.get("tool_calls"), **message} if isinstance(message, dict) else attributes
+            choice = _openai_message(fields, "assistant")
             if attributes.get("finish_reason"):
                 choice["finish_reason"] = _text(attributes["finish_reason"])
             found_completion.append(choice)
@@ -231,12 +233,23 @@ def _openai_message(fields: dict, role: str) -> dict:
 def _from_entity(attributes: dict) -> tuple[list, list]:
     prompt, completion = [], []
     if type(value := attributes.get("traceloop.entity.input")) is str and value:
-        prompt = [{"role": "input", "content": value}]
+        prompt = [{"role": "input", "content": _unquoted(value)}]
         del attributes["traceloop.entity.input"]
     if type(value := attributes.get("traceloop.entity.output")) is str and value:
-        completion = [{"role": "output", "content": value}]
+        completion = [{"role": "output", "content": _unquoted(value)}]
         del attributes["traceloop.entity.output"]
     return prompt, completion
+
+
+def _unquoted(value: str) -> str:
+    """A function's return value is JSON: a returned string reads better as itself."""
+    if value.startswith('"'):
+        try:
+            decoded = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
+        return decoded if type(decoded) is str else value
+    return value
 
 
 # -- shared -----------------------------------------------------------------------
