@@ -13,6 +13,7 @@ from belvedir.core.throttle import IngestThrottle
 
 from . import otlp
 from .actions import report_outcome
+from .filters import by_user_and_metadata
 from .ingest import collector_paused, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
 
@@ -93,7 +94,10 @@ class SessionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TraceSession
-        fields = ["session_id", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run", "processed_at"]
+        fields = [
+            "session_id", "user_id", "metadata", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run",
+            "processed_at",
+        ]
 
 
 class SpanSerializer(serializers.ModelSerializer):
@@ -126,7 +130,14 @@ class SessionList(generics.ListAPIView):
     serializer_class = SessionSerializer
     pagination_class = SessionCursor
 
-    @extend_schema(parameters=[OpenApiParameter("outcome", str), OpenApiParameter("run", int)])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("outcome", str),
+            OpenApiParameter("run", int),
+            OpenApiParameter("user", str, description="Sessions of this user id."),
+            OpenApiParameter("metadata", str, many=True, description="key=value; repeat for several (all must match)."),
+        ]
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -137,7 +148,7 @@ class SessionList(generics.ListAPIView):
             qs = qs.filter(outcome=params["outcome"])
         if (run := params.get("run", "")).isdigit():
             qs = qs.filter(run_id=int(run))
-        return qs
+        return by_user_and_metadata(qs, params)
 
 
 @extend_schema(responses={200: dict})
