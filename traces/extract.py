@@ -27,6 +27,8 @@ def _tokens(attributes: dict, keys) -> int | None:
     """A count sent as intValue, doubleValue or a string ("12", "12.0")."""
     for key in keys:
         value = attributes.get(key)
+        if type(value) is int:  # nearly always: intValue
+            return max(0, min(value, MAX_INT))
         if isinstance(value, str):
             try:
                 value = float(value)

@@ -40,6 +40,7 @@ INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY = "gen_ai.input.messages", "gen_ai.output.mess
 EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user", "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 MAX_METADATA_KEYS = 50
+PLAIN_FIELDS = {"role", "content"}
 
 
 def split(attributes: dict, events: list) -> tuple[list[dict], list[dict], dict, dict]:
@@ -47,17 +48,23 @@ def split(attributes: dict, events: list) -> tuple[list[dict], list[dict], dict,
     indexed: dict[str, dict[int, dict]] = {"prompt": {}, "completion": {}}
     association: dict[str, str] = {}
     rest = {}
+    special = SPECIAL_PREFIXES
     for key, value in attributes.items():
-        if key.startswith(SPECIAL_PREFIXES):
+        if key.startswith(special):
             if key.startswith(ASSOCIATION_PREFIX):
                 if len(association) < MAX_METADATA_KEYS:
-                    association[key.removeprefix(ASSOCIATION_PREFIX)[:100]] = (value if type(value) is str else _text(value))[:255]
+                    association[key[len(ASSOCIATION_PREFIX) :][:100]] = (value if type(value) is str else _text(value))[:255]
+                rest[key] = value
+                continue
+            for prefix, side in INDEXED_PREFIXES.items():
+                if key.startswith(prefix):
+                    index, _, name = key[len(prefix) :].partition(".")
+                    if index.isdecimal() and name:
+                        indexed[side].setdefault(int(index), {})[name] = value
+                        break
             else:
-                prefix = next(p for p in INDEXED_PREFIXES if key.startswith(p))
-                index, _, name = key.removeprefix(prefix).partition(".")
-                if index.isdecimal() and name:
-                    indexed[INDEXED_PREFIXES[prefix]].setdefault(int(index), {})[name] = value
-                    continue
+                rest[key] = value
+            continue
         rest[key] = value
     prompt = [_indexed_message(indexed["prompt"][i]) for i in sorted(indexed["prompt"])]
     completion = [_indexed_message(indexed["completion"][i]) for i in sorted(indexed["completion"])]
@@ -78,7 +85,7 @@ def _indexed_message(fields: dict) -> dict:
 
     Plain role + content (nearly every span) comes back as it is.
     """
-    if all(name in ("role", "content") for name in fields):
+    if fields.keys() <= PLAIN_FIELDS:
         if type(fields.get("content")) is str and fields["content"].startswith("[{"):
             fields["content"] = _text(_parts_or_text(fields["content"]))
         return fields
