@@ -1,4 +1,4 @@
-"""Sessions keep who and what: association properties become the session's user and metadata."""
+"""Sessions keep who and what: association properties become the session's user and metadata; chunked bodies."""
 
 import io
 
@@ -128,3 +128,11 @@ def test_a_chunked_body_the_server_cannot_dechunk_is_411_not_an_empty_body(api):
     stream, environ = chunked(b"5\r\nhello\r\n0\r\n\r\n", terminated=False)
     response = post(api, [], **environ)
     assert response.status_code == 411 and "gunicorn" in response.json()["detail"]
+
+
+def test_a_session_keeps_at_most_fifty_metadata_keys(api, project):
+    post(api, [with_association("a", "wide", **{f"k{i}": "v" for i in range(40)})])
+    post(api, [with_association("b", "wide", **{f"extra{i}": "v" for i in range(20)}, k0="changed")])
+    session = TraceSession.objects.get(project=project, session_id="wide")
+    # The second request would make 60 keys: it is not merged.
+    assert len(session.metadata) == 40 and session.metadata["k0"] == "v"

@@ -20,6 +20,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from .extract import extract, to_datetime
+from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
 
 SPAN_COLUMNS = [f for f in Span._meta.concrete_fields if not f.primary_key]
@@ -90,8 +91,9 @@ def _session_totals(rows) -> dict[str, dict]:
         # Who and what the session is about: the latest span that says wins.
         if row["user_id"]:
             t["user"] = row["user_id"]
-        if row["association"]:
-            t["metadata"].update(row["association"])
+        for key, value in row["association"].items():
+            if key in t["metadata"] or len(t["metadata"]) < MAX_METADATA_KEYS:
+                t["metadata"][key] = value
         t["n"] += 1
         t["inp"] += row["input_tokens"] or 0
         t["out"] += row["output_tokens"] or 0
@@ -159,7 +161,10 @@ def _upsert_sessions_postgres(project, sessions, now):
             needs_processing = true,
             last_received_at = EXCLUDED.last_received_at,
             user_id = COALESCE(NULLIF(EXCLUDED.user_id, ''), traces_tracesession.user_id),
+            -- A session keeps at most MAX_METADATA_KEYS keys: past that, new ones are dropped.
             metadata = CASE WHEN EXCLUDED.metadata = '{{}}' THEN traces_tracesession.metadata
+                            WHEN (SELECT count(*) FROM jsonb_object_keys(traces_tracesession.metadata || EXCLUDED.metadata)) > {MAX_METADATA_KEYS}
+                            THEN traces_tracesession.metadata
                             ELSE traces_tracesession.metadata || EXCLUDED.metadata END
     """
     with connection.cursor() as cursor:
@@ -180,7 +185,10 @@ def _upsert_sessions_portable(project, sessions, now):
     for session_id, t in sessions.items():
         if t["user"] or t["metadata"]:
             session = TraceSession.objects.get(project=project, session_id=session_id)
-            TraceSession.objects.filter(pk=session.pk).update(user_id=t["user"] or session.user_id, metadata={**session.metadata, **t["metadata"]})
+            merged = {**session.metadata, **t["metadata"]}
+            TraceSession.objects.filter(pk=session.pk).update(
+                user_id=t["user"] or session.user_id, metadata=merged if len(merged) <= MAX_METADATA_KEYS else session.metadata
+            )
         TraceSession.objects.filter(project=project, session_id=session_id).update(
             span_count=F("span_count") + t["n"],
             input_tokens=F("input_tokens") + t["inp"],
