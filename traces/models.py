@@ -1,5 +1,5 @@
 from django.db import connection, models
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
@@ -14,7 +14,7 @@ class TraceSessionQuerySet(ProjectScopedQuerySet):
         """
         if connection.vendor == "postgresql":
             return self.filter(metadata__contains={key: value})
-        return self.alias(metadata_value=KeyTextTransform(key, "metadata")).filter(metadata_value=value)
+        return self.alias(metadata_value=KeyTransform(key, "metadata")).filter(metadata_value=value)
 
 
 class TraceSession(models.Model):
