@@ -106,6 +106,9 @@ class Task(models.Model):
         return self.name
 
 
+ENTITY_KINDS = {"workflow", "task", "agent", "tool"}
+
+
 class SpanQuerySet(ProjectScopedQuerySet):
     pass
 
@@ -125,8 +128,8 @@ class Span(models.Model):
     end_unix_nano = models.BigIntegerField()
     status_code = models.PositiveSmallIntegerField(default=0)
     status_message = models.TextField(blank=True)
-    # Everything the span carried except gen_ai.prompt.N.* and
-    # gen_ai.completion.N.*, which are stored once, as `prompt`/`completion`.
+    # Everything the span carried except the attributes its messages came
+    # from (traces/messages.py), which are stored once, as `prompt`/`completion`.
     attributes = models.JSONField(default=dict)
     events = models.JSONField(default=list)
     resource = models.JSONField(default=dict)
@@ -162,4 +165,8 @@ class Span(models.Model):
 
     @property
     def is_llm(self):
+        # Workflow, task, agent and tool spans carry their function's input
+        # and output as messages too: those are not LLM calls.
+        if self.span_kind in ENTITY_KINDS:
+            return False
         return self.span_kind == "llm" or bool(self.model) or bool(self.prompt)
