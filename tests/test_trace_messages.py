@@ -158,9 +158,31 @@ EVENTS = [
 ]
 
 
-@pytest.mark.parametrize("index, prompt, completion, tokens", EVENTS)
-def test_message_events(index, prompt, completion, tokens):
-    check(extracted("gen_ai_events")[index], prompt, completion, tokens)
+# Recorded: OpenLLMetry 0.62 writing events instead of attributes.
+RECORDED_EVENTS = [
+    (
+        0,
+        [system("You answer weather questions."), user("What is the weather in Lisbon?")],
+        [{"role": "assistant", "content": "", "tool_calls": [call("call_w1", "get_weather", '{"city": "Lisbon"}')], "finish_reason": "tool_calls"}],
+        (6, 0),
+    ),
+    (
+        2,
+        [
+            system("You answer weather questions."),
+            user("What is the weather in Lisbon?"),
+            {"role": "assistant", "content": "", "tool_calls": [call("call_w1", "get_weather", '{"city": "Lisbon"}')]},
+            {"role": "tool", "content": "Sunny, 24 °C in Lisbon"},  # this instrumentation's tool event has no call id
+        ],
+        [{"role": "assistant", "content": "It is sunny in Lisbon, 24 °C.", "finish_reason": "stop"}],
+        (5, 7),
+    ),
+]
+
+
+@pytest.mark.parametrize("fixture, index, prompt, completion, tokens", [("gen_ai_events", *row) for row in EVENTS] + [("openllmetry_0_62_events", *row) for row in RECORDED_EVENTS])
+def test_message_events(fixture, index, prompt, completion, tokens):
+    check(extracted(fixture)[index], prompt, completion, tokens)
 
 
 # -- traceloop.entity.input / traceloop.entity.output ---------------------------------

@@ -1,10 +1,14 @@
 """An agent task traced by traceloop-sdk's `openai` instrumentation, driving the official `openai` client.
 
-python traceloop_agent.py BASE_URL API_KEY OPENAI_URL SESSION_ID [--record FILE]
+python traceloop_agent.py BASE_URL API_KEY OPENAI_URL SESSION_ID [--record FILE [--events]]
 
 One workflow: the model is asked the user's question, calls a tool, gets its
 answer back, and replies. With --record, spans go to FILE as OTLP/JSON instead
 of to the server (how tests/fixtures/spans/openllmetry_0_62.json was made).
+With --events too, the instrumentation writes messages as GenAI events
+(`use_attributes=False`), which it emits as log records; each is kept as a
+span event of the span it belongs to, its body's fields as the event's
+attributes (tests/fixtures/spans/openllmetry_0_62_events.json).
 """
 
 import json
@@ -40,39 +44,62 @@ def weather_question(client: OpenAI, question: str) -> str:
 def main():
     base_url, api_key, openai_url, session_id = sys.argv[1:5]
     record = sys.argv[6] if sys.argv[5:6] == ["--record"] else None
-    exporter = None
+    events = record and "--events" in sys.argv
+    exporter = logs = None
     if record:
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         exporter = InMemorySpanExporter()
+    if events:
+        from opentelemetry._logs import set_logger_provider
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+
+        logs = InMemoryLogRecordExporter()
+        provider = LoggerProvider()
+        provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
+        set_logger_provider(provider)
     Traceloop.init(
         app_name="traceloop-agent", api_endpoint=f"{base_url}/api", headers={"Authorization": f"Bearer {api_key}"},
-        disable_batch=True, telemetry_enabled=False, exporter=exporter,
+        disable_batch=True, telemetry_enabled=False, exporter=exporter, use_attributes=not events,
     )
     Traceloop.set_association_properties({"session_id": session_id, "user_id": "traceloop-user", "tier": "gold"})
     answer = weather_question(OpenAI(base_url=openai_url, api_key="sk-fake"), QUESTION)
     print("ANSWER", answer, flush=True)
     if record:
+        by_span = {}
+        for log in logs.get_finished_logs() if logs else []:
+            entry = log.log_record
+            by_span.setdefault(entry.span_id, []).append(
+                {"name": entry.event_name, "timeUnixNano": str(entry.timestamp), "attributes": _attributes({**(entry.attributes or {}), **entry.body})}
+            )
+        spans = [{**_otlp_json(s), **({"events": by_span[s.context.span_id]} if s.context.span_id in by_span else {})} for s in exporter.get_finished_spans()]
         with open(record, "w") as out:
-            json.dump([_otlp_json(s) for s in exporter.get_finished_spans()], out, indent=1, ensure_ascii=False)
+            json.dump(spans, out, indent=1, ensure_ascii=False)
+
+
+def _value(v) -> dict:
+    if v is None:
+        return {}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, (list, tuple)):
+        return {"arrayValue": {"values": [_value(x) for x in v]}}
+    if isinstance(v, dict):
+        return {"kvlistValue": {"values": _attributes(v)}}
+    return {"stringValue": str(v)}
+
+
+def _attributes(items) -> list[dict]:
+    return [{"key": k, "value": _value(v)} for k, v in (items or {}).items()]
 
 
 def _otlp_json(span) -> dict:
     """A ReadableSpan as OTLP/JSON, the way a JSON exporter would send it."""
-    def value(v):
-        if isinstance(v, bool):
-            return {"boolValue": v}
-        if isinstance(v, int):
-            return {"intValue": str(v)}
-        if isinstance(v, float):
-            return {"doubleValue": v}
-        if isinstance(v, (list, tuple)):
-            return {"arrayValue": {"values": [value(x) for x in v]}}
-        return {"stringValue": str(v)}
-
-    def attributes(items):
-        return [{"key": k, "value": value(v)} for k, v in (items or {}).items()]
-
     return {
         "traceId": f"{span.context.trace_id:032x}",
         "spanId": f"{span.context.span_id:016x}",
@@ -81,8 +108,8 @@ def _otlp_json(span) -> dict:
         "kind": span.kind.value + 1,
         "startTimeUnixNano": str(span.start_time),
         "endTimeUnixNano": str(span.end_time),
-        "attributes": attributes(span.attributes),
-        "events": [{"name": e.name, "timeUnixNano": str(e.timestamp), "attributes": attributes(e.attributes)} for e in span.events],
+        "attributes": _attributes(span.attributes),
+        "events": [{"name": e.name, "timeUnixNano": str(e.timestamp), "attributes": _attributes(e.attributes)} for e in span.events],
         "status": {"code": span.status.status_code.value},
     }
 
