@@ -66,9 +66,34 @@ INDEXED = [
 ]
 
 
-@pytest.mark.parametrize("index, prompt, completion, tokens", INDEXED)
-def test_indexed_gen_ai_prompt_and_completion(index, prompt, completion, tokens):
-    row = extracted("gen_ai_prompt_indexed")[index]
+# Recorded: OpenLLMetry 0.62's ollama instrumentation, which still writes this generation.
+RECORDED_INDEXED = [
+    (
+        0,
+        [system("You answer weather questions."), user("What is the weather in Lisbon?")],
+        [{"role": "assistant", "content": ""}],  # it records no tool calls of a completion
+        (24, 8),
+    ),
+    (
+        1,
+        [
+            system("You answer weather questions."),
+            user("What is the weather in Lisbon?"),
+            {"role": "assistant", "content": "", "tool_calls": [call("", "get_weather", '{"city": "Lisbon"}')]},
+            {"role": "tool", "content": "Sunny, 24 °C"},
+        ],
+        [{"role": "assistant", "content": "It is sunny in Lisbon."}],
+        (48, 8),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "fixture, index, prompt, completion, tokens",
+    [("gen_ai_prompt_indexed", *row) for row in INDEXED] + [("ollama_0_62", *row) for row in RECORDED_INDEXED],
+)
+def test_indexed_gen_ai_prompt_and_completion(fixture, index, prompt, completion, tokens):
+    row = extracted(fixture)[index]
     check(row, prompt, completion, tokens)
     assert not [k for k in row["attributes"] if k.startswith(("gen_ai.prompt.", "gen_ai.completion."))]
 

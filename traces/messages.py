@@ -86,8 +86,9 @@ def _indexed_message(fields: dict) -> dict:
     Plain role + content (nearly every span) comes back as it is.
     """
     if fields.keys() <= PLAIN_FIELDS:
-        if type(fields.get("content")) is str and fields["content"].startswith("[{"):
-            fields["content"] = _text(_parts_or_text(fields["content"]))
+        content = fields.setdefault("content", "")
+        if type(content) is str and content.startswith("[{"):
+            fields["content"] = _text(_parts_or_text(content))
         return fields
     message: dict = {}
     calls: dict[int, dict] = {}
