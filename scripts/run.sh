@@ -8,7 +8,8 @@ scripts/venv.sh requirements.txt
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python
-bind=${BIND:-127.0.0.1:8000}
+export BIND=${BIND:-127.0.0.1:8000}
+bind=$BIND
 # Sandboxes and the printed demo login use the address actually served.
 export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
 $py manage.py migrate --noinput
@@ -23,6 +24,6 @@ pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
-$py manage.py runserver --noreload "$bind" & pids+=($!)
+scripts/web.sh & pids+=($!)
 echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker and the trace segmenter)."
 wait -n

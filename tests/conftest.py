@@ -82,17 +82,10 @@ def docker_url():
 
 @pytest.fixture
 def subprocess_env(settings):
-    """Environment for a `manage.py` subprocess that works on this test's database
-    (which it sees only with `django_db(transaction=True)`: no open transaction)."""
-    import os
+    """Environment for a `manage.py` subprocess that works on this test's database."""
+    from .servers import subprocess_environ
 
-    db = settings.DATABASES["default"]
-    return {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        # The same installation as this process (it is named after the database URL it was started with).
-        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
-    }
+    return subprocess_environ()
 
 
 @pytest.fixture(autouse=True)

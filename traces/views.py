@@ -7,6 +7,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .api import task_groups_with_stats
+from .filters import by_user_and_metadata
 from .models import Span, TraceSession
 
 PAGE_SIZE = 50
@@ -23,6 +24,7 @@ def sessions(request):
         qs = qs.filter(outcome="" if request.GET["outcome"] == "none" else request.GET["outcome"])
     if request.GET.get("run", "").isdigit():
         qs = qs.filter(run_id=int(request.GET["run"]))
+    qs = by_user_and_metadata(qs, request.GET)
     # Keyset pagination: "older than this time" instead of page numbers, so
     # no COUNT(*) and no OFFSET however many sessions there are.
     if before := parse_datetime(request.GET.get("before", "") or ""):
