@@ -17,13 +17,15 @@ $py manage.py build_sandbox_image
 $py manage.py demo_setup
 # Runs a previous worker left behind end (refunded) before a new worker starts.
 $py manage.py reap_runs
-# Ctrl-C (or any of the three dying) stops all three. Each is sent TERM
+# Ctrl-C (or any of them dying) stops them all. Each is sent TERM
 # itself: the worker then stops its own children in order, which a signal
 # to the whole process group would pre-empt (leaving it waiting for them).
 pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
+# Harness sandboxes (network `egress`) reach the platform and the internet only through it.
+$py manage.py egress_proxy & pids+=($!)
 scripts/web.sh & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker and the trace segmenter)."
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker, the trace segmenter and the egress proxy)."
 wait -n

@@ -55,7 +55,7 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker):
+def test_a_person_uses_the_platform(browser, live_server, egress_proxy, settings, tmp_path, worker):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from belvedir.sandbox.models import SandboxHost
@@ -70,7 +70,8 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     from .test_models import make_zip
 
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"
+    settings.HARNESS_SANDBOX_NETWORK = "egress"
+    settings.EGRESS_SOCKET_DIR = egress_proxy
     settings.BELVEDIR_BASE_URL = live_server.url
     settings.MEDIA_ROOT = tmp_path / "media"
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
