@@ -21,10 +21,14 @@ logger = logging.getLogger(__name__)
 HTMX_STOP_POLLING = 286
 
 
+def ledger_page(account, page=None):
+    return Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(page)
+
+
 @login_required
 def balance(request):
     account = Account.for_project(request.project)
-    entries = Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(request.GET.get("page"))
+    entries = ledger_page(account, request.GET.get("page"))
     return render(
         request,
         "billing/balance.html",
@@ -58,7 +62,9 @@ def redeem(request):
         except BillingError as exc:
             message = str(exc)
     if request.htmx:
-        return render(request, "billing/_redeem_result.html", {"ok": ok, "message": message, "account": account})
+        # The ledger is swapped out of band too, so the new entry shows without a reload.
+        context = {"ok": ok, "message": message, "account": account, "entries": ledger_page(account), "oob": True}
+        return render(request, "billing/_redeem_result.html", context)
     messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, message)
     return redirect("billing:balance")
 
