@@ -21,7 +21,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-DB_NAME = "belvedir_bench_pages"
+# Another name lets two people bench on one server without dropping each other's database.
+DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench_pages")
 
 
 def fill(url, runs, spans, project_id, harness_id, user_id):
@@ -98,6 +99,7 @@ def main():
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=project, user=user, name='bench')[1]}")
     last_run = harness.runs.order_by("-pk").values_list("pk", flat=True).first()
     pages = [
+        ("dashboard / (home)", web, "/"),
         ("dashboard /harnesses/", web, "/harnesses/"),
         ("dashboard harness page", web, f"/harnesses/{harness.pk}/"),
         ("dashboard run page", web, f"/runs/{last_run}/"),

@@ -30,7 +30,7 @@ def eval_list(request):
 
 @login_required
 def create_benchmark_eval(request):
-    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark")})
+    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark"), "sample_limit": request.GET.get("sample_limit")})
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(

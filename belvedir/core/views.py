@@ -10,6 +10,9 @@ from .actions import create_account
 from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, ProjectSecret
+from .overview import overview, running_evals
+
+HTMX_STOP_POLLING = 286
 
 
 def signup(request):
@@ -30,7 +33,13 @@ def signup(request):
 
 @login_required
 def home(request):
-    return render(request, "core/home.html")
+    if request.htmx and request.GET.get("part") == "evals":
+        evals = running_evals(request.project)
+        response = render(request, "core/_running_evals.html", {"running_evals": evals})
+        if not evals:
+            response.status_code = HTMX_STOP_POLLING
+        return response
+    return render(request, "core/home.html", overview(request.project))
 
 
 @login_required
