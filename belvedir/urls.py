@@ -20,7 +20,7 @@ router.register("deployments", evals_api.DeploymentViewSet, basename="deployment
 router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
-from belvedir.core import views as core_views
+from belvedir.core import team_views, views as core_views
 
 api_v1 = [
     path("me", core_api.me, name="api-me"),
@@ -45,6 +45,15 @@ urlpatterns = [
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
     path("settings/secrets/", core_views.secrets, name="secrets"),
     path("settings/secrets/<int:pk>/delete/", core_views.delete_secret, name="delete_secret"),
+    path("settings/members/", team_views.members, name="members"),
+    path("settings/members/<int:pk>/remove/", team_views.remove_member, name="remove_member"),
+    path("settings/members/<int:pk>/make-owner/", team_views.make_owner, name="make_owner"),
+    path("settings/members/leave/", team_views.leave_project, name="leave_project"),
+    path("settings/invitations/<int:pk>/revoke/", team_views.revoke_invitation, name="revoke_invitation"),
+    path("settings/project/delete/", team_views.delete_project, name="delete_project"),
+    path("invitations/<str:token>/", team_views.invitation, name="invitation"),
+    path("projects/new/", team_views.new_project, name="new_project"),
+    path("projects/switch/", team_views.switch_project, name="switch_project"),
     path("", include("billing.urls")),
     path("", include("harnesses.urls")),
     path("", include("traces.urls")),

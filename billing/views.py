@@ -15,6 +15,7 @@ from .actions import handle_stripe_event, redeem_coupon, start_topup
 from .errors import BillingError
 from .forms import RedeemForm, TopUpForm
 from .models import Account, LedgerEntry, TopUp
+from belvedir.core.decorators import owner_required
 from belvedir.core.throttle import allow_coupon_attempt
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ def ledger_page(account, page=None):
 
 
 @login_required
+@owner_required
 def balance(request):
     account = Account.for_project(request.project)
     entries = ledger_page(account, request.GET.get("page"))
@@ -45,6 +47,7 @@ def balance(request):
 
 
 @login_required
+@owner_required
 @require_POST
 def redeem(request):
     form = RedeemForm(request.POST)
@@ -70,6 +73,7 @@ def redeem(request):
 
 
 @login_required
+@owner_required
 @require_POST
 def topup(request):
     form = TopUpForm(request.POST)
@@ -90,8 +94,9 @@ def topup(request):
 
 
 @login_required
+@owner_required
 def topup_status(request, pk):
-    topup = get_object_or_404(TopUp.objects.for_user(request.user), pk=pk)
+    topup = get_object_or_404(TopUp.objects.for_user(request.user, request.project), pk=pk)
     context = {"topup": topup, "account": topup.account}
     if request.htmx:
         response = render(request, "billing/_topup_status.html", context)

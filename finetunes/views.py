@@ -40,7 +40,7 @@ def benchmarks_chart(runs):
 
 @login_required
 def model_detail(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     runs = list(model.benchmark_runs()[:200])
     form = RunBenchmarkForm(project=model.project)
     return render(request, "finetunes/detail.html", {"model": model, "runs": runs, "chart": benchmarks_chart(runs), "form": form})
@@ -49,7 +49,7 @@ def model_detail(request, pk):
 @login_required
 @require_POST
 def model_run(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     form = RunBenchmarkForm(request.POST, project=model.project)
     if not form.is_valid():
         messages.error(request, "Choose one of the project's GPU harnesses.")

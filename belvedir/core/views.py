@@ -7,9 +7,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from .actions import create_account
+from .decorators import owner_required
 from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
-from .models import ApiKey, ProjectSecret
+from .models import ApiKey, Membership, ProjectSecret
 from .overview import overview, running_evals
 
 HTMX_STOP_POLLING = 286
@@ -64,13 +65,17 @@ def api_keys(request):
 @login_required
 @require_POST
 def revoke_api_key(request, pk):
-    key = get_object_or_404(ApiKey.objects.for_user(request.user, request.project), pk=pk)
+    keys = ApiKey.objects.for_user(request.user, request.project)
+    if request.membership.role != Membership.Role.OWNER:
+        keys = keys.filter(user=request.user)  # a member revokes their own keys; owners anyone's
+    key = get_object_or_404(keys, pk=pk)
     key.revoke()
     messages.success(request, f"Key {key.prefix}… revoked. Requests with it now get 401.")
     return redirect("api_keys")
 
 
 @login_required
+@owner_required
 def secrets(request):
     form = SecretForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -84,6 +89,7 @@ def secrets(request):
 
 
 @login_required
+@owner_required
 @require_POST
 def delete_secret(request, pk):
     secret = get_object_or_404(ProjectSecret.objects.for_user(request.user, request.project), pk=pk)
