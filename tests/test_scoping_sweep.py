@@ -11,17 +11,15 @@ outsider again, and their keys for the project answer 401.
 import re
 
 import pytest
+from django.core.files.base import ContentFile
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from belvedir.core.actions import invite_member, remove_member
+from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
-from belvedir.core.actions import create_account
-from django.core.files.base import ContentFile
-
 from evals.datasets import create_dataset
-from finetunes.models import FineTunedModel
 from evals.models import Deployment, Eval
+from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
 from traces.models import TraceSession
 
