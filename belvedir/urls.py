@@ -31,6 +31,7 @@ api_v1 = [
     path("sessions", traces_api.SessionList.as_view(), name="api-sessions"),
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
+    path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
     *router.urls,
 ]

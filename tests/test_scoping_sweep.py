@@ -21,7 +21,7 @@ from evals.datasets import create_dataset
 from evals.models import Deployment, Eval
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
-from traces.models import TraceSession
+from traces.models import TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
 
@@ -107,6 +107,7 @@ def owners_objects(project, owner, settings, tmp_path):
     secret = ProjectSecret.objects.create(project=project, name="HF_TOKEN", value="x")
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000)
     TraceSession.objects.create(project=project, session_id="owner-session", first_span_at=run.created_at, last_span_at=run.created_at)
+    group = TaskGroup.objects.create(project=project, key="workflow:x", name="x")
     settings.MEDIA_ROOT = tmp_path / "media"
     model = FineTunedModel(project=project, name="m", base_model="org/base")
     model.adapter.save("a.zip", ContentFile(b"PK"), save=False)
@@ -114,7 +115,7 @@ def owners_objects(project, owner, settings, tmp_path):
     colleague = create_account(username="colleague", password=None)
     membership = Membership.objects.create(project=project, user=colleague)
     invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
-    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation]}
+    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group]}
 
 
 def test_the_sweep_covers_every_object_route():

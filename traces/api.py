@@ -15,6 +15,7 @@ from . import otlp
 from .actions import report_outcome
 from .ingest import collector_paused, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
+from .training import BadFilter, training_data_response
 
 
 
@@ -150,3 +151,18 @@ def task_groups(request):
     """Task groups across the project, with task counts and success rate (over sessions with an outcome)."""
     groups = list(task_groups_with_stats(request.user, request_project(request)))
     return Response(TaskGroupSerializer(groups, many=True).data)
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601"), OpenApiParameter("until", str)],
+    responses={(200, "application/jsonl"): bytes},
+)
+@api_view(["GET"])
+def training_data(request, pk):
+    """The group's tasks not excluded from training, as OpenAI chat fine-tuning JSONL (streamed)."""
+    project = request_project(request)
+    group = generics.get_object_or_404(TaskGroup.objects.for_user(request.user, project), pk=pk)
+    try:
+        return training_data_response(project, group, request.query_params)
+    except BadFilter as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
