@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from belvedir.core import api as core_api
+from belvedir.core import api as core_api, team_api
 from rest_framework.routers import SimpleRouter
 
 from billing import api as billing_api
@@ -20,6 +20,9 @@ router.register("deployments", evals_api.DeploymentViewSet, basename="deployment
 router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
+router.register("members", team_api.MemberViewSet, basename="member")
+router.register("invitations", team_api.InvitationViewSet, basename="invitation")
+router.register("secrets", team_api.SecretViewSet, basename="secret")
 from belvedir.core import team_views, views as core_views
 
 api_v1 = [

@@ -11,7 +11,7 @@ from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from harnesses.models import Run
 
-from .actions import run_benchmark
+from .actions import run_benchmark, upload_model
 from .forms import ModelUploadForm, RunBenchmarkForm
 from .models import FineTunedModel
 from .signing import verify
@@ -21,10 +21,7 @@ from .signing import verify
 def model_list(request):
     form = ModelUploadForm(request.POST or None, request.FILES or None, project=request.project)
     if request.method == "POST" and form.is_valid():
-        model = form.save(commit=False)
-        model.project, model.created_by = request.project, request.user
-        model.adapter_size = form.cleaned_data["adapter"].size
-        model.save()
+        model = upload_model(form, request.project, request.user)
         messages.success(request, f"Model {model.name} uploaded.")
         return redirect(model)
     models = FineTunedModel.objects.for_user(request.user, request.project)

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from .errors import Gone, NotFound, TeamError
-from .models import ApiKey, Invitation, Membership, Project, hash_key
+from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, hash_key
 
 
 @transaction.atomic
@@ -31,6 +31,11 @@ def ensure_default_project(user) -> Project:
         project = Project.objects.create(name=f"{user.username}'s project")
         Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
     return project
+
+
+def save_secret(project: Project, name: str, value: str) -> ProjectSecret:
+    """Create or replace a project secret (dashboard and API)."""
+    return ProjectSecret.objects.update_or_create(project=project, name=name, defaults={"value": value, "updated_at": timezone.now()})[0]
 
 
 # -- teams -------------------------------------------------------------------

@@ -3,10 +3,9 @@ from django.contrib.auth import login
 from django.contrib.auth.views import LoginView
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from .actions import create_account
+from .actions import create_account, save_secret
 from .decorators import owner_required
 from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
@@ -79,9 +78,7 @@ def revoke_api_key(request, pk):
 def secrets(request):
     form = SecretForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        ProjectSecret.objects.update_or_create(
-            project=request.project, name=form.cleaned_data["name"], defaults={"value": form.cleaned_data["value"], "updated_at": timezone.now()}
-        )
+        save_secret(request.project, form.cleaned_data["name"], form.cleaned_data["value"])
         messages.success(request, f"Secret {form.cleaned_data['name']} saved. Model benchmark runs receive HF_TOKEN.")
         return redirect("secrets")
     items = ProjectSecret.objects.for_user(request.user, request.project)
