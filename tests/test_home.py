@@ -90,3 +90,9 @@ def test_its_query_count_does_not_grow_with_activity(owner_client, project, owne
     with CaptureQueriesContext(connection) as many:
         owner_client.get("/")
     assert len(many) == len(few) <= 14, [q["sql"] for q in many]
+
+
+def test_members_see_the_figures_but_no_links_to_owner_only_pages(member_client, project):
+    body = member_client.get("/").content.decode()
+    assert "Redeem a coupon or add funds <span class=\"muted\">(an owner of the project does this)</span>" in body
+    assert 'href="/settings/balance/"' not in body and "$0.00" in body

@@ -32,6 +32,7 @@ class Step:
     label: str
     url: str
     done: bool
+    owner_only: bool = False
 
 
 def running_evals(project):
@@ -81,7 +82,7 @@ def checklist(project, account):
     """The three first steps of a new project; a done step drops out, and the list with the last one."""
     funded = account.balance_cents > 0 or LedgerEntry.objects.filter(account=account, kind__in=FUNDING_KINDS).exists()
     steps = [
-        Step("Redeem a coupon or add funds", reverse("billing:balance"), funded),
+        Step("Redeem a coupon or add funds", reverse("billing:balance"), funded, owner_only=True),
         Step("Create a harness from a preset", reverse("harnesses:new"), Harness.objects.filter(project=project, preset__isnull=False).exists()),
         Step(
             f"Add a deployment and run {CHECKLIST_BENCHMARK} on {CHECKLIST_ROWS} rows",

@@ -39,7 +39,8 @@ def home(request):
         if not evals:
             response.status_code = HTMX_STOP_POLLING
         return response
-    return render(request, "core/home.html", overview(request.project))
+    is_owner = request.membership.role == Membership.Role.OWNER
+    return render(request, "core/home.html", {**overview(request.project), "is_owner": is_owner})
 
 
 @login_required
