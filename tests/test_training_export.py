@@ -128,7 +128,7 @@ def many_tasks(project, group, count):
 def peak_bytes(tasks):
     tracemalloc.start()
     try:
-        count = sum(1 for _ in jsonl_lines(tasks))
+        count = sum(chunk.count("\n") for chunk in jsonl_lines(tasks))
         return count, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -63,6 +63,10 @@ def _message(raw: dict) -> dict | None:
     return message
 
 
+def _key(message: dict) -> str:
+    return json.dumps(message, sort_keys=True)
+
+
 def conversation(calls) -> list[dict]:
     """The messages of a task's LLM calls, in order, each said once.
 
@@ -72,29 +76,22 @@ def conversation(calls) -> list[dict]:
     Then the call's completion.
     """
     messages: list[dict] = []
-    seen: set[str] = set()
-
-    def add(message):
-        messages.append(message)
-        seen.add(json.dumps(message, sort_keys=True))
-
     for prompt, completion in calls:
         prompt = [m for m in map(_message, prompt or []) if m]
         if prompt[: len(messages)] == messages:
-            for message in prompt[len(messages):]:
-                add(message)
+            messages.extend(prompt[len(messages):])
         else:
+            seen = {_key(m) for m in messages}
             for message in prompt:
-                if json.dumps(message, sort_keys=True) not in seen:
-                    add(message)
-        for message in map(_message, completion or []):
-            if message:
-                add(message)
+                if (key := _key(message)) not in seen:
+                    messages.append(message)
+                    seen.add(key)
+        messages.extend(m for m in map(_message, completion or []) if m)
     return messages
 
 
 def jsonl_lines(tasks) -> Iterator[str]:
-    """One JSON line per task that has an assistant message; tasks without one teach nothing."""
+    """One JSON line per task that has an assistant message (tasks without one teach nothing), a chunk's lines at a time."""
     last = 0
     while True:
         ids = list(tasks.filter(pk__gt=last).order_by("pk").values_list("pk", flat=True)[:CHUNK])
@@ -106,10 +103,14 @@ def jsonl_lines(tasks) -> Iterator[str]:
         for task_id, prompt, completion in spans:
             if prompt or completion:
                 calls[task_id].append((prompt, completion))
+        lines = []
         for pk in ids:
             messages = conversation(calls.pop(pk))
             if any(m["role"] == "assistant" for m in messages):
-                yield json.dumps({"messages": messages}, ensure_ascii=False) + "\n"
+                lines.append(json.dumps({"messages": messages}, ensure_ascii=False) + "\n")
+        # One write per chunk, not per line: far fewer trips through the response machinery.
+        if lines:
+            yield "".join(lines)
 
 
 def filename(group, since, until) -> str:
