@@ -170,3 +170,13 @@ def test_a_member_revokes_only_their_own_keys(member_client, owner, project):
 def test_invite_action_hashes_the_token(project, owner, carol):
     invitation, raw = invite_member(project, owner, "carol")
     assert raw not in invitation.token_hash and len(invitation.token_hash) == 64
+
+
+def test_members_are_not_shown_owner_only_links(member_client, member, owner, project):
+    ApiKey.issue(project=project, user=owner, name="owner's")
+    own = ApiKey.issue(project=project, user=member, name="mine")[0]
+    settings_page = member_client.get("/settings/").content.decode()
+    assert "/settings/balance/" not in settings_page and "/settings/secrets/" not in settings_page and "/settings/members/" in settings_page
+    keys_page = member_client.get("/settings/api-keys/").content.decode()
+    assert keys_page.count("Revoke</button>") == 1  # their own key, not the owner's
+    assert f"/settings/api-keys/{own.pk}/revoke/" in keys_page
