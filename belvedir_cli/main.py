@@ -239,13 +239,18 @@ def harnesses_create(config_file):
     output(client().post("harnesses", read_config_file(config_file)), ["id", "name", "repo_url", "compute_type"])
 
 
-def harness_id(name_or_id: str) -> int:
+def id_by_name(path: str, name_or_id: str, missing: str) -> int:
+    """An id given as is, or the id of the item named so in a list endpoint; `missing` says where to look."""
     if name_or_id.isdigit():
         return int(name_or_id)
-    matches = [h["id"] for h in client().all("harnesses") if h["name"] == name_or_id]
+    matches = [item["id"] for item in client().all(path) if item["name"] == name_or_id]
     if not matches:
-        raise ApiError(f"No harness named {name_or_id!r} in this project (see `bv harnesses list`).")
+        raise ApiError(missing.format(name=repr(name_or_id)))
     return matches[0]
+
+
+def harness_id(name_or_id: str) -> int:
+    return id_by_name("harnesses", name_or_id, "No harness named {name} in this project (see `bv harnesses list`).")
 
 
 @cli.group()

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from .client import ApiError
-from .main import cli, client, json_option, output
+from .main import cli, client, id_by_name, json_option, output
 
 
 @cli.group()
@@ -44,12 +43,7 @@ def traces_show(session_id):
 
 
 def group_id(name_or_id: str) -> int:
-    if name_or_id.isdigit():
-        return int(name_or_id)
-    matches = [g["id"] for g in client().get("task-groups") if g["name"] == name_or_id]
-    if not matches:
-        raise ApiError(f"No task group named {name_or_id!r} (see the Task groups page, or GET /api/v1/task-groups).")
-    return matches[0]
+    return id_by_name("task-groups", name_or_id, "No task group named {name} (see the Task groups page, or GET /api/v1/task-groups).")
 
 
 @traces.command("export")

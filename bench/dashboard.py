@@ -11,7 +11,6 @@ Usage: .venv/bin/python bench/dashboard.py [--spans 1000000] [--runs 10000]
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,9 +19,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-# Another name lets two people bench on one server without dropping each other's database.
-DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench_pages")
+
+from bench.throwaway import throwaway_database  # noqa: E402
 
 
 def fill(url, runs, spans, project_id, harness_id, user_id):
@@ -68,15 +66,11 @@ def main():
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB_NAME}")
-    url = f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}"
-    os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="belvedir.settings", LOG_LEVEL="WARNING", DEBUG="0", SECRET_KEY="bench-" + "x" * 40)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
+    with throwaway_database("belvedir_bench_pages") as url:
+        measure(url, args)
 
-    django.setup()
+
+def measure(url, args):
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -129,9 +123,6 @@ def main():
         worst = max(worst, p95)
         print(f"{label:40} {statistics.median(times):8.1f} {p95:8.1f} {len(queries):8d}")
     print(f"worst p95 {worst:.1f} ms (target < 200 ms); machine: {os.cpu_count()} CPUs")
-    connection.close()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
 if __name__ == "__main__":

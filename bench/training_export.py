@@ -11,8 +11,6 @@ Usage: .venv/bin/python bench/training_export.py [--tasks 100000]
 """
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -22,8 +20,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench_export")
+
+from bench.throwaway import throwaway_database  # noqa: E402
 
 
 def fill(url, project_id, group_id, session_id, tasks, offset):
@@ -70,16 +68,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100_000)
     args = parser.parse_args()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB_NAME}")
-    url = f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}"
-    os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="belvedir.settings", LOG_LEVEL="WARNING", DEBUG="0", SECRET_KEY="bench-" + "x" * 40)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
+    with throwaway_database("belvedir_bench_export") as url:
+        measure(url, args)
 
-    django.setup()
-    from django.db import connection
+
+def measure(url, args):
     from django.test import Client
     from django.utils import timezone
 
@@ -99,9 +92,6 @@ def main():
         offset += size
         lines, seconds, peak = export(web, group.pk)
         print(f"{size:8,} {lines:8,} {seconds:8.1f} {peak / 1e6:8.1f}")
-    connection.close()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
 if __name__ == "__main__":
