@@ -34,6 +34,13 @@ def fill(url, runs, spans, project_id, harness_id, user_id):
                FROM generate_series(1, %s) AS i""",
             (project_id, harness_id, user_id, runs),
         )
+        # Each run's charge, as the ledger holds it: the home page sums spend per day over 30 days.
+        conn.execute(
+            """INSERT INTO billing_ledgerentry (account_id, kind, amount_cents, balance_after_cents, reference, memo, created_at)
+               SELECT a.id, 'run_charge', -50, 0, 'run:' || r.id, '', r.created_at
+               FROM harnesses_run r JOIN billing_account a ON a.project_id = r.project_id WHERE r.project_id = %s""",
+            (project_id,),
+        )
         conn.execute(
             """INSERT INTO traces_tracesession (project_id, session_id, first_span_at, last_span_at, span_count, input_tokens, output_tokens,
                    outcome, needs_processing, last_received_at)
@@ -78,11 +85,13 @@ def measure(url, args):
 
     from belvedir.core.actions import create_account
     from belvedir.core.models import ApiKey
+    from billing.models import Account
     from harnesses.models import Harness
 
     user = create_account(username="bench", password=None)
     project = user.memberships.get().project
     harness = Harness.objects.create(project=project, name="bench", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    Account.for_project(project)
     started = time.perf_counter()
     fill(url, args.runs, args.spans, project.pk, harness.pk, user.pk)
     print(f"filled {args.runs:,} runs, {args.spans:,} spans, {args.spans // 50:,} sessions in {time.perf_counter() - started:.0f} s")
