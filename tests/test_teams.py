@@ -11,6 +11,8 @@ from django.utils import timezone
 from belvedir.core.actions import create_account, invite_member
 from belvedir.core.models import ApiKey, Invitation, Membership, Project
 
+from .test_scoping_sweep import owners_objects  # noqa: F401  (a fixture: one object of every kind)
+
 pytestmark = pytest.mark.django_db
 
 
@@ -180,3 +182,21 @@ def test_members_are_not_shown_owner_only_links(member_client, member, owner, pr
     keys_page = member_client.get("/settings/api-keys/").content.decode()
     assert keys_page.count("Revoke</button>") == 1  # their own key, not the owner's
     assert f"/settings/api-keys/{own.pk}/revoke/" in keys_page
+
+
+def test_deleting_a_project_takes_everything_but_waits_for_running_work(owners_objects, owner_client, project):
+    from evals.models import Eval
+    from harnesses.models import Run
+    from traces.models import Span, Task, TraceSession
+
+    session = TraceSession.objects.get(project=project)
+    task = Task.objects.create(project=project, session=session, key="k", name="t", started_at=session.first_span_at, ended_at=session.last_span_at)
+    Span.objects.create(project=project, trace_id="a" * 32, span_id="b" * 16, name="s", start_time=session.first_span_at, end_time=session.first_span_at,
+                        start_unix_nano=1, end_unix_nano=2, latency_ms=1, task=task)
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
+    assert "still in progress" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
+    Run.objects.update(status="succeeded")
+    Eval.objects.update(status="succeeded")
+    owner_client.post("/settings/project/delete/", {"confirm": "alice's project"})
+    assert not Project.objects.filter(pk=project.pk).exists()
+    assert not Span.objects.exists() and not Run.objects.exists() and not Eval.objects.exists()

@@ -141,12 +141,16 @@ def delete_project(project: Project):
     from billing.models import CouponRedemption, LedgerEntry, TopUp
     from evals.models import Eval
     from harnesses.models import Run
+    from traces.models import Span
 
     if Run.objects.filter(project=project, status__in=Run.ACTIVE).exists() or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists():
         raise TeamError("Runs or evaluations are still in progress: cancel them first.", 409)
     # PROTECT keeps these from going by accident (an eval its deployment, the
     # append-only ledger its account); deleting the whole project is the one
     # deliberate time they go, children first.
+    # Spans first, in one DELETE: nothing points at a span, while the
+    # cascade from tasks would otherwise load each task to null its spans.
+    Span.objects.filter(project=project).delete()
     Eval.objects.filter(project=project).delete()
     for model in (CouponRedemption, TopUp, LedgerEntry):
         model.objects.filter(account__project=project).delete()
