@@ -33,6 +33,35 @@ def project(owner):
 
 
 @pytest.fixture
+def member(project):
+    """A second user working in the owner's project with the role member (and their own project besides)."""
+    from belvedir.core.models import Membership
+
+    user = create_account(username="bob", password="pw-bob-123", email="bob@example.com")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def member_client(member, project):
+    client = Client()
+    client.force_login(member)
+    session = client.session
+    session["project_id"] = project.pk
+    session.save()
+    return client
+
+
+@pytest.fixture
+def member_api(member, project):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=project, user=member, name='member')[1]}")
+    return client
+
+
+@pytest.fixture
 def outsider_project(outsider):
     return outsider.memberships.get().project
 

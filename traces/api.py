@@ -16,6 +16,7 @@ from .actions import report_outcome
 from .filters import by_user_and_metadata
 from .ingest import collector_paused, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
+from .training import BadFilter, training_data_response
 
 # Read at most one byte past the limit: an oversized body is refused unread.
 READ_LIMIT = otlp.MAX_BODY_BYTES + 1
@@ -187,3 +188,18 @@ def task_groups(request):
     """Task groups across the project, with task counts and success rate (over sessions with an outcome)."""
     groups = list(task_groups_with_stats(request.user, request_project(request)))
     return Response(TaskGroupSerializer(groups, many=True).data)
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601"), OpenApiParameter("until", str)],
+    responses={(200, "application/jsonl"): bytes},
+)
+@api_view(["GET"])
+def training_data(request, pk):
+    """The group's tasks not excluded from training, as OpenAI chat fine-tuning JSONL (streamed)."""
+    project = request_project(request)
+    group = generics.get_object_or_404(TaskGroup.objects.for_user(request.user, project), pk=pk)
+    try:
+        return training_data_response(project, group, request.query_params)
+    except BadFilter as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

@@ -2,13 +2,15 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .api import task_groups_with_stats
 from .filters import by_user_and_metadata
-from .models import Span, TraceSession
+from .models import Span, TaskGroup, TraceSession
+from .training import BadFilter, training_data_response
 
 PAGE_SIZE = 50
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -63,6 +65,15 @@ def session_detail(request, session_id):
 @login_required
 def groups(request):
     return render(request, "traces/groups.html", {"groups": list(task_groups_with_stats(request.user, request.project))})
+
+
+@login_required
+def group_training_data(request, pk):
+    group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
+    try:
+        return training_data_response(request.project, group, request.GET)
+    except BadFilter as exc:
+        return HttpResponseBadRequest(str(exc))
 
 
 def _depths(spans):
