@@ -8,6 +8,7 @@ surfaces as a named error instead of a traceback at import time.
 """
 
 import hashlib
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -63,6 +64,26 @@ def env_float(name: str, default: float) -> float:
         CONFIG_ERRORS.append(f"{name}={value} must be positive.")
         return default
     return value
+
+
+def env_int_list(name: str, default: list[int]) -> list[int]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return [int(part) for part in raw.split(",") if part.strip()]
+    except ValueError:
+        CONFIG_ERRORS.append(f"{name}={raw!r} is not a comma-separated list of integers.")
+        return default
+
+
+def env_networks(name: str) -> tuple:
+    raw = os.environ.get(name, "")
+    try:
+        return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
+    except ValueError as exc:
+        CONFIG_ERRORS.append(f"{name}={raw!r}: {exc}.")
+        return ()
 
 
 DEBUG = env_bool("DEBUG", True)
@@ -140,6 +161,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "belvedir.core.context_processors.projects",
             ],
         },
     },
@@ -242,7 +264,11 @@ PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "belvedir-harnesses")
 # Local paths and file:// URLs would let a user clone whatever sits on the
 # worker host: development and tests only.
 HARNESS_ALLOW_LOCAL_REPOS = env_bool("BELVEDIR_ALLOW_LOCAL_REPOS", False)
-HARNESS_SANDBOX_NETWORK = env_str("BELVEDIR_HARNESS_NETWORK", SANDBOX_NETWORK)
+# `egress` (the default): network none, and the only way out is the host's
+# egress proxy (belvedir/sandbox/egress/), which allows the public internet
+# and the platform origin. `none` for offline harnesses; `host` is for
+# development only (check belvedir.E005).
+HARNESS_SANDBOX_NETWORK = env_str("BELVEDIR_HARNESS_NETWORK", "egress")
 HARNESS_LOG_TAIL_BYTES = 16 * 1024
 HARNESS_RESULTS_MAX_BYTES = 256 * 1024
 HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, minimum=5)
@@ -250,6 +276,20 @@ HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, m
 # lost its worker and is reaped.
 HARNESS_HEARTBEAT_SECONDS = 2.0
 HARNESS_STALE_SECONDS = env_int("BELVEDIR_RUN_STALE_SECONDS", 30, minimum=5)
+
+# Egress: the policy of belvedir/core/netpolicy.py, shared by the harness
+# proxy and the platform's own calls for users (deployments, clones).
+EGRESS_PORTS = env_int_list("BELVEDIR_EGRESS_PORTS", [80, 443])
+# Networks allowed besides the public internet (any port): a model server on
+# the LAN, or a test's own address such as 127.0.0.2/32.
+EGRESS_ALLOW_NETWORKS = env_networks("BELVEDIR_EGRESS_ALLOW_NETWORKS")
+# The proxy's unix socket lives in this directory, which is mounted read-only
+# into every egress sandbox.
+EGRESS_SOCKET_DIR = Path(env_str("BELVEDIR_EGRESS_SOCKET_DIR", str(VAR_DIR / "egress")))
+EGRESS_MAX_BYTES = env_int("BELVEDIR_EGRESS_MAX_MB", 2048, minimum=1) * 1024 * 1024
+# An operator CA (PEM) that sandboxes trust beside the image's bundle, for
+# networks that intercept TLS.
+EGRESS_EXTRA_CA_FILE = env_str("BELVEDIR_EGRESS_CA_FILE")
 
 # Traces. A session quiet this long is segmented into tasks; LLM calls
 # outside a workflow split into separate tasks at gaps this long.
@@ -283,6 +323,8 @@ TOPUP_PRESETS_CENTS = [1000, 2500, 10000]
 TOPUP_MIN_CENTS = 500
 TOPUP_MAX_CENTS = 100_000
 COUPON_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_COUPON_ATTEMPTS_PER_MINUTE", 10, minimum=1)
+# An invitation link is a bearer secret: it stops working after this many days.
+INVITATION_MAX_AGE_DAYS = env_int("BELVEDIR_INVITATION_DAYS", 7, minimum=1)
 LOGIN_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_LOGIN_ATTEMPTS_PER_MINUTE", 10, minimum=1)
 # 20 requests a second per key: a fleet of agents sending 1,000-span batches
 # back to back stays well under it (one request takes ~200-500 ms here).

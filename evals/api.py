@@ -1,5 +1,6 @@
 import asyncio
 
+from django.db.models import ProtectedError
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -7,6 +8,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
 
+from belvedir.core.api_errors import Conflict
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
@@ -16,6 +18,7 @@ from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
+from .forms import DatasetUploadForm
 from .models import Dataset, Deployment, Eval, Sample
 from .validation import validate_deployment_url
 
@@ -88,7 +91,9 @@ def deployment_by_name_or_id(project, value) -> Deployment | None:
     return qs.filter(pk=int(value)).first() if str(value).isdigit() else qs.filter(name=value).first()
 
 
-class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+class DeploymentViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
     serializer_class = DeploymentSerializer
     pagination_class = None
 
@@ -100,6 +105,9 @@ class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.R
 
     def perform_create(self, serializer):
         serializer.save(project=request_project(self.request))
+
+    def perform_destroy(self, instance):
+        delete_protected(instance, "Its evaluations keep it: a deployment with evaluations cannot be deleted.")
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"])
@@ -186,7 +194,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         try:
             return Response(compare_evals(a, b))
         except NotPaired as exc:
-            return Response({"detail": str(exc), "same_rows_as": a.pk}, status=409)
+            # The body also names the eval to rerun on (`same_rows_as`), which a plain error cannot carry.
+            return Response({"detail": str(exc), "same_rows_as": a.pk}, status=exc.status_code)
 
 
 def filter_samples(qs, which):
@@ -203,7 +212,14 @@ class DatasetSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "row_count", "created_at"]
 
 
-class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+def delete_protected(instance, message):
+    try:
+        instance.delete()
+    except ProtectedError:
+        raise Conflict(message) from None
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = DatasetSerializer
     pagination_class = None
 
@@ -213,14 +229,17 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}}, responses={201: DatasetSerializer})
     def create(self, request):
         """Upload a JSONL file of {"input": ..., "expected": ...} rows."""
-        upload, name = request.FILES.get("file"), request.data.get("name", "")
-        if upload is None or not name:
-            return Response({"detail": "Send a name and a JSONL file."}, status=400)
+        form = DatasetUploadForm(request.data, request.FILES)
+        if not form.is_valid():
+            return Response(form.errors, status=400)
         try:
-            dataset = create_dataset(request_project(request), request.user, name, upload.read())
+            dataset = create_dataset(request_project(request), request.user, form.cleaned_data["name"], form.cleaned_data["file"].read())
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(DatasetSerializer(dataset).data, status=201)
+
+    def perform_destroy(self, instance):
+        delete_protected(instance, "Its evaluations keep it: a dataset with evaluations cannot be deleted.")
 
 
 @extend_schema(responses={200: dict})

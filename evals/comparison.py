@@ -18,6 +18,8 @@ FIELDS = ("row_index", "input", "output", "reference", "score", "error")
 class NotPaired(Exception):
     """The two evals did not score the same rows; the message says how they differ."""
 
+    status_code = 409
+
 
 @dataclass
 class Side:

@@ -32,7 +32,8 @@ def eval_list(request):
 
 @login_required
 def create_benchmark_eval(request):
-    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark")})
+    initial = {"benchmark": request.GET.get("benchmark"), "sample_limit": request.GET.get("sample_limit")}
+    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial=initial)
     sizing = SampleSizeForm(request.GET if "gap" in request.GET else None)
     if request.htmx and request.GET.get("part") == "sample_size":
         return render(request, "evals/_sample_size.html", {"sizing": sizing})
@@ -68,7 +69,7 @@ def create_dataset_eval(request):
 
 @login_required
 def eval_detail(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user).select_related("deployment", "dataset"), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset"), pk=pk)
     if request.htmx and request.GET.get("part") == "progress":
         response = render(request, "evals/_progress.html", {"ev": ev})
         if not ev.is_active:
@@ -93,7 +94,7 @@ def eval_detail(request, pk):
 @require_POST
 def eval_rerun(request, pk):
     """Run again on exactly these rows against another deployment."""
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     form = RerunForm(request.POST, project=ev.project)
     if not form.is_valid():
         messages.error(request, "Choose a deployment of this project.")
@@ -110,7 +111,7 @@ def eval_rerun(request, pk):
 @login_required
 def eval_paired(request, pk, other):
     """Eval `other` (B) against eval `pk` (A) on their shared rows."""
-    evals = Eval.objects.for_user(request.user).select_related("deployment", "dataset")
+    evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")
     a, b = get_object_or_404(evals, pk=pk), get_object_or_404(evals, pk=other)
     context = {"a": a, "b": b, "rerun_form": RerunForm(project=a.project, initial={"deployment": b.deployment_id})}
     try:
@@ -122,7 +123,7 @@ def eval_paired(request, pk, other):
 
 @login_required
 def eval_download(request, pk, fmt):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     qs = filter_samples(ev.samples.all(), request.GET.get("filter"))
     if fmt == "csv":
         response = HttpResponse(samples_csv(qs), content_type="text/csv")
@@ -135,7 +136,7 @@ def eval_download(request, pk, fmt):
 @login_required
 @require_POST
 def eval_cancel(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     if cancel_eval(ev):
         messages.success(request, "Eval cancelled; finished samples are kept.")
     else:
@@ -146,7 +147,7 @@ def eval_cancel(request, pk):
 @login_required
 @require_POST
 def eval_resume(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     try:
         max_cost = Decimal(request.POST["max_cost"]) if request.POST.get("max_cost") else None
     except InvalidOperation:
@@ -194,7 +195,7 @@ def deployments(request):
 @login_required
 @require_POST
 def deployment_test(request, pk):
-    deployment = get_object_or_404(Deployment.objects.for_user(request.user), pk=pk)
+    deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
     result = asyncio.run(test_connection(deployment))
     if request.htmx:
         return render(request, "evals/_connection.html", {"result": result})

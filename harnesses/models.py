@@ -59,6 +59,10 @@ class Harness(models.Model):
     time_limit_seconds = models.PositiveIntegerField(
         default=MAX_TIME_LIMIT_SECONDS, validators=[MinValueValidator(10), MaxValueValidator(MAX_TIME_LIMIT_SECONDS)]
     )
+    egress_domains = models.TextField(
+        "Egress allowlist", blank=True,
+        help_text="Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.",
+    )
     preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="harnesses")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -80,6 +84,9 @@ class Harness(models.Model):
         from billing.actions import run_price_cents
 
         return run_price_cents(self.compute_type)
+
+    def egress_domain_list(self) -> list[str]:
+        return [line.strip().lower().rstrip(".") for line in self.egress_domains.splitlines() if line.strip()]
 
     def secret_values(self) -> tuple[str, ...]:
         return tuple(v.value for v in self.env_vars.all() if v.secret and v.value)
@@ -177,6 +184,12 @@ class Run(models.Model):
         import json
 
         return json.dumps(self.results, indent=2, sort_keys=True)
+
+    def egress_grant(self):
+        """What this run sent and was refused through the egress proxy (None on other networks)."""
+        from belvedir.sandbox.models import EgressGrant
+
+        return EgressGrant.objects.filter(owner_kind="run", owner_id=str(self.pk)).prefetch_related("destinations").first()
 
     @property
     def lease_owner(self):

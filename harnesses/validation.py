@@ -4,13 +4,16 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from belvedir.sandbox import egress
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SCP_LIKE = re.compile(r"[\w.-]+@[\w.-]+:[\w./~-]+\Z")  # git@github.com:org/repo.git
 # Set by the platform for every run; a harness cannot override them.
 RESERVED_ENV_NAMES = {
     "FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "FRACTAL_TASKS_FILE",
     "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL", "BELVEDIR_RUN_ID", "HOME", "PATH",
-}
+} | egress.RESERVED_ENV
+DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\Z")
 
 
 def validate_repo_url(value: str):
@@ -46,3 +49,10 @@ def validate_command(value: str):
 def validate_ref(value: str):
     if value and (value.startswith("-") or any(c.isspace() for c in value) or ".." in value):
         raise ValidationError("Not a valid branch, tag or commit.")
+
+
+def validate_egress_domains(value: str):
+    for line in value.splitlines():
+        domain = line.strip().lower().rstrip(".")
+        if domain and not DOMAIN.match(domain):
+            raise ValidationError(f"{line.strip()!r} is not a domain name (one per line, e.g. api.anthropic.com).")

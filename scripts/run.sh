@@ -8,7 +8,8 @@ scripts/venv.sh requirements.txt
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python
-bind=${BIND:-127.0.0.1:8000}
+export BIND=${BIND:-127.0.0.1:8000}
+bind=$BIND
 # Sandboxes and the printed demo login use the address actually served.
 export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
 $py manage.py migrate --noinput
@@ -16,13 +17,15 @@ $py manage.py build_sandbox_image
 $py manage.py demo_setup
 # Runs a previous worker left behind end (refunded) before a new worker starts.
 $py manage.py reap_runs
-# Ctrl-C (or any of the three dying) stops all three. Each is sent TERM
+# Ctrl-C (or any of them dying) stops them all. Each is sent TERM
 # itself: the worker then stops its own children in order, which a signal
 # to the whole process group would pre-empt (leaving it waiting for them).
 pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
-$py manage.py runserver --noreload "$bind" & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker and the trace segmenter)."
+# Harness sandboxes (network `egress`) reach the platform and the internet only through it.
+$py manage.py egress_proxy & pids+=($!)
+scripts/web.sh & pids+=($!)
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker, the trace segmenter and the egress proxy)."
 wait -n

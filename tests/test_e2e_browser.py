@@ -55,7 +55,7 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker):
+def test_a_person_uses_the_platform(browser, live_server, egress_proxy, settings, tmp_path, worker):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from belvedir.sandbox.models import SandboxHost
@@ -70,7 +70,8 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     from .test_models import make_zip
 
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"
+    settings.HARNESS_SANDBOX_NETWORK = "egress"
+    settings.EGRESS_SOCKET_DIR = egress_proxy
     settings.BELVEDIR_BASE_URL = live_server.url
     settings.MEDIA_ROOT = tmp_path / "media"
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
@@ -166,3 +167,62 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     shot(page, "10-model-benchmarks")
     page.goto(run_url)
     assert "$0.50" in page.content()
+
+
+def login(page, base, username, password):
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def test_a_team_forms_across_two_browsers(browser, live_server):
+    from belvedir.core.actions import create_account
+    from belvedir.core.models import ApiKey, Membership
+
+    alice = create_account(username="alice", password="a-long-pass-42", email="alice@example.com")
+    carol = create_account(username="carol", password="c-long-pass-42", email="carol@example.com")
+    base = live_server.url
+
+    # Alice invites Carol by email from Settings → Members.
+    owner = browser.new_context().new_page()
+    owner.set_default_timeout(30_000)
+    login(owner, base, "alice", "a-long-pass-42")
+    owner.goto(f"{base}/settings/members/")
+    owner.fill("#id_who", "carol@example.com")
+    owner.click("button:has-text('Invite')")
+    link = owner.inner_text("#invitation-link")
+    assert "/invitations/" in link
+    shot(owner, "20-members-invited")
+
+    # Carol, in her own browser context, accepts: the project becomes her current one.
+    invitee = browser.new_context().new_page()
+    invitee.set_default_timeout(30_000)
+    login(invitee, base, "carol", "c-long-pass-42")
+    invitee.goto(link)
+    assert "Join alice's project?" in invitee.inner_text("h1")
+    shot(invitee, "21-invitation")
+    invitee.click("button:has-text('Accept')")
+    invitee.wait_for_url(f"{base}/")
+    assert invitee.inner_text("main h1") == "alice's project"
+    assert Membership.objects.get(user=carol, project__name="alice's project").role == "member"
+
+    # She switches to her own project from the header, and back; the home page follows.
+    invitee.select_option("#project-switcher select", label="carol's project")
+    invitee.click("#project-switcher button")
+    invitee.wait_for_function("document.querySelector('main h1').innerText === \"carol's project\"")
+    assert "Get started" in invitee.inner_text("#checklist")
+    invitee.select_option("#project-switcher select", label="alice's project")
+    invitee.click("#project-switcher button")
+    invitee.wait_for_function("document.querySelector('main h1').innerText === \"alice's project\"")
+    for section in ("Balance", "Traces today", "Spend per day (30 days)", "Running evaluations", "Latest runs", "Latest scores"):
+        assert section in invitee.inner_text("main")
+    shot(invitee, "22-home-after-switch")
+
+    # Owner-only pages stay closed to her; the link cannot be used twice.
+    invitee.goto(f"{base}/settings/balance/")
+    assert "Owners only" in invitee.inner_text("main h1")
+    invitee.goto(link)
+    assert "can no longer be used" in invitee.inner_text("main")
+    assert ApiKey.objects.filter(user=alice).count() == 0

@@ -86,6 +86,8 @@ def test_creating_a_harness_from_the_form(owner_client, project):
         ({"env-0-name": "FRACTAL_API_KEY", "env-0-value": "x"}, "name", "set by the platform"),
         ({"time_limit_minutes": "61"}, "time_limit_minutes", "less than or equal to 60"),
         ({"ref": "--upload-pack=evil"}, "ref", "Not a valid branch"),
+        ({"egress_domains": "api.anthropic.com\nhttp://evil/"}, "egress_domains", "is not a domain name"),
+        ({"env-0-name": "HTTPS_PROXY", "env-0-value": "http://elsewhere"}, "name", "set by the platform"),
     ],
 )
 def test_the_form_shows_errors_beside_fields_and_creates_nothing(owner_client, overrides, field, message):
@@ -128,6 +130,15 @@ def test_api_creates_harnesses_and_masks_secrets(api, project):
     assert HarnessEnvVar.objects.get(name="TOKEN").value == "tok-123"
     assert api.get(f"/api/v1/harnesses/{harness_id}").json()["name"] == "api harness"
     assert api.delete(f"/api/v1/harnesses/{harness_id}").status_code == 204
+
+
+def test_the_api_takes_an_egress_allowlist(api):
+    payload = {"name": "x", "repo_url": "https://github.com/o/r.git", "install_command": "true", "run_command": "true"}
+    bad = api.post("/api/v1/harnesses", {**payload, "egress_domains": "not a domain"}, format="json")
+    assert bad.status_code == 400 and "egress_domains" in bad.json()
+    good = api.post("/api/v1/harnesses", {**payload, "egress_domains": "api.anthropic.com\nAPI.OpenAI.com."}, format="json")
+    assert good.status_code == 201
+    assert Harness.objects.get(pk=good.json()["id"]).egress_domain_list() == ["api.anthropic.com", "api.openai.com"]
 
 
 def test_api_validation_errors_name_the_field(api):

@@ -28,12 +28,15 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import requests
 from django.conf import settings
 from docker import errors as docker_errors
-from docker.types import DeviceRequest, LogConfig, Ulimit
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+
+from . import egress
 
 from .errors import (
     DockerUnavailable,
@@ -52,6 +55,8 @@ from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWN
 logger = logging.getLogger(__name__)
 
 API_TIMEOUT = 60
+# How often a long command checks that its container still runs.
+LIVENESS_SECONDS = 1.0
 
 
 def connect(docker_url: str) -> docker.DockerClient:
@@ -77,6 +82,7 @@ class Sandbox:
         self.client: docker.DockerClient | None = None
         self.container = None
         self._oom_kills = 0
+        self.runtime = "runc"
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -84,8 +90,11 @@ class Sandbox:
         self.client = connect(self.docker_url)
         try:
             self._remove_stale()
+            self.runtime = self._runtime()
             self.container = self._create()
             self.container.start()
+            if self.spec.network == egress.NETWORK:
+                self._start_egress()
         except SandboxError:
             self.__exit__(None, None, None)
             raise
@@ -115,6 +124,11 @@ class Sandbox:
         except docker_errors.NotFound:
             pass
 
+    def _runtime(self) -> str:
+        if self.spec.runtime != "auto":
+            return self.spec.runtime
+        return "runsc" if "runsc" in engine_runtimes(self.docker_url, self.client) else "runc"
+
     def _create(self):
         spec, limits = self.spec, self.spec.limits
         try:
@@ -125,14 +139,24 @@ class Sandbox:
             ) from exc
         memory = f"{limits.memory_mb}m"
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
+        mounts = []
+        if spec.network == egress.NETWORK:
+            if self.docker_url.startswith("unix://") and not egress.socket_path().exists():
+                raise LaunchFailed("The egress proxy is not running on this host; start it with `python manage.py egress_proxy`.")
+            mounts.append(Mount(egress.MOUNT_DIR, str(egress.socket_path().parent), type="bind", read_only=True))
         return self.client.containers.create(
             spec.image,
             command=["sleep", "infinity"],
             name=spec.name,
             labels=spec.labels,
-            user=spec.user,
-            working_dir=spec.workdir,
+            # PID 1 and the keep-alive run as a uid the workload (spec.user,
+            # its execs) cannot signal: `kill -9 -1` inside cannot end the
+            # sandbox and make the run look like the platform's fault.
+            user=egress.KEEPER_USER,
+            working_dir="/",
             init=True,
+            runtime=self.runtime,
+            mounts=mounts,
             read_only=True,
             tmpfs={
                 HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
@@ -140,17 +164,34 @@ class Sandbox:
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=limits.pids,
+            **_process_limits(self.runtime, limits.pids),
             mem_limit=memory,
             memswap_limit=memory,  # equal to mem_limit: no swap
             nano_cpus=int(limits.cpus * 1e9),
-            ulimits=[Ulimit(name="nofile", soft=4096, hard=4096)],
-            network_mode=spec.network,
+            network_mode="none" if spec.network == egress.NETWORK else spec.network,
             device_requests=device_requests,
             # Output is streamed as it comes; the engine's own copy stays small.
             log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             environment={"HOME": HOME, "LANG": "C.UTF-8"},
         )
+
+    def _start_egress(self):
+        """The forwarder to the proxy socket, under the keeper uid, and the CA bundle clients trust."""
+        api = self.client.api
+        forwarder = (Path(__file__).parent / "egress" / "forwarder.py").read_text()
+        socket_file = f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}"
+        with engine_errors("start the egress forwarder"):
+            exec_id = api.exec_create(
+                self.container.id, ["python3", "-c", forwarder, socket_file, str(egress.FORWARD_PORT)], user=egress.KEEPER_USER, workdir="/"
+            )["Id"]
+            api.exec_start(exec_id, detach=True)
+        # One exec merges the bundle and waits for the forwarder to listen.
+        setup = self.exec(
+            ["python3", "-c", _EGRESS_SETUP, egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE, str(egress.FORWARD_PORT)],
+            env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, workdir="/", timeout=30,
+        )
+        if setup.exit_code != 0:
+            raise LaunchFailed(f"Could not set up the sandbox's egress: {setup.output[-500:]}")
 
     # -- work --------------------------------------------------------------
 
@@ -191,14 +232,26 @@ class Sandbox:
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            self.kill()
-            reader.join(10)
-            raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+        deadline = started + timeout
+        while reader.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                reader.join(10)
+                raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+            reader.join(min(left, LIVENESS_SECONDS))
+            if reader.is_alive() and self._stopped():
+                # The container died under the exec, whose stream then never
+                # ends: under gVisor the kernel OOM-kills the whole sandbox.
+                reader.join(1)
+                break
+        output = tail.text()
+        if self._stopped():
+            if self._oom_killed():
+                raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
+            raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
         with engine_errors("finish a command"):
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        output = tail.text()
         if exit_code != 0 and self._new_oom_kill():
             raise SandboxOutOfMemory(
                 f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output
@@ -270,6 +323,21 @@ class Sandbox:
         exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
         stdout = api.exec_start(exec_id, demux=True)[0] or b""
         return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
+
+    def _stopped(self) -> bool:
+        with engine_errors("check on the sandbox"):
+            self.container.reload()
+        return self.container.status != "running"
+
+    def _oom_killed(self) -> bool:
+        # The engine records the OOM kill from an event that can trail the exit by a moment.
+        for _ in range(5):
+            if self.container.attrs["State"].get("OOMKilled"):
+                return True
+            time.sleep(0.2)
+            with engine_errors("check on the sandbox"):
+                self.container.reload()
+        return False
 
     def kill(self):
         try:
@@ -382,6 +450,53 @@ def engine_errors(doing: str):
         yield
     except (docker_errors.DockerException, requests.RequestException) as exc:
         raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
+
+
+_EGRESS_SETUP = """
+import os, socket, sys, time
+image_bundle, bundle, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+os.makedirs(os.path.dirname(bundle), exist_ok=True)
+with open(bundle, "w") as out:
+    out.write(open(image_bundle).read())
+    out.write("\\n" + os.environ.get("BELVEDIR_OPERATOR_CA", ""))
+for _ in range(200):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.02)
+sys.exit("the egress forwarder did not start")
+"""
+
+def _process_limits(runtime: str, pids: int) -> dict:
+    """The process limit, placed where it holds under each runtime.
+
+    runc: the pids cgroup counts the sandbox's processes. runsc: the cgroup
+    counts the gVisor kernel's host threads instead (hundreds when busy), and
+    a fork bomb that exhausts it kills the whole sandbox, so the host bound is
+    loose and the sandbox's own processes are capped per uid by RLIMIT_NPROC,
+    which gVisor enforces inside.
+    """
+    nofile = Ulimit(name="nofile", soft=4096, hard=4096)
+    if runtime == "runsc":
+        return {"pids_limit": pids * 32 + 256, "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
+    return {"pids_limit": pids, "ulimits": [nofile]}
+
+
+_runtimes: dict[str, frozenset[str]] = {}
+
+
+def engine_runtimes(docker_url: str, client=None) -> frozenset[str]:
+    """The runtimes an engine offers (asked once per engine and process)."""
+    if docker_url not in _runtimes:
+        owned = client is None
+        client = client or connect(docker_url)
+        try:
+            _runtimes[docker_url] = frozenset(client.info().get("Runtimes", {}))
+        finally:
+            if owned:
+                client.close()
+    return _runtimes[docker_url]
 
 
 def _drain(raw) -> bytes:

@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible server on 127.0.0.1 for eval tests and benches.
 
 Answers /chat/completions and /completions from a script (a function of the
-last user message), with optional latency, and 429/5xx answers on demand.
+last user message; a dict answer is an assistant message of its own, such as
+tool calls), with optional latency, and 429/5xx answers on demand.
 It records every request and the peak number of requests in flight. It runs
 on its own asyncio loop in a background thread: a thread per connection
 would cost the process more than the engine it is measuring.
@@ -42,11 +43,15 @@ class FakeOpenAI:
                 return web.json_response({"error": {"message": "scripted failure"}}, status=status)
             content = self.answer(text)
             choice = {"index": 0, "finish_reason": "stop"}
-            if request.path.endswith("/chat/completions"):
+            if isinstance(content, dict):
+                choice["message"] = {"role": "assistant", "content": None, **content}
+                choice["finish_reason"] = "tool_calls" if content.get("tool_calls") else "stop"
+                content = content.get("content") or ""
+            elif request.path.endswith("/chat/completions"):
                 choice["message"] = {"role": "assistant", "content": content}
             else:
                 choice["text"] = content
-            usage = {"prompt_tokens": len(text.split()), "completion_tokens": len(content.split())}
+            usage = {"prompt_tokens": len(str(text).split()), "completion_tokens": len(content.split())}
             return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
         finally:
             self.in_flight -= 1
