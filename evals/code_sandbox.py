@@ -10,7 +10,9 @@ its stdin. Isolation between samples comes from the kernel:
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
 - the runner makes itself non-dumpable, so a sample of its own uid cannot
-  ptrace it or read its memory; a sample can only kill it. A runner that dies
+  ptrace it or read its memory; its results are signed with a key only it
+  and this process hold (see `CodeSandbox.mode` for why that matters under
+  gVisor); a sample can only kill it. A runner that dies
   or wedges is replaced and the sample retried once on the fresh one: only a
   sample that breaks a fresh runner too fails (an honest sample is never
   failed by a hiccup); a runner that cannot start is a platform error;
@@ -28,16 +30,21 @@ failed sample.
 """
 
 import base64
+import hmac
+import itertools
 import json
+import secrets
 import threading
+import time
 
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 FIRST_UID = 20000
+MAX_LINES_PER_SAMPLE = 10_000  # forged lines read past before giving up on the runner
 RUNNER = r"""
-import base64, ctypes, json, os, resource, select, shutil, signal, sys, tempfile, time, traceback
+import base64, ctypes, hmac, json, os, resource, select, shutil, signal, subprocess, sys, tempfile, time, traceback
 
 uid = os.getuid()
 me = os.getpid()
@@ -153,6 +160,8 @@ def wait(pid, timeout):
     return None
 
 
+key = bytes.fromhex(sys.stdin.readline().strip())  # signs results; sent before any sample runs
+fork = os.environ["BV_MODE"] == "fork"
 sweep()
 scrub()
 print("BV-READY", flush=True)
@@ -161,13 +170,23 @@ for line in sys.stdin:
     timeout = request["timeout"]
     work = tempfile.mkdtemp(prefix="bv-sample-")
     with open(os.path.join(work, "program.py"), "wb") as f:
-        f.write(base64.b64decode(request["program"]))  # for tracebacks and for programs that read their own file
+        f.write(base64.b64decode(request["program"]))
     out_path = os.path.join(work, "output")
-    source = base64.b64decode(request["program"])
-    pid = os.fork()
-    if pid == 0:
-        execute(source, work, out_path, timeout)
-    code = wait(pid, timeout)
+    if fork:
+        pid = os.fork()
+        if pid == 0:
+            key = None
+            execute(base64.b64decode(request["program"]), work, out_path, timeout)
+        code = wait(pid, timeout)
+    else:
+        with open(out_path, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "program.py"], cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    env=dict(env, HOME=work, TMPDIR=work), preexec_fn=lambda: confine(timeout))
+        pid = proc.pid
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
     status = "exited" if code is not None else "timeout"
     sweep()
     if code is None:
@@ -179,19 +198,24 @@ for line in sys.stdin:
     except OSError:
         tail = ""
     scrub()
-    print("BV-RESULT " + json.dumps({"status": status, "code": code, "tail": tail}), flush=True)
+    result = json.dumps({"status": status, "code": code, "tail": tail})
+    mac = hmac.new(key, ("%d " % request["seq"] + result).encode(), "sha256").hexdigest()
+    print("BV-RESULT " + mac + " " + result, flush=True)
 """
 
 
 class CodeSandbox:
-    def __init__(self, owner_id: str, docker_url: str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512):
+    def __init__(self, owner_id: str, docker_url: str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512, runtime: str = "auto"):
         self.slots = slots
         self.timeout = timeout
         self.memory_mb = memory_mb
         # Room for every slot's address-space limit, plus the runners and tmpfs.
         limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
-        self.sandbox = Sandbox(SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits), docker_url)
+        spec = SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits, runtime=runtime)
+        self.sandbox = Sandbox(spec, docker_url)
         self._sessions: list = [None] * slots
+        self._keys: list[bytes] = [b""] * slots
+        self._seq = itertools.count(1)
         self._free = list(range(slots))
         self._lock = threading.Condition()
 
@@ -220,11 +244,13 @@ class CodeSandbox:
 
     def _session(self, slot: int):
         if self._sessions[slot] is None:
-            env = {"BV_MEM": str(self.memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024)}
+            env = {"BV_MEM": str(self.memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_MODE": self.mode}
             session = self.sandbox.open_session(["python3", "-c", RUNNER], env=env, user=str(FIRST_UID + slot), workdir="/tmp")
+            self._keys[slot] = secrets.token_bytes(32)
             try:
+                session.send(self._keys[slot].hex().encode() + b"\n")
                 ready = session.read_line(60)
-            except SandboxTimeout:
+            except (SandboxTimeout, SandboxPlatformError):
                 ready = None
             if ready != b"BV-READY":
                 # No sample has run yet: whatever stopped it is the platform's.
@@ -233,6 +259,19 @@ class CodeSandbox:
             self._sessions[slot] = session
         return self._sessions[slot]
 
+    @property
+    def mode(self) -> str:
+        """How the runner starts a sample: forked from itself where the kernel keeps a sample out of it, else a fresh exec.
+
+        Under runc a sample cannot open the non-dumpable runner's /proc/PID/fd,
+        so a forked child (fast: no interpreter start) with the runner's
+        descriptors closed has no way to its output. gVisor lets a same-uid
+        process open them: there a sample could write lines as the runner, so
+        each result is signed with a key the runner got before any sample ran,
+        and samples are exec'd, so none holds a copy of the runner's memory.
+        """
+        return "fork" if self.sandbox.runtime == "runc" else "exec"
+
     def _run(self, slot: int, program: str) -> tuple[bool, str]:
         """A runner that dies or wedges gets one fresh runner for the same sample.
 
@@ -240,25 +279,42 @@ class CodeSandbox:
         container gone or a runner that cannot start is the platform's (an error).
         """
         for _ in range(2):
-            line = self._attempt(slot, program)
-            if line is not None:
-                return self._outcome(line)
+            answer = self._attempt(slot, program)
+            if answer is not None:
+                line, forged = answer
+                return (False, "The sample wrote lines as its runner (a forged result).") if forged else self._outcome(line)
             self._discard(slot)
             if not self._alive():
                 raise SandboxPlatformError("The sandbox container stopped while scoring.")
         return False, "The sample killed or wedged its runner, twice on a fresh one."
 
-    def _attempt(self, slot: int, program: str) -> bytes | None:
-        """The runner's result line, or None when the runner died or wedged on this sample."""
-        session = self._session(slot)
+    def _attempt(self, slot: int, program: str) -> tuple[bytes, bool] | None:
+        """(the runner's signed result line, whether anything else was written as the runner);
+        None when the runner died or wedged on this sample."""
+        session, seq = self._session(slot), next(self._seq)
+        deadline = time.monotonic() + self.timeout + 30
+        forged = False
         try:
-            session.send(json.dumps({"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout}).encode() + b"\n")
-            line = session.read_line(self.timeout + 30)
+            session.send(json.dumps({"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout, "seq": seq}).encode() + b"\n")
+            for _ in range(MAX_LINES_PER_SAMPLE):
+                line = session.read_line(max(deadline - time.monotonic(), 0.001))
+                if line is None:
+                    return None
+                if self._signed(slot, seq, line):
+                    return line, forged
+                forged = True
         except (SandboxTimeout, SandboxPlatformError):
             return None  # the send failed (the runner is gone) or no answer came
         except SandboxError as exc:
             raise SandboxPlatformError(f"The sample runner failed: {exc.message}") from exc
-        return line if line is not None and line.startswith(b"BV-RESULT ") else None
+        return None
+
+    def _signed(self, slot: int, seq: int, line: bytes) -> bool:
+        parts = line.split(b" ", 2)
+        if len(parts) != 3 or parts[0] != b"BV-RESULT":
+            return False
+        expected = hmac.new(self._keys[slot], f"{seq} ".encode() + parts[2], "sha256").hexdigest().encode()
+        return hmac.compare_digest(parts[1], expected)
 
     def _discard(self, slot: int):
         if self._sessions[slot] is not None:
@@ -266,7 +322,7 @@ class CodeSandbox:
         self._sessions[slot] = None
 
     def _outcome(self, line: bytes) -> tuple[bool, str]:
-        outcome = json.loads(line.removeprefix(b"BV-RESULT "))
+        outcome = json.loads(line.split(b" ", 2)[2])
         if outcome["status"] == "timeout":
             return False, f"Timed out after {self.timeout} s."
         if outcome["code"] == 0:

@@ -48,9 +48,14 @@ HONEST = {f"pass {i}": ("import time\ntime.sleep(1.5)\nassert sum(range(10)) == 
 }
 
 
-def test_hostile_completions_fail_alone(docker_url):
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_hostile_completions_fail_alone(docker_url, runtime):
+    from belvedir.sandbox.docker import engine_runtimes
+
+    assert runtime in engine_runtimes(docker_url), f"this engine has no {runtime}"
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
-    with CodeSandbox("hostile", docker_url, slots=4, timeout=4) as sandbox:
+    with CodeSandbox("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as sandbox:
+        assert sandbox.mode == ("fork" if runtime == "runc" else "exec")
         # Honest samples interleaved with hostile ones, several at once.
         order = [name for pair in zip(list(HONEST), list(HOSTILE)) for name in pair] + list(HONEST)[len(HOSTILE):] + list(HOSTILE)[len(HONEST):]
         with ThreadPoolExecutor(4) as pool:
