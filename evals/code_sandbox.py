@@ -175,14 +175,16 @@ for line in sys.stdin:
     if fork:
         pid = os.fork()
         if pid == 0:
-            key = None
+            # Its memory still holds a copy of the key: forking is only chosen
+            # where the child cannot reach the runner's output (CodeSandbox.mode).
             execute(base64.b64decode(request["program"]), work, out_path, timeout)
         code = wait(pid, timeout)
+        reap = lambda: os.waitpid(pid, 0)
     else:
         with open(out_path, "wb") as out:
             proc = subprocess.Popen([sys.executable, "program.py"], cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     env=dict(env, HOME=work, TMPDIR=work), preexec_fn=lambda: confine(timeout))
-        pid = proc.pid
+        reap = proc.wait
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -190,7 +192,7 @@ for line in sys.stdin:
     status = "exited" if code is not None else "timeout"
     sweep()
     if code is None:
-        os.waitpid(pid, 0)
+        reap()
     try:
         with open(out_path, "rb") as f:
             f.seek(max(os.path.getsize(out_path) - 1500, 0))
