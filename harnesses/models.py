@@ -21,7 +21,9 @@ class Preset(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
     description = models.TextField()
-    repo_url = models.CharField(max_length=500, help_text="May contain {org}: replaced by the PRESET_REPO_ORG setting.")
+    repo_url = models.CharField(
+        max_length=500, help_text="May start with {drivers}: this platform's /drivers (or the BELVEDIR_PRESET_ORG organisation when set)."
+    )
     ref = models.CharField(max_length=200, blank=True)
     install_command = models.TextField()
     run_command = models.TextField()
@@ -39,7 +41,9 @@ class Preset(models.Model):
 
     @property
     def resolved_repo_url(self):
-        return self.repo_url.replace("{org}", settings.PRESET_REPO_ORG)
+        from .drivers import base_url
+
+        return self.repo_url.replace("{drivers}", base_url()).replace("{org}", settings.PRESET_REPO_ORG)
 
 
 class HarnessQuerySet(ProjectScopedQuerySet):

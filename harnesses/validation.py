@@ -20,6 +20,10 @@ def validate_repo_url(value: str):
     value = value.strip()
     if SCP_LIKE.match(value):
         return
+    from .drivers import is_platform_driver_url
+
+    if is_platform_driver_url(value):
+        return  # the platform's own driver repos, even over plain http on a private address
     parsed = urlparse(value)
     if parsed.scheme in {"https", "ssh"}:
         if not parsed.netloc or not parsed.path.strip("/"):

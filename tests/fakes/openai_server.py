@@ -2,20 +2,24 @@
 
 Answers /chat/completions and /completions from a script (a function of the
 last user message), with optional latency, and 429/5xx answers on demand.
+For agents, `reply` (a function of the whole request body returning the
+assistant message, tool calls included) scripts multi-step conversations.
 It records every request and the peak number of requests in flight. It runs
 on its own asyncio loop in a background thread: a thread per connection
 would cost the process more than the engine it is measuring.
 """
 
 import asyncio
+import json
 import threading
 
 from aiohttp import web
 
 
 class FakeOpenAI:
-    def __init__(self, answer=lambda text: "42", latency: float = 0.0):
+    def __init__(self, answer=lambda text: "42", latency: float = 0.0, reply=None):
         self.answer = answer
+        self.reply = reply
         self.latency = latency
         self.fail_statuses: dict[str, list[int]] = {}  # prompt text -> statuses to answer first
         self.always_fail: dict[str, int] = {}
@@ -35,6 +39,11 @@ class FakeOpenAI:
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
+            if self.reply is not None:
+                message = self.reply(body)
+                choice = {"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop", "message": message}
+                usage = {"prompt_tokens": len(json.dumps(body["messages"]).split()), "completion_tokens": len(json.dumps(message).split())}
+                return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
             text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
             queued = self.fail_statuses.get(text)
             status = queued.pop(0) if queued else self.always_fail.get(text)
