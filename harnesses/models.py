@@ -8,6 +8,7 @@ from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 
 MAX_TIME_LIMIT_SECONDS = 3600
+MAX_TASK_ROWS = 500
 
 
 class ComputeType(models.TextChoices):
@@ -194,6 +195,24 @@ class Run(models.Model):
         from belvedir.sandbox.models import EgressGrant
 
         return EgressGrant.objects.filter(owner_kind="run", owner_id=str(self.pk)).prefetch_related("destinations").first()
+
+    @property
+    def task_results(self) -> list[dict]:
+        """results.json's `tasks` list (one entry per task a driver ran), as rows for the run page."""
+        tasks = (self.results or {}).get("tasks") if isinstance(self.results, dict) else None
+        if not isinstance(tasks, list):
+            return []
+        rows = []
+        for item in tasks[:MAX_TASK_ROWS]:
+            if isinstance(item, dict):
+                rows.append({
+                    "task": str(item.get("task", item.get("id", "")))[:500],
+                    "check": str(item.get("check") or "")[:300],
+                    "verdict": str(item.get("verdict", ""))[:40],
+                    "steps": item.get("steps") if isinstance(item.get("steps"), int) else None,
+                    "reason": str(item.get("reason") or "")[:300],
+                })
+        return rows
 
     @property
     def lease_owner(self):

@@ -1,0 +1,109 @@
+"""The reference agent end to end: cloned from the platform's own driver repo, run in a real
+sandbox against a scripted OpenAI-compatible model on this machine, traced, segmented."""
+
+import importlib
+import json
+
+import pytest
+from django.apps import apps
+
+from belvedir.sandbox.models import SandboxHost
+from harnesses.actions import start_run
+from harnesses.execution import execute_run
+from harnesses.forms import preset_initial
+from harnesses.models import Harness, HarnessEnvVar, Preset
+from traces.models import Span, Task, TraceSession
+from traces.segmentation import segment
+
+from .fakes.openai_server import FakeOpenAI
+from .harness_fixtures import fund
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+TASKS = """\
+Write hi into hello.txt :: test "$(cat hello.txt)" = hi
+Put the answer to everything into answer.txt :: grep -qx 42 answer.txt
+Count to infinity
+"""
+STEP_CAP = 3
+
+
+def tool_call(n, command):
+    return {"id": f"call_{n}", "type": "function", "function": {"name": "shell", "arguments": json.dumps({"command": command})}}
+
+
+def scripted(body):
+    """The model: what it says depends on the task and on how many tool results it has seen."""
+    task = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    seen = sum(m["role"] == "tool" for m in body["messages"])
+    if task.startswith("Write hi"):
+        if seen == 0:
+            return {"role": "assistant", "content": None, "tool_calls": [tool_call(1, "echo hi > hello.txt")]}
+        return {"role": "assistant", "content": "Wrote it.\nRESULT: success"}
+    if task.startswith("Put the answer"):
+        if seen == 0:
+            return {"role": "assistant", "content": None, "tool_calls": [tool_call(2, "echo 41 > answer.txt && cat answer.txt")]}
+        return {"role": "assistant", "content": "Done, it is 41.\nRESULT: success"}
+    return {"role": "assistant", "content": "still counting", "tool_calls": [tool_call(3 + seen, f"echo {seen}")]}
+
+
+@pytest.fixture
+def platform(settings, live_server):
+    settings.BELVEDIR_BASE_URL = live_server.url
+    settings.PRESET_REPO_ORG = ""
+    settings.HARNESS_ALLOW_LOCAL_REPOS = False  # the platform's own driver repo needs no exception
+    # Until the egress network lands (#13), the sandbox reaches the live server and the fake
+    # model on 127.0.0.1 through the host network: this is the one line that changes then.
+    settings.HARNESS_SANDBOX_NETWORK = "host"
+    settings.HARNESS_HEARTBEAT_SECONDS = 0.5
+    settings.TRACE_QUIET_SECONDS = 0
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    return live_server.url
+
+
+def test_the_reference_agent_solves_fails_and_caps_tasks(platform, owner, project, owner_client):
+    fund(project)
+    preset = Preset.objects.get(slug="reference-agent")
+    initial = preset_initial(preset)
+    with FakeOpenAI(reply=scripted) as fake:
+        harness = Harness.objects.create(
+            project=project, created_by=owner, preset=preset, name=initial["name"], repo_url=initial["repo_url"],
+            install_command=initial["install_command"], run_command=initial["run_command"], tasks=TASKS, time_limit_seconds=300,
+        )
+        for name, value in {"LLM_BASE_URL": fake.url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "sk-fake-key-123", "AGENT_MAX_STEPS": str(STEP_CAP)}.items():
+            HarnessEnvVar.objects.create(harness=harness, name=name, value=value, secret=name == "LLM_API_KEY")
+        run = start_run(harness, owner)
+        execute_run(run.pk)
+        run.refresh_from_db()
+        calls = list(fake.requests)
+
+    assert run.status == "succeeded", (run.status_message, run.log_tail)
+    assert run.commit_sha and run.commit_sha == run.commit_sha.strip()
+    assert run.score == pytest.approx(1 / 3) and run.model_label == "scripted-model"
+    rows = run.results["tasks"]
+    assert [(r["verdict"], r["steps"]) for r in rows] == [("solved", 2), ("failed", 2), ("stopped", STEP_CAP)]
+    assert "check failed" in rows[1]["reason"] and "step cap" in rows[2]["reason"]
+    assert (run.results["total"], run.results["solved"], run.results["failed"], run.results["stopped"]) == (3, 1, 1, 1)
+    # The shell really ran inside the sandbox: the model saw the output of its command.
+    answer_turn = next(c["body"] for c in calls if any(m["role"] == "tool" and "41" in m["content"] for m in c["body"]["messages"]))
+    assert "exit code 0" in next(m["content"] for m in answer_turn["messages"] if m["role"] == "tool")
+    assert all(c["auth"] == "Bearer sk-fake-key-123" for c in calls)
+    assert "sk-fake-key-123" not in run.log_tail and "-> stopped after 3 step(s)" in run.log_tail
+
+    # The run page lists each task with its verdict.
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    for row in rows:
+        assert row["task"] in page
+    assert page.count('class="verdict solved"') == 1 and page.count('class="verdict failed"') == 1 and page.count('class="verdict stopped"') == 1
+
+    # Every model call is a span in the run's session, and the quiet session forms tasks and a group.
+    session = TraceSession.objects.get(project=project, session_id=str(run.pk))
+    llm = Span.objects.filter(project=project, session_id=str(run.pk), span_kind="llm")
+    assert llm.count() == len(calls) == 2 + 2 + STEP_CAP
+    assert llm.filter(model="scripted-model").count() == len(calls)
+    assert segment(session)
+    tasks = list(Task.objects.filter(session=session).order_by("started_at"))
+    assert [t.first_user_message for t in tasks] == [r["task"] for r in rows]
+    assert [t.span_count for t in tasks] == [2 + 1 + 1, 2 + 1 + 1, 1 + STEP_CAP * 2]  # workflow + model calls + shell calls
+    assert {t.group.name for t in tasks} == {"reference-agent"}
