@@ -22,8 +22,9 @@ from django.conf import settings
 
 SOURCE = Path(settings.BASE_DIR) / "drivers"
 SHARED = "_shared"
-# Never part of a driver repository: caches a local test run leaves behind.
-IGNORED = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc", "results.json")
+# Never part of a driver repository: what trying a driver locally leaves behind.
+CACHES = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
+RUN_OUTPUTS = {"results.json", ".venv", "upstream", "node_modules", "out", "logs", "runs", "sb-cli-reports", "workspaces"}
 CHUNK = 64 * 1024
 COMMIT_ENV = {
     "GIT_AUTHOR_NAME": "Belvedir", "GIT_AUTHOR_EMAIL": "drivers@belvedir.invalid", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
@@ -93,7 +94,13 @@ def _build(name: str, bare: Path) -> str:
         _git(["config", "http.receivepack", "false"], env={"GIT_DIR": str(bare)})
     with tempfile.TemporaryDirectory(prefix=f"bv-driver-{name}-") as tmp:
         tree_dir = Path(tmp) / "tree"
-        shutil.copytree(SOURCE / name, tree_dir, ignore=IGNORED)
+        top = SOURCE / name
+
+        def ignore(directory, entries):
+            ignored = CACHES(directory, entries)
+            return ignored | (RUN_OUTPUTS & set(entries)) if Path(directory) == top else ignored
+
+        shutil.copytree(top, tree_dir, ignore=ignore)
         for item in (SOURCE / SHARED).iterdir():
             if item.is_file() and not (tree_dir / item.name).exists():
                 shutil.copy2(item, tree_dir / item.name)

@@ -359,3 +359,34 @@ def require_env(*names):
     missing = [n for n in names if not os.environ.get(n)]
     if missing:
         sys.exit(f"[belvedir] set {', '.join(missing)} in the harness's env vars (see README.md)")
+
+
+def run_traced(tracer, command, model, upstream=None, env=None, cwd=None, stdin=None):
+    """Run an upstream tool with its model calls going through a TracingRelay; return its exit code."""
+    with TracingRelay(tracer, upstream or upstream_url(model)) as relay:
+        full_env = {**model_env(relay.url, model), **(env or {})}
+        print("[belvedir] $ " + " ".join(command), flush=True)
+        done = subprocess.run(command, env=full_env, cwd=cwd, input=stdin, text=True if stdin is not None else None)
+        print(f"[belvedir] {relay.calls} model call(s) traced", flush=True)
+        return done.returncode
+
+
+def finish(tracer, results, upstream_code=0):
+    """Write results.json, flush traces, and exit non-zero when the upstream tool or tracing failed."""
+    write_results(results)
+    flushed = tracer.flush()
+    print(f"[belvedir] score {results['score']}; {tracer.sent} span(s) sent", flush=True)
+    if upstream_code:
+        sys.exit(f"[belvedir] the upstream tool exited with code {upstream_code}")
+    if not flushed:
+        sys.exit("[belvedir] traces could not be delivered")
+
+
+def newest(pattern, root="."):
+    """The most recently written file matching a glob under `root` (upstream tools name outputs by time)."""
+    from pathlib import Path
+
+    found = sorted(Path(root).glob(pattern), key=lambda p: p.stat().st_mtime)
+    if not found:
+        sys.exit(f"[belvedir] the upstream tool wrote no {pattern} under {root}")
+    return found[-1]
