@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -222,6 +223,10 @@ class TracingRelay:
         self.tracer = tracer
         self.upstream = upstream.rstrip("/")
         self.timeout = timeout
+        # A provider is reached through HTTP(S)_PROXY when set (urllib's default); a server on
+        # loopback (vLLM in the sandbox) never is.
+        loopback = urllib.parse.urlparse(self.upstream).hostname in ("127.0.0.1", "localhost", "::1")
+        self._opener = _no_proxy_opener() if loopback else urllib.request.build_opener()
         self.calls = 0
         relay = self
 
@@ -256,7 +261,7 @@ class TracingRelay:
         request = urllib.request.Request(self.upstream + handler.path, data=body, headers=headers, method=handler.command)
         start = time.time_ns()
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 status, reply_headers, reply = response.status, dict(response.headers), response.read()
         except urllib.error.HTTPError as exc:
             status, reply_headers, reply = exc.code, dict(exc.headers), exc.read()
@@ -365,6 +370,8 @@ def run_traced(tracer, command, model, upstream=None, env=None, cwd=None, stdin=
     """Run an upstream tool with its model calls going through a TracingRelay; return its exit code."""
     with TracingRelay(tracer, upstream or upstream_url(model)) as relay:
         full_env = {**model_env(relay.url, model), **(env or {})}
+        if callable(command):  # a command that names the relay itself (e.g. a base_url argument)
+            command = command(relay.url)
         print("[belvedir] $ " + " ".join(command), flush=True)
         done = subprocess.run(command, env=full_env, cwd=cwd, input=stdin, text=True if stdin is not None else None)
         print(f"[belvedir] {relay.calls} model call(s) traced", flush=True)
@@ -390,3 +397,62 @@ def newest(pattern, root="."):
     if not found:
         sys.exit(f"[belvedir] the upstream tool wrote no {pattern} under {root}")
     return found[-1]
+
+
+SERVED_NAME = "candidate"
+
+
+class VLLMServer:
+    """vLLM serving MODEL (plus the LoRA adapter at ADAPTER_URL) on 127.0.0.1, for GPU runs.
+
+    The model answers to the name `candidate` either way, so the tools behind it need not know
+    whether an adapter is loaded.
+    """
+
+    def __init__(self, model, adapter_url="", port=8000, vllm=".venv/bin/vllm", ready_seconds=1800):
+        self.model, self.adapter_url, self.port, self.vllm, self.ready_seconds = model, adapter_url, port, vllm, ready_seconds
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.process = None
+
+    def __enter__(self):
+        command = [self.vllm, "serve", self.model, "--host", "127.0.0.1", "--port", str(self.port)]
+        if self.adapter_url:
+            command += ["--served-model-name", "base", "--enable-lora", "--lora-modules", f"{SERVED_NAME}={self._fetch_adapter()}"]
+        else:
+            command += ["--served-model-name", SERVED_NAME]
+        print("[belvedir] $ " + " ".join(command), flush=True)
+        self.process = subprocess.Popen(command)
+        deadline = time.monotonic() + self.ready_seconds
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                sys.exit(f"[belvedir] vLLM exited with code {self.process.returncode} before serving")
+            try:
+                with _no_proxy_opener().open(f"{self.url}/models", timeout=5):
+                    return self
+            except OSError:
+                time.sleep(5)
+        self.process.kill()
+        sys.exit(f"[belvedir] vLLM did not serve {self.model} within {self.ready_seconds} s")
+
+    def __exit__(self, *exc):
+        self.process.terminate()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+    def _fetch_adapter(self):
+        """The adapter zip from its signed URL, unpacked into ./adapter."""
+        import io
+        import zipfile
+
+        with urllib.request.urlopen(self.adapter_url, timeout=600) as response:
+            archive = zipfile.ZipFile(io.BytesIO(response.read()))
+        archive.extractall("adapter")
+        configs = [os.path.dirname(n) for n in archive.namelist() if n.endswith("adapter_config.json")]
+        return os.path.abspath(os.path.join("adapter", min(configs, key=len) if configs else ""))
+
+
+def _no_proxy_opener():
+    # vLLM is on loopback: never through the egress proxy.
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
