@@ -13,7 +13,10 @@ from .harness_fixtures import fund
 
 pytestmark = pytest.mark.django_db
 
-PRESET_NAMES = ["SWE-bench Lite", "tau-bench", "Terminal-Bench", "GAIA", "Aider Polyglot", "lm-eval (vLLM)", "MT-Bench (vLLM)", "OpenClaw"]
+PRESET_NAMES = [
+    "SWE-bench Lite", "tau-bench", "Terminal-Bench", "GAIA", "Aider Polyglot", "lm-eval (vLLM)", "MT-Bench (vLLM)", "OpenClaw",
+    "Tasks (reference agent)",
+]
 
 
 @pytest.fixture
@@ -34,29 +37,33 @@ def form_data(**overrides):
     return data
 
 
-def test_the_catalog_is_seeded_with_the_presets(api):
+def test_the_catalog_is_seeded_with_the_presets(api, settings):
+    settings.BELVEDIR_BASE_URL = "https://belvedir.example.com"
     assert list(Preset.objects.values_list("name", flat=True)) == PRESET_NAMES
     presets = {p["slug"]: p for p in api.get("/api/v1/presets").json()}
     assert presets["openclaw"]["needs_tasks"] is True
     assert presets["lm-eval"]["compute_type"] == "gpu"
-    assert presets["swe-bench-lite"]["env_var_names"] == ["ANTHROPIC_API_KEY"]
-    assert presets["swe-bench-lite"]["repo_url"] == "https://github.com/belvedir-harnesses/swe-bench-lite"
+    assert presets["reference-agent"]["needs_tasks"] is True
+    assert presets["swe-bench-lite"]["env_var_names"] == ["LLM_MODEL", "LLM_API_KEY", "SWEBENCH_API_KEY"]
+    # By default the presets clone the drivers this platform serves.
+    assert presets["swe-bench-lite"]["repo_url"] == "https://belvedir.example.com/drivers/swe-bench-lite.git"
 
 
 def test_preset_org_is_configurable(api, settings):
     settings.PRESET_REPO_ORG = "acme"
-    assert api.get("/api/v1/presets/gaia").json()["repo_url"] == "https://github.com/acme/gaia"
+    assert api.get("/api/v1/presets/gaia").json()["repo_url"] == "https://github.com/acme/gaia.git"
 
 
-def test_new_harness_page_shows_cards_and_prefills_from_a_preset(owner_client):
+def test_new_harness_page_shows_cards_and_prefills_from_a_preset(owner_client, settings):
+    settings.BELVEDIR_BASE_URL = "http://127.0.0.1:8000"
     page = owner_client.get("/harnesses/new/").content.decode()
     for name in PRESET_NAMES:
         assert name in page
     assert 'href="?preset=openclaw"' in page and 'hx-get="?preset=openclaw"' in page
     partial = owner_client.get("/harnesses/new/?preset=swe-bench-lite", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in partial
-    assert "https://github.com/belvedir-harnesses/swe-bench-lite" in partial
-    assert 'value="ANTHROPIC_API_KEY"' in partial
+    assert "http://127.0.0.1:8000/drivers/swe-bench-lite.git" in partial
+    assert 'value="SWEBENCH_API_KEY"' in partial
     assert "$0.50" in owner_client.get("/settings/balance/").content.decode()
 
 
