@@ -206,3 +206,24 @@ def test_results_parsing(raw, score, model, error):
     parsed = parse_results(raw)
     assert (parsed.score, parsed.model) == (score, model)
     assert error in parsed.error if error else parsed.error == ""
+
+
+def test_the_run_page_lists_results_tasks_and_shrugs_off_odd_ones(owner_client, a_harness):
+    tasks = [
+        {"task": "fix the bug", "check": "pytest -q", "verdict": "solved", "steps": 4, "reason": "check passed"},
+        {"task": "<script>alert(1)</script>", "verdict": "failed\" onmouseover=\"x", "steps": "many"},
+        "not an object",
+        {"id": "django__django-11099", "verdict": "failed", "reason": "x" * 1000},
+    ]
+    run = Run.objects.create(project=a_harness.project, harness=a_harness, compute_type="cpu", price_cents=50, status="succeeded",
+                             score=0.25, results={"score": 0.25, "tasks": tasks})
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    page = page[page.index('id="tasks"'):].split("</section>")[0]  # the table, not the raw results.json
+    assert page.count('<span class="verdict') == 3
+    assert 'class="verdict solved">solved</span>' in page and "<code class=\"muted\">pytest -q</code>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    assert 'onmouseover="x' not in page
+    assert "django__django-11099" in page and "x" * 301 not in page
+    assert [r["steps"] for r in run.task_results] == [4, None, None]
+    Run.objects.filter(pk=run.pk).update(results={"score": 1, "tasks": "all of them"})
+    assert 'id="tasks"' not in owner_client.get(f"/runs/{run.pk}/").content.decode()
