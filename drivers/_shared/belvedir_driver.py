@@ -98,11 +98,12 @@ def message_attributes(side, messages):
 class Tracer:
     """Spans for one run, buffered and posted as OTLP/HTTP JSON; `flush()` before exiting."""
 
-    def __init__(self, service="belvedir-driver", base_url=None, api_key=None, session_id=None):
+    def __init__(self, service="belvedir-driver", base_url=None, api_key=None, session_id=None, attempts=4):
         self.base_url = (base_url or os.environ.get("FRACTAL_BASE_URL", "")).rstrip("/")
         self.api_key = api_key or os.environ.get("FRACTAL_API_KEY", "")
         self.session_id = session_id or os.environ.get("FRACTAL_RUN_ID", "")
         self.service = service
+        self.attempts = attempts
         self.sent = 0
         self.failed = 0
         self._spans = []
@@ -188,7 +189,7 @@ class Tracer:
                 f"{self.base_url}/api/v1/traces", data=json.dumps(body).encode(), method="POST",
                 headers={"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"},
             )
-            if _post_with_retries(request):
+            if _post_with_retries(request, self.attempts):
                 self.sent += len(batch)
             else:
                 self.failed += len(batch)
@@ -196,7 +197,7 @@ class Tracer:
         return ok
 
 
-def _post_with_retries(request, attempts=4):
+def _post_with_retries(request, attempts):
     for attempt in range(attempts):
         try:
             with urllib.request.urlopen(request, timeout=30) as response:
@@ -208,7 +209,8 @@ def _post_with_retries(request, attempts=4):
         except (urllib.error.URLError, OSError) as exc:
             if attempt == attempts - 1:
                 print(f"[belvedir] trace upload failed: {exc}", file=sys.stderr)
-        time.sleep(2 ** attempt)
+        if attempt < attempts - 1:
+            time.sleep(2 ** attempt)
     return False
 
 
