@@ -36,13 +36,13 @@ def main():
         answered = os.environ["LLM_MODEL"]
         label = os.environ.get("MODEL_LABEL") or answered
         code = answer(tracer, answered, os.environ["LLM_BASE_URL"], answered)
-    # The judge: OpenAI itself (its key), through the relay so its calls are traced too.
+    # The judge: OpenAI (or a compatible endpoint) with its own key, through the relay so its calls are traced too.
     judge = [
         "../../../.venv/bin/python", "gen_judgment.py", "--bench-name", "mt_bench", "--judge-model", args.judge,
         "--mode", "single", "--model-list", answered, "--parallel", "2", "--first-n", str(limit(80) * 2),
     ]
     judged = run_traced(
-        tracer, judge, args.judge, upstream="https://api.openai.com/v1", cwd=JUDGE_DIR,
+        tracer, judge, args.judge, upstream=os.environ.get("MT_BENCH_JUDGE_BASE_URL", "https://api.openai.com/v1"), cwd=JUDGE_DIR,
         env={"LLM_API_KEY": judge_key, "OPENAI_API_KEY": judge_key}, stdin="\n",  # it asks to press Enter
     )
     judgments = read_jsonl((JUDGE_DIR / "data/mt_bench/model_judgment" / f"{args.judge}_single.jsonl").read_text())

@@ -19,6 +19,8 @@ def main():
         ".venv/bin/mini-extra", "swebench", "--subset", "lite", "--split", "test", "--slice", f"0:{limit(300)}",
         "--model", model, "--workers", os.environ.get("SWEBENCH_WORKERS", "1"), "--output", "out",
     ]
+    if os.environ.get("SWEBENCH_ENVIRONMENT"):
+        agent += ["--environment-class", os.environ["SWEBENCH_ENVIRONMENT"]]
     code = run_traced(tracer, agent, model, env={"MSWEA_CONFIGURED": "true"})
     predictions = json.loads(Path("out/preds.json").read_text()) if Path("out/preds.json").exists() else {}
     if not predictions:
