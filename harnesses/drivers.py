@@ -31,7 +31,7 @@ COMMIT_ENV = {
     "GIT_COMMITTER_NAME": "Belvedir", "GIT_COMMITTER_EMAIL": "drivers@belvedir.invalid", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
 
-_built: dict[str, str] = {}
+_built: dict[tuple[str, str], str] = {}  # (repos folder, driver) -> commit SHA, per process
 _build_lock = threading.Lock()
 
 
@@ -76,16 +76,16 @@ def ensure_repo(name: str) -> str:
     """Build (or confirm) the bare repository of driver `name`; return its commit SHA."""
     if name not in names():
         raise DriverError(f"No driver named {name!r}.")
+    root = repos_root()
+    key = (str(root), name)
     with _build_lock:
-        if name in _built:
-            return _built[name]
-        root = repos_root()
-        root.mkdir(parents=True, exist_ok=True)
-        # Web processes share the folder: one builds at a time.
-        with open(root / ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            _built[name] = _build(name, root / f"{name}.git")
-        return _built[name]
+        if key not in _built:
+            root.mkdir(parents=True, exist_ok=True)
+            # Web processes share the folder: one builds at a time.
+            with open(root / ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                _built[key] = _build(name, root / f"{name}.git")
+        return _built[key]
 
 
 def _build(name: str, bare: Path) -> str:

@@ -55,8 +55,8 @@ def test_the_same_files_always_make_the_same_commit(served, tmp_path, settings):
     first = drivers.ensure_repo("reference-agent")
     # Another process (or a rebuild after a deploy) starts from an empty folder.
     settings.VAR_DIR = tmp_path
-    drivers._built.clear()
     assert drivers.ensure_repo("reference-agent") == first
+    assert (tmp_path / "driver-repos" / "reference-agent.git").is_dir()
     assert git("clone", "-q", f"{served}/drivers/reference-agent.git", str(tmp_path / "c")).returncode == 0
     assert git("rev-parse", "HEAD", cwd=tmp_path / "c").stdout.strip() == first
 
