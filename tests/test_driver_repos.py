@@ -100,3 +100,12 @@ def test_the_platforms_own_driver_urls_pass_validation(served, settings):
 def test_a_hosted_organisation_still_switches_the_presets(served, settings):
     settings.PRESET_REPO_ORG = "acme"
     assert Preset.objects.get(slug="gaia").resolved_repo_url == "https://github.com/acme/gaia.git"
+
+
+def test_a_harness_on_a_shipped_driver_is_accepted_by_the_api(served, settings, api):
+    settings.HARNESS_ALLOW_LOCAL_REPOS = False
+    url = f"{served}/drivers/reference-agent.git"
+    created = api.post("/api/v1/harnesses", {"name": "ref", "repo_url": url, "install_command": "true", "run_command": "python3 agent.py", "tasks": "say hi"}, format="json")
+    assert created.status_code == 201, created.json()
+    refused = api.post("/api/v1/harnesses", {"name": "x", "repo_url": f"{served}/admin/", "install_command": "true", "run_command": "true"}, format="json")
+    assert refused.status_code == 400 and "repo_url" in refused.json()

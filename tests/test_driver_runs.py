@@ -123,3 +123,57 @@ def test_the_driver_turns_its_upstreams_output_into_results_and_traces_its_model
     spans = Span.objects.filter(project=project, session_id=RUN_ID, span_kind="llm")
     assert spans.count() == calls, "every model call the upstream made is traced"
     assert spans.filter(prompt__0__content__startswith="fake upstream").count() == calls
+
+
+@pytest.mark.parametrize("name", ["lm-eval", "mt-bench"])
+def test_the_gpu_path_serves_model_and_adapter_with_vllm_and_reports_the_label(name, tmp_path, live_server, api_key, project):
+    import socket
+    import threading
+    import zipfile
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    repo = tmp_path / name
+    shutil.copytree(drivers.SOURCE / name, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(drivers.SOURCE / "_shared" / "belvedir_driver.py", repo)
+    samples = drivers.SOURCE / name / "tests" / "samples"
+    vllm = repo / ".venv/bin/vllm"
+    vllm.parent.mkdir(parents=True)
+    vllm.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve().parent / "fakes" / "vllm_server.py"}" "$@"\n')
+    vllm.chmod(0o755)
+    if name == "lm-eval":
+        fake(repo / ".venv/bin/lm_eval")
+        outputs, expected = {samples / "candidate": repo / "out/candidate"}, (0.74 + 0.68) / 2
+    else:
+        outputs, _, expected = mt_bench(repo, samples)
+    # The adapter zip, as the platform's signed ADAPTER_URL serves it (files under one folder).
+    (tmp_path / "www").mkdir()
+    with zipfile.ZipFile(tmp_path / "www" / "adapter.zip", "w") as archive:
+        archive.writestr("my-lora/adapter_config.json", '{"r": 8}')
+        archive.writestr("my-lora/adapter_model.safetensors", "weights")
+    handler = lambda *a, **kw: SimpleHTTPRequestHandler(*a, directory=str(tmp_path / "www"), **kw)  # noqa: E731
+    files = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with FakeOpenAI(answer=lambda q: "judged") as judge:
+        env = {
+            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+            "FRACTAL_BASE_URL": live_server.url, "FRACTAL_API_KEY": api_key, "FRACTAL_RUN_ID": RUN_ID,
+            "MODEL": "Qwen/Qwen2.5-0.5B", "MODEL_LABEL": "my-finetune-v2", "ADAPTER_URL": f"http://127.0.0.1:{files.server_address[1]}/adapter.zip",
+            "VLLM_PORT": str(port), "FAKE_VLLM_RECORD": str(tmp_path / "vllm.json"),
+            "OPENAI_API_KEY": "sk-judge", "MT_BENCH_JUDGE_BASE_URL": judge.url,
+            "FAKE_OUTPUTS": json.dumps({str(k): str(v) for k, v in outputs.items()}),
+        }
+        done = subprocess.run([sys.executable, "run.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    files.shutdown()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    results = json.loads((repo / "results.json").read_text())
+    assert results["model"] == "my-finetune-v2" and results["score"] == pytest.approx(expected)
+    served = json.loads((tmp_path / "vllm.json").read_text())
+    assert served["argv"][:2] == ["serve", "Qwen/Qwen2.5-0.5B"] and "--enable-lora" in served["argv"]
+    assert served["lora"] == {"name": "candidate", "has_adapter_config": True}
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "vLLM is stopped when the driver ends"
+    spans = Span.objects.filter(project=project, session_id=RUN_ID, span_kind="llm")
+    assert spans.filter(completion__0__content="served").exists(), "the candidate model's calls went through the relay to vLLM"

@@ -411,7 +411,8 @@ class VLLMServer:
     whether an adapter is loaded.
     """
 
-    def __init__(self, model, adapter_url="", port=8000, vllm=".venv/bin/vllm", ready_seconds=1800):
+    def __init__(self, model, adapter_url="", port=None, vllm=".venv/bin/vllm", ready_seconds=1800):
+        port = port or int(os.environ.get("VLLM_PORT", "8000"))
         self.model, self.adapter_url, self.port, self.vllm, self.ready_seconds = model, adapter_url, port, vllm, ready_seconds
         self.url = f"http://127.0.0.1:{port}/v1"
         self.process = None
