@@ -107,3 +107,58 @@ def test_the_reference_agent_solves_fails_and_caps_tasks(platform, owner, projec
     assert [t.first_user_message for t in tasks] == [r["task"] for r in rows]
     assert [t.span_count for t in tasks] == [2 + 1 + 1, 2 + 1 + 1, 1 + STEP_CAP * 2]  # workflow + model calls + shell calls
     assert {t.group.name for t in tasks} == {"reference-agent"}
+
+
+def test_it_speaks_the_anthropic_messages_api_too(live_server, api_key, project, tmp_path):
+    """Outside a sandbox, against a scripted /v1/messages endpoint: tool_use blocks in, tool_result blocks back."""
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from harnesses import drivers
+
+    seen = []
+
+    class Anthropic(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append((self.path, self.headers["x-api-key"], self.headers["anthropic-version"], body))
+            results = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"]
+            if results:
+                content = [{"type": "text", "text": f"Saw {results[0]['content'].splitlines()[0]}.\nRESULT: success"}]
+            else:
+                content = [{"type": "text", "text": "On it."}, {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "echo hi > hello.txt"}}]
+            reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+                                "stop_reason": "tool_use" if not results else "end_turn", "usage": {"input_tokens": 11, "output_tokens": 7}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Anthropic)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    tasks = tmp_path / "tasks.txt"
+    tasks.write_text("Write hi into hello.txt :: grep -qx hi hello.txt\nSay hello\n")
+    agent_dir = drivers.SOURCE / "reference-agent"
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(drivers.SOURCE / "_shared"),
+        "LLM_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}", "LLM_API": "anthropic", "LLM_MODEL": "claude-test", "LLM_API_KEY": "sk-ant-1",
+        "FRACTAL_TASKS_FILE": str(tasks), "FRACTAL_BASE_URL": live_server.url, "FRACTAL_API_KEY": api_key, "FRACTAL_RUN_ID": "anthropic-run",
+    }
+    done = subprocess.run([sys.executable, str(agent_dir / "agent.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    server.shutdown()
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["score"] == 1.0 and [(t["verdict"], t["steps"]) for t in results["tasks"]] == [("solved", 2), ("solved", 2)]
+    assert results["tasks"][1]["reason"] == "the model reported success"
+    path, key, version, second = seen[1]
+    assert (path, key, version) == ("/v1/messages", "sk-ant-1", "2023-06-01")
+    assert second["system"].startswith("You are an agent") and second["tools"][0]["input_schema"]["required"] == ["command"]
+    assert second["messages"][-1]["content"][0] == {"type": "tool_result", "tool_use_id": "toolu_1", "content": "exit code 0\n"}
+    llm = Span.objects.filter(project=project, session_id="anthropic-run", span_kind="llm")
+    assert llm.count() == 4 and set(llm.values_list("input_tokens", flat=True)) == {11}
