@@ -14,7 +14,7 @@ import pytest
 from harnesses import drivers
 
 SHARED = drivers.SOURCE / "_shared"
-PRESETS = importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").PRESETS
+PRESETS = importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").PRESETS
 FIRST_PARTY = {"reference-agent"}
 PINNED = re.compile(r"==\d|@\d|\bv\d+\.\d+|commit\s+`?[0-9a-f]{40}|version \d")
 

@@ -20,7 +20,7 @@ def served(settings, live_server):
     settings.BELVEDIR_BASE_URL = live_server.url
     settings.PRESET_REPO_ORG = ""
     # Transactional tests flush the catalog the data migrations seeded: seed it again, the same way.
-    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     return live_server.url
 
 

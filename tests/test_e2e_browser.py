@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .egress_fixtures import egress_proxy  # noqa: F401 - a fixture
 from .harness_fixtures import make_repo
 
 from playwright import sync_api as playwright_api
@@ -75,7 +76,7 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     settings.MEDIA_ROOT = tmp_path / "media"
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
     # Transactional tests flush the catalog the data migration seeded: seed it again, the same way.
-    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     Coupon.objects.create(code="WELCOME25", amount_cents=2500)
     make_repo(tmp_path / "harness", {"run.py": HARNESS_RUN})
 
@@ -187,7 +188,7 @@ def scripted_agent(body):
     return {"role": "assistant", "content": "Done.\nRESULT: " + ("success" if command else "failure")}
 
 
-def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server, settings, worker):
+def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server, settings, worker, egress_proxy):
     import importlib
 
     from django.apps import apps
@@ -198,12 +199,9 @@ def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server
     from .fakes.openai_server import FakeOpenAI
     from .harness_fixtures import fund
 
-    settings.PRESET_REPO_ORG = ""
-    # Until the egress network (#13) lands, the sandbox reaches the fake model on 127.0.0.1 this way.
-    settings.HARNESS_SANDBOX_NETWORK = "host"
-    settings.BELVEDIR_BASE_URL = live_server.url
+    settings.PRESET_REPO_ORG = ""  # the default egress network (egress_proxy) reaches the fake model on 127.0.0.1
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
-    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     user = create_account(username="rita", password="a-long-pass-42")
     fund(user.memberships.get().project)
 

@@ -15,8 +15,9 @@ from harnesses.models import Harness, HarnessEnvVar, Preset
 from traces.models import Span, Task, TraceSession
 from traces.segmentation import process_quiet_sessions
 
+from .egress_fixtures import egress_proxy  # noqa: F401 - a fixture
 from .fakes.openai_server import FakeOpenAI
-from .harness_fixtures import fund
+from .harness_fixtures import fund, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -48,17 +49,13 @@ def scripted(body):
 
 
 @pytest.fixture
-def platform(settings, live_server):
-    settings.BELVEDIR_BASE_URL = live_server.url
+def platform(settings, live_server, egress_proxy):
     settings.PRESET_REPO_ORG = ""
     settings.HARNESS_ALLOW_LOCAL_REPOS = False  # the platform's own driver repo needs no exception
-    # Until the egress network lands (#13), the sandbox reaches the live server and the fake
-    # model on 127.0.0.1 through the host network: this is the one line that changes then.
-    settings.HARNESS_SANDBOX_NETWORK = "host"
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.TRACE_QUIET_SECONDS = 0
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
-    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     return live_server.url
 
 
@@ -77,8 +74,14 @@ def test_the_reference_agent_solves_fails_and_caps_tasks(platform, owner, projec
         execute_run(run.pk)
         run.refresh_from_db()
         calls = list(fake.requests)
+        model_port = int(fake.url.split(":")[2].split("/")[0])
 
     assert run.status == "succeeded", (run.status_message, run.log_tail)
+    # It went out through the egress proxy only: to the model and to the platform (traces).
+    platform_host, platform_port = platform.split("//")[1].split(":")
+    wanted = {("127.0.0.1", model_port), (platform_host, int(platform_port))}
+    reached = lambda: {(d.host, d.port) for d in run.egress_grant().destinations.filter(reason="")}  # noqa: E731
+    wait_for(lambda: wanted <= reached(), timeout=15)
     assert run.commit_sha and run.commit_sha == run.commit_sha.strip()
     assert run.score == pytest.approx(1 / 3) and run.model_label == "scripted-model"
     rows = run.results["tasks"]

@@ -11,6 +11,7 @@ from belvedir.sandbox.models import SandboxHost
 from evals.models import Deployment
 from harnesses.models import Harness
 
+from .egress_fixtures import egress_proxy  # noqa: F401 - a fixture
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import fund
 
@@ -25,13 +26,11 @@ def does_the_smoke_task(body):
 
 
 @pytest.fixture
-def platform(settings, live_server, project):
-    settings.BELVEDIR_BASE_URL = live_server.url
+def platform(settings, live_server, project, egress_proxy):
     settings.PRESET_REPO_ORG = ""
-    settings.HARNESS_SANDBOX_NETWORK = "host"  # until the egress network (#13): the fake model is on 127.0.0.1
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
-    importlib.import_module("harnesses.migrations.0005_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     fund(project)
     return project
 

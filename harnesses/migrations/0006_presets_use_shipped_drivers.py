@@ -108,7 +108,7 @@ def seed(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("harnesses", "0004_run_secret_env")]
+    dependencies = [("harnesses", "0005_harness_egress_domains")]
     operations = [
         migrations.AlterField(
             model_name="preset",
