@@ -56,7 +56,7 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker):
+def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker, egress_proxy):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from belvedir.sandbox.models import SandboxHost
@@ -71,8 +71,7 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     from .test_models import make_zip
 
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"
-    settings.BELVEDIR_BASE_URL = live_server.url
+    # The harness reaches the platform (traces) through the egress proxy, as in production.
     settings.MEDIA_ROOT = tmp_path / "media"
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
     # Transactional tests flush the catalog the data migration seeded: seed it again, the same way.
