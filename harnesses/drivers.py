@@ -33,9 +33,18 @@ COMMIT_ENV = {
 
 _built: dict[tuple[str, str], str] = {}  # (repos folder, driver) -> commit SHA, per process
 _build_lock = threading.Lock()
+# The endpoint is anonymous: a bound on backends per web process keeps a flood of
+# clones from forking without limit (a clone of a driver takes well under a second).
+MAX_BACKENDS = 8
+BUSY_WAIT_SECONDS = 5
+_backends = threading.BoundedSemaphore(MAX_BACKENDS)
 
 
 class DriverError(Exception):
+    pass
+
+
+class Busy(DriverError):
     pass
 
 
@@ -129,6 +138,8 @@ class BackendResponse:
 def http_backend(name: str, path: str, method: str, query: str, body: bytes, headers: dict[str, str], timeout: int, max_bytes: int) -> BackendResponse:
     """Run `git http-backend` (CGI) for one request; the body streams out, bounded in bytes and time."""
     ensure_repo(name)
+    if not _backends.acquire(timeout=BUSY_WAIT_SECONDS):
+        raise Busy(f"More than {MAX_BACKENDS} driver clones at once; try again.")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repos_root()), "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_PROJECT_ROOT": str(repos_root()), "GIT_HTTP_EXPORT_ALL": "1",
@@ -139,14 +150,20 @@ def http_backend(name: str, path: str, method: str, query: str, body: bytes, hea
         env["HTTP_CONTENT_ENCODING"] = headers["content_encoding"]
     if headers.get("git_protocol"):
         env["GIT_PROTOCOL"] = headers["git_protocol"]  # protocol v2, when the client asks for it
-    process = subprocess.Popen(["git", "http-backend"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    killer = threading.Timer(timeout, process.kill)
-    killer.start()
+    try:
+        process = subprocess.Popen(["git", "http-backend"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        _backends.release()
+        raise
+    stream = _BackendStream(process, threading.Timer(timeout, process.kill), max_bytes)
     # Written from a thread: the backend may answer before it has read everything.
-    writer = threading.Thread(target=_write_stdin, args=(process, body), daemon=True)
-    writer.start()
-    status, response_headers = _read_cgi_headers(process)
-    return BackendResponse(status, response_headers, _stream(process, killer, max_bytes))
+    threading.Thread(target=_write_stdin, args=(process, body), daemon=True).start()
+    try:
+        status, response_headers = _read_cgi_headers(process)
+    except Exception:
+        stream.close()
+        raise
+    return BackendResponse(status, response_headers, stream)
 
 
 def _write_stdin(process, body: bytes):
@@ -175,16 +192,30 @@ def _read_cgi_headers(process) -> tuple[int, dict[str, str]]:
     return status, headers
 
 
-def _stream(process, killer, max_bytes):
-    sent = 0
-    try:
-        while chunk := process.stdout.read1(CHUNK):
+class _BackendStream:
+    """The backend's body, in chunks; `close()` (Django calls it when the response ends, streamed
+    or not) kills the backend and frees its slot, once."""
+
+    def __init__(self, process, killer, max_bytes):
+        self.process, self.killer, self.max_bytes = process, killer, max_bytes
+        self.closed = False
+        killer.start()
+
+    def __iter__(self):
+        sent = 0
+        while chunk := self.process.stdout.read1(CHUNK):
             sent += len(chunk)
-            if sent > max_bytes:
+            if sent > self.max_bytes:
                 break  # the client sees a truncated pack and fails loudly
             yield chunk
-    finally:
-        killer.cancel()
-        process.kill()
-        process.stdout.close()
-        process.wait()
+        self.close()
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        self.killer.cancel()
+        self.process.kill()
+        self.process.stdout.close()
+        self.process.wait()
+        _backends.release()

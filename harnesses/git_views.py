@@ -28,10 +28,15 @@ def driver_repo(request, name, rest):
         "content_encoding": request.META.get("HTTP_CONTENT_ENCODING", ""),
         "git_protocol": request.META.get("HTTP_GIT_PROTOCOL", ""),
     }
-    backend = drivers.http_backend(
-        name, rest, request.method, request.META.get("QUERY_STRING", ""), body, headers,
-        timeout=BACKEND_SECONDS, max_bytes=MAX_RESPONSE_BYTES,
-    )
+    try:
+        backend = drivers.http_backend(
+            name, rest, request.method, request.META.get("QUERY_STRING", ""), body, headers,
+            timeout=BACKEND_SECONDS, max_bytes=MAX_RESPONSE_BYTES,
+        )
+    except drivers.Busy as exc:
+        response = HttpResponse(f"{exc}\n", status=503, content_type="text/plain")
+        response["Retry-After"] = "5"
+        return response
     response = StreamingHttpResponse(backend.body, status=backend.status, content_type=backend.headers.pop("Content-Type", "application/octet-stream"))
     for key, value in backend.headers.items():
         response[key] = value

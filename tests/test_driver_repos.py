@@ -109,3 +109,19 @@ def test_a_harness_on_a_shipped_driver_is_accepted_by_the_api(served, settings, 
     assert created.status_code == 201, created.json()
     refused = api.post("/api/v1/harnesses", {"name": "x", "repo_url": f"{served}/admin/", "install_command": "true", "run_command": "true"}, format="json")
     assert refused.status_code == 400 and "repo_url" in refused.json()
+
+
+def test_backends_are_bounded_and_every_one_gives_its_slot_back(served, client, monkeypatch):
+    url = f"{served}/drivers/gaia.git"
+    for _ in range(drivers.MAX_BACKENDS * 2):  # more fetches than slots: each returns its own
+        assert git("ls-remote", url).returncode == 0
+    monkeypatch.setattr(drivers, "BUSY_WAIT_SECONDS", 0.1)
+    for _ in range(drivers.MAX_BACKENDS):
+        drivers._backends.acquire()
+    try:
+        busy = client.get("/drivers/gaia.git/info/refs?service=git-upload-pack")
+        assert busy.status_code == 503 and busy["Retry-After"] == "5"
+    finally:
+        for _ in range(drivers.MAX_BACKENDS):
+            drivers._backends.release()
+    assert git("ls-remote", url).returncode == 0
