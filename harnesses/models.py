@@ -7,6 +7,8 @@ from django.utils import timezone
 from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 
+from . import drivers
+
 MAX_TIME_LIMIT_SECONDS = 3600
 MAX_TASK_ROWS = 500
 
@@ -42,9 +44,7 @@ class Preset(models.Model):
 
     @property
     def resolved_repo_url(self):
-        from .drivers import base_url
-
-        return self.repo_url.replace("{drivers}", base_url()).replace("{org}", settings.PRESET_REPO_ORG)
+        return self.repo_url.replace("{drivers}", drivers.base_url()).replace("{org}", settings.PRESET_REPO_ORG)
 
 
 class HarnessQuerySet(ProjectScopedQuerySet):
