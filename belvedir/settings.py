@@ -260,7 +260,8 @@ SANDBOX_USER = "1000:1000"
 SANDBOX_INSTANCE = env_str("BELVEDIR_INSTANCE") or hashlib.sha256(str(DATABASES["default"].get("NAME")).encode()).hexdigest()[:12]
 
 # Harness runs.
-PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "belvedir-harnesses")
+# Empty: presets clone the drivers this platform serves at /drivers/<name>.git.
+PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "")
 # Local paths and file:// URLs would let a user clone whatever sits on the
 # worker host: development and tests only.
 HARNESS_ALLOW_LOCAL_REPOS = env_bool("BELVEDIR_ALLOW_LOCAL_REPOS", False)

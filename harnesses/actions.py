@@ -2,6 +2,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from belvedir.sandbox import egress
 from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
 
@@ -59,6 +60,8 @@ def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=
             from belvedir.core.models import ApiKey
 
             ApiKey.objects.get(pk=run.api_key_id).revoke()
+        # However it ended (worker, cancel, reaper), its egress credential dies with it.
+        egress.revoke_grant("run", run.pk)
         if refund_reason:
             refund_run(run, refund_reason)
     run.refresh_from_db()

@@ -7,7 +7,10 @@ from django.utils import timezone
 from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 
+from . import drivers
+
 MAX_TIME_LIMIT_SECONDS = 3600
+MAX_TASK_ROWS = 500
 
 
 class ComputeType(models.TextChoices):
@@ -21,7 +24,9 @@ class Preset(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
     description = models.TextField()
-    repo_url = models.CharField(max_length=500, help_text="May contain {org}: replaced by the PRESET_REPO_ORG setting.")
+    repo_url = models.CharField(
+        max_length=500, help_text="May start with {drivers}: this platform's /drivers (or the BELVEDIR_PRESET_ORG organisation when set)."
+    )
     ref = models.CharField(max_length=200, blank=True)
     install_command = models.TextField()
     run_command = models.TextField()
@@ -39,7 +44,7 @@ class Preset(models.Model):
 
     @property
     def resolved_repo_url(self):
-        return self.repo_url.replace("{org}", settings.PRESET_REPO_ORG)
+        return self.repo_url.replace("{drivers}", drivers.base_url()).replace("{org}", settings.PRESET_REPO_ORG)
 
 
 class HarnessQuerySet(ProjectScopedQuerySet):
@@ -190,6 +195,24 @@ class Run(models.Model):
         from belvedir.sandbox.models import EgressGrant
 
         return EgressGrant.objects.filter(owner_kind="run", owner_id=str(self.pk)).prefetch_related("destinations").first()
+
+    @property
+    def task_results(self) -> list[dict]:
+        """results.json's `tasks` list (one entry per task a driver ran), as rows for the run page."""
+        tasks = (self.results or {}).get("tasks") if isinstance(self.results, dict) else None
+        if not isinstance(tasks, list):
+            return []
+        rows = []
+        for item in tasks[:MAX_TASK_ROWS]:
+            if isinstance(item, dict):
+                rows.append({
+                    "task": str(item.get("task", item.get("id", "")))[:500],
+                    "check": str(item.get("check") or "")[:300],
+                    "verdict": str(item.get("verdict", ""))[:40],
+                    "steps": item.get("steps") if isinstance(item.get("steps"), int) else None,
+                    "reason": str(item.get("reason") or "")[:300],
+                })
+        return rows
 
     @property
     def lease_owner(self):

@@ -6,6 +6,8 @@ from django.core.exceptions import ValidationError
 
 from belvedir.sandbox import egress
 
+from .drivers import is_platform_driver_url
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SCP_LIKE = re.compile(r"[\w.-]+@[\w.-]+:[\w./~-]+\Z")  # git@github.com:org/repo.git
 # Set by the platform for every run; a harness cannot override them.
@@ -20,6 +22,8 @@ def validate_repo_url(value: str):
     value = value.strip()
     if SCP_LIKE.match(value):
         return
+    if is_platform_driver_url(value):
+        return  # the platform's own driver repos, even over plain http on a private address
     parsed = urlparse(value)
     if parsed.scheme in {"https", "ssh"}:
         if not parsed.netloc or not parsed.path.strip("/"):

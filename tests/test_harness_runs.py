@@ -260,5 +260,6 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     assert Account.balance_for(funded) == before
     assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
     assert managed_containers(docker_url, "run") == []
+    assert run.egress_grant().revoked_at is not None  # the dead worker never revoked it; the reaper did
     assert reap_runs()["reaped"] == 0
     assert LedgerEntry.objects.filter(kind="refund").count() == 1

@@ -83,6 +83,7 @@ class Sandbox:
         self.container = None
         self._oom_kills = 0
         self.runtime = "runc"
+        self._forwarder: ExecSession | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -106,6 +107,8 @@ class Sandbox:
     def __exit__(self, exc_type, exc, tb):
         if self.client is None:
             return
+        if self._forwarder is not None:
+            self._forwarder.close()
         try:
             if self.container is not None:
                 self.container.remove(force=True)
@@ -176,22 +179,16 @@ class Sandbox:
         )
 
     def _start_egress(self):
-        """The forwarder to the proxy socket, under the keeper uid, and the CA bundle clients trust."""
-        api = self.client.api
+        """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
         forwarder = (Path(__file__).parent / "egress" / "forwarder.py").read_text()
-        socket_file = f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}"
-        with engine_errors("start the egress forwarder"):
-            exec_id = api.exec_create(
-                self.container.id, ["python3", "-c", forwarder, socket_file, str(egress.FORWARD_PORT)], user=egress.KEEPER_USER, workdir="/"
-            )["Id"]
-            api.exec_start(exec_id, detach=True)
-        # One exec merges the bundle and waits for the forwarder to listen.
-        setup = self.exec(
-            ["python3", "-c", _EGRESS_SETUP, egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE, str(egress.FORWARD_PORT)],
-            env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, workdir="/", timeout=30,
-        )
-        if setup.exit_code != 0:
-            raise LaunchFailed(f"Could not set up the sandbox's egress: {setup.output[-500:]}")
+        argv = ["python3", "-c", forwarder, f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}", str(egress.FORWARD_PORT), egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE]
+        self._forwarder = self.open_session(argv, env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, user=egress.KEEPER_USER, workdir="/")
+        try:
+            ready = self._forwarder.read_line(30)
+        except SandboxTimeout:
+            ready = None
+        if ready != b"ready":
+            raise LaunchFailed(f"Could not set up the sandbox's egress: {self._forwarder.stderr.text()[-500:]}")
 
     # -- work --------------------------------------------------------------
 
@@ -451,22 +448,6 @@ def engine_errors(doing: str):
     except (docker_errors.DockerException, requests.RequestException) as exc:
         raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
 
-
-_EGRESS_SETUP = """
-import os, socket, sys, time
-image_bundle, bundle, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-os.makedirs(os.path.dirname(bundle), exist_ok=True)
-with open(bundle, "w") as out:
-    out.write(open(image_bundle).read())
-    out.write("\\n" + os.environ.get("BELVEDIR_OPERATOR_CA", ""))
-for _ in range(200):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        sys.exit(0)
-    except OSError:
-        time.sleep(0.02)
-sys.exit("the egress forwarder did not start")
-"""
 
 def _process_limits(runtime: str, pids: int) -> dict:
     """The process limit, placed where it holds under each runtime.

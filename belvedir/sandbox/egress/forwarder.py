@@ -3,14 +3,22 @@
 Its source is sent to the sandbox's python3 with `-c` (no image change), run
 under the keeper uid. It parses nothing: the proxy on the host decides.
 Standard library only, one thread per direction, bounded by the sandbox's
-own pids and memory limits.
+own pids and memory limits. Before listening it writes the CA bundle clients
+are pointed at (the image's plus the operator's), readable by the workload,
+so one process start does both; "ready" on stdout says it listens.
 """
 
+import os
 import socket
 import sys
 import threading
 
-SOCKET, PORT = sys.argv[1], int(sys.argv[2])
+SOCKET, PORT, IMAGE_BUNDLE, BUNDLE = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+os.makedirs(os.path.dirname(BUNDLE), mode=0o755, exist_ok=True)
+with open(BUNDLE, "w") as bundle:
+    bundle.write(open(IMAGE_BUNDLE).read() + "\n" + os.environ.get("BELVEDIR_OPERATOR_CA", ""))
+os.chmod(BUNDLE, 0o644)
 
 
 def pump(source, target):
