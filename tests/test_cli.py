@@ -126,7 +126,7 @@ def test_harnesses_and_runs(bv, project, owner, tmp_path, settings, monkeypatch)
 
 
 @pytest.mark.docker
-def test_runs_start_wait_and_logs(bv, project, owner, tmp_path, settings, worker):
+def test_runs_start_wait_and_logs(bv, project, owner, tmp_path, settings, worker, egress):
     from belvedir.sandbox.models import SandboxHost
 
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})

@@ -25,7 +25,8 @@ from traces.models import TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
 
-SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs")
+# The shipped driver repos are public, read-only and nobody's project (tests/test_driver_repos.py).
+SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
 PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session", "slug": "swe-bench-lite"}
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
