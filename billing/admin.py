@@ -168,6 +168,6 @@ class TopUpAdmin(ReadOnlyAdmin):
 
 @admin.register(StripeEvent)
 class StripeEventAdmin(ReadOnlyAdmin):
-    list_display = ["event_id", "type", "received_at"]
+    list_display = ["event_id", "type", "outcome", "received_at"]
     list_filter = ["type", "received_at"]
     search_fields = ["event_id"]

@@ -164,6 +164,8 @@ class StripeEvent(models.Model):
     event_id = models.CharField(max_length=255, unique=True)
     type = models.CharField(max_length=100)
     payload = models.JSONField()
+    # What handling it did: credited, ignored, or why it was refused credit.
+    outcome = models.CharField(max_length=200, blank=True)
     received_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
