@@ -19,9 +19,9 @@ from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import (
     SandboxFileMissing,
     SandboxFileTooLarge,
-    SandboxOutOfMemory,
     SandboxPlatformError,
     SandboxTimeout,
+    SandboxUserError,
 )
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
@@ -64,7 +64,9 @@ class RunExecution:
                 self._end(Status.LAUNCH_FAILED, exc.message, refund=True)
         except SandboxTimeout:
             self._end(Status.TIMED_OUT, f"Killed after the harness time limit of {self.harness.time_limit_seconds} s.")
-        except SandboxOutOfMemory as exc:
+        except SandboxUserError as exc:
+            # Out of memory, or the sandbox killed from inside: the workload's
+            # doing, so charged (a refund here would make any run free).
             self._end(Status.FAILED, exc.message)
         except Exception:
             logger.exception("run %s crashed the worker", run.pk)
