@@ -221,3 +221,39 @@ def test_another_projects_sessions_are_invisible(api, outsider_api):
     assert outsider_api.post("/api/v1/outcomes", {"session_id": "private", "outcome": "fail"}, format="json").status_code == 404
     assert outsider_api.get("/api/v1/sessions").json()["results"] == []
     assert api.get("/api/v1/sessions").json()["results"][0]["session_id"] == "private"
+
+
+@pytest.fixture
+def run_key(project, owner, tmp_path):
+    """A run's own ingest key, as the worker issues it."""
+    from harnesses.models import Run
+
+    from .harness_fixtures import harness
+
+    key, raw = ApiKey.issue(project=project, user=owner, name="run", scope="ingest", per_run=True)
+    run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, api_key=key)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client, str(run.pk)
+
+
+def test_a_runs_key_writes_spans_only_into_its_own_session(run_key, api):
+    client, own = run_key
+    post(api, body([span("someone's chat", session_id="chat-7")]))
+    response = post(client, body([span("mine", session_id=own), span("unnamed"), span("forged", session_id="chat-7")]))
+    assert response.status_code == 200
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert sorted(Span.objects.filter(session_id=own).values_list("name", flat=True)) == ["mine", "unnamed"]
+    assert list(Span.objects.filter(session_id="chat-7").values_list("name", flat=True)) == ["someone's chat"]
+    assert TraceSession.objects.get(session_id="chat-7").span_count == 1
+
+
+def test_a_runs_key_reports_the_outcome_of_its_own_session_only(run_key, api):
+    client, own = run_key
+    post(api, body([span("someone's chat", session_id="chat-7")]))
+    post(client, body([span("mine", session_id=own)]))
+    refused = client.post("/api/v1/outcomes", {"session_id": "chat-7", "outcome": "fail"}, format="json")
+    assert refused.status_code == 403
+    assert TraceSession.objects.get(session_id="chat-7").outcome == ""
+    allowed = client.post("/api/v1/outcomes", {"session_id": own, "outcome": "success"}, format="json")
+    assert allowed.status_code == 200 and TraceSession.objects.get(session_id=own).outcome == "success"

@@ -43,9 +43,19 @@ def collector_paused():
             gc.enable()
 
 
-def store_spans(project, raw_spans: list[dict]) -> int:
+def store_spans(project, raw_spans: list[dict], *, confine_to: str | None = None) -> int:
+    """Store spans; returns how many were kept.
+
+    `confine_to` (a per-run key's session): spans naming another session are
+    dropped, and spans naming none join it, so a run can write only its own
+    session, never decide another session's data.
+    """
     now = timezone.now()
     rows = [_row(project.pk, raw, now) for raw in raw_spans]
+    if confine_to is not None:
+        for row in rows:
+            row["session_id"] = row["session_id"] or confine_to
+        rows = [row for row in rows if row["session_id"] == confine_to]
     sessions = _session_totals(rows)
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -55,6 +65,16 @@ def store_spans(project, raw_spans: list[dict]) -> int:
             Span.objects.bulk_create([Span(**row) for row in rows], batch_size=500, ignore_conflicts=True)
             _upsert_sessions_portable(project, sessions, now)
     return len(rows)
+
+
+def run_session_of(key) -> str | None:
+    """The one session a per-run key may write (its run's id); None for other keys."""
+    from harnesses.models import Run
+
+    if not getattr(key, "per_run", False):
+        return None
+    run_id = Run.objects.filter(api_key=key).values_list("pk", flat=True).first()
+    return str(run_id) if run_id else ""
 
 
 def _row(project_id, raw: dict, now) -> dict:
