@@ -20,6 +20,7 @@ class Account(models.Model):
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(balance_cents__gte=0), name="balance_never_negative")]
+        permissions = [("grant_credit", "Can grant credit (adjust a balance)")]
 
     def __str__(self):
         return f"{self.project} ({self.balance_cents / 100:.2f} USD)"

@@ -71,18 +71,20 @@ class HarnessSerializer(serializers.ModelSerializer):
         return harness
 
     def _save_env(self, harness, env_vars):
-        # A secret sent back as the mask keeps its stored value.
-        existing = {v.name: v.value for v in harness.env_vars.all()}
+        # The mask sent back for a stored secret keeps its stored value,
+        # whether or not it stays secret (un-ticking "secret" must not turn
+        # the mask into the value); the mask for anything else is refused.
+        secrets = {v.name: v.value for v in harness.env_vars.all() if v.secret}
+        rows = []
+        for v in env_vars:
+            value = v["value"]
+            if value == MASK:
+                if v["name"] not in secrets:
+                    raise serializers.ValidationError({"env_vars": [f"{v['name']}: {MASK} is the mask of a stored secret, not a value."]})
+                value = secrets[v["name"]]
+            rows.append(HarnessEnvVar(harness=harness, name=v["name"], secret=v["secret"], value=value))
         harness.env_vars.all().delete()
-        HarnessEnvVar.objects.bulk_create(
-            HarnessEnvVar(
-                harness=harness,
-                name=v["name"],
-                secret=v["secret"],
-                value=existing.get(v["name"], "") if v["secret"] and v["value"] == MASK else v["value"],
-            )
-            for v in env_vars
-        )
+        HarnessEnvVar.objects.bulk_create(rows)
 
 
 def start_run_response(harness, user, env_for=None) -> Response:

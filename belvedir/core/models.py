@@ -96,6 +96,7 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "API key"
+        permissions = [("revoke_apikey", "Can revoke API keys")]
 
     def __str__(self):
         return f"{self.prefix}… ({self.name})"

@@ -23,6 +23,7 @@ class SandboxHost(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("drain_sandboxhost", "Can drain sandbox hosts")]
 
     def __str__(self):
         return f"{self.name} ({self.kind})"
