@@ -303,6 +303,11 @@ EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, min
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
+# A stalled eval is resumed this many times in a row, then ends `error`.
+EVAL_MAX_AUTO_RESUMES = env_int("BELVEDIR_EVAL_MAX_AUTO_RESUMES", 3, minimum=0)
+# A user's regex pattern gets this long per sample (the `regex` engine's
+# timeout): well under the 100 ms the engine's event loop may be held.
+EVAL_REGEX_TIMEOUT_SECONDS = 0.05
 # Deployments on loopback, private or link-local addresses would let users
 # probe the platform's own network; allowed only in development and tests.
 EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)

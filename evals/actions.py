@@ -2,12 +2,13 @@ import secrets
 
 import yaml
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from . import benchmarks
 from .models import Dataset, Deployment, Eval
-from .scoring import DATASET_SCORERS, LLM_JUDGE
+from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
 
 class EvalConfigError(ValueError):
@@ -60,6 +61,11 @@ def _check_scorers(project, scorers) -> list:
             options = scorer.get("options", {}) if isinstance(scorer, dict) else {}
             if name == "regex" and not options.get("pattern"):
                 raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
+            if name == "regex":
+                try:
+                    compile_pattern(str(options["pattern"]).replace("{expected}", "x"))
+                except timed_regex.error as exc:
+                    raise EvalConfigError(f"The regex scorer's pattern is invalid: {exc}.") from None
             checked.append({"name": name, "options": options} if options else name)
         else:
             raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
@@ -79,14 +85,19 @@ def cancel_eval(ev: Eval) -> bool:
     )
 
 
-def resume_eval(ev: Eval) -> bool:
-    """Queue an interrupted eval again; it scores only the rows it has not stored."""
+def resume_eval(ev: Eval, *, automatic: bool = False) -> bool:
+    """Queue an interrupted eval again; it scores only the rows it has not stored.
+
+    An automatic resume (after a stall) counts against EVAL_MAX_AUTO_RESUMES;
+    one a person asks for starts the count again.
+    """
     stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
-    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED]) | Eval.objects.filter(
+    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR]) | Eval.objects.filter(
         pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
     )
+    count = F("auto_resumes") + 1 if automatic else 0
     with transaction.atomic():
-        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed."):
+        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", auto_resumes=count):
             return False
         transaction.on_commit(lambda: enqueue(ev))
     return True

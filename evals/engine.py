@@ -23,6 +23,7 @@ from django.utils import timezone
 from belvedir.sandbox.errors import SandboxPlatformError
 
 from .models import Deployment, Eval, Sample
+from .scoring import ScoringError
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -158,6 +159,8 @@ class EvalRun:
         except SandboxPlatformError as exc:
             # The platform's fault, not the completion's: an error, not a wrong answer.
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
+        except ScoringError as exc:
+            sample.score, sample.error = None, str(exc)
 
     async def _flush_periodically(self):
         while True:
