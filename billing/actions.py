@@ -172,7 +172,15 @@ def parse_dollars(raw, *, minimum_cents: int = 1, maximum_cents: int | None = No
         value = Decimal(str(raw).strip().lstrip("$"))
     except (InvalidOperation, ValueError):
         raise TopUpError(f"{raw!r} is not an amount in dollars.") from None
-    if not value.is_finite() or value != value.quantize(Decimal("0.01")):
+    # Huge exponents (1e999999) are finite Decimals that quantize cannot
+    # represent: refuse anything past a trillion dollars before touching it.
+    if not value.is_finite() or value.adjusted() > 12:
+        raise TopUpError(f"{str(raw)[:40]!r} is not an amount in dollars.")
+    try:
+        whole_cents = value == value.quantize(Decimal("0.01"))
+    except InvalidOperation:
+        whole_cents = False
+    if not whole_cents:
         raise TopUpError("Amounts are in dollars with at most two decimals.")
     cents = int(value * 100)
     if cents < minimum_cents:

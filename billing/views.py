@@ -23,6 +23,10 @@ HTMX_STOP_POLLING = 286
 
 @login_required
 def balance(request):
+    return _balance_page(request)
+
+
+def _balance_page(request, status=200):
     account = Account.for_project(request.project)
     entries = Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(request.GET.get("page"))
     return render(
@@ -37,6 +41,7 @@ def balance(request):
             "stripe_configured": stripe_client.configured(),
             "prices": {"cpu": settings.RUN_PRICE_CPU_CENTS, "gpu": settings.RUN_PRICE_GPU_CENTS},
         },
+        status=status,
     )
 
 
@@ -68,8 +73,9 @@ def redeem(request):
 def topup(request):
     form = TopUpForm(request.POST)
     if not form.is_valid():
+        # A bad amount is the request's fault: 400, with the page and the reason.
         messages.error(request, form.errors["amount"][0])
-        return redirect("billing:balance")
+        return _balance_page(request, status=400)
     try:
         created = start_topup(
             Account.for_project(request.project),

@@ -31,14 +31,22 @@ def parse_jsonl(data: bytes) -> list[dict]:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"Line {number} is not valid JSON ({exc.msg}).") from None
+        except (ValueError, RecursionError):
+            # A number too long to convert, or nesting deeper than Python recurses.
+            raise DatasetError(f"Line {number} is not valid JSON here (a number too long or nesting too deep).") from None
         if not isinstance(item, dict) or "input" not in item or "expected" not in item:
             raise DatasetError(f'Line {number} needs an object with "input" and "expected".')
-        rows.append({"input": str(item["input"]).replace("\x00", ""), "expected": str(item["expected"]).replace("\x00", "")})
+        rows.append({"input": _text(item["input"]), "expected": _text(item["expected"])})
         if len(rows) > MAX_ROWS:
             raise DatasetError(f"A dataset holds at most {MAX_ROWS:,} rows.")
     if not rows:
         raise DatasetError("The file has no rows.")
     return rows
+
+
+def _text(value) -> str:
+    # Stored as text: no NUL, and lone surrogates (valid as JSON escapes) replaced.
+    return str(value).replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
 def create_dataset(project, user, name: str, data: bytes) -> Dataset:

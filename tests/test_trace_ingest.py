@@ -257,3 +257,12 @@ def test_a_runs_key_reports_the_outcome_of_its_own_session_only(run_key, api):
     assert TraceSession.objects.get(session_id="chat-7").outcome == ""
     allowed = client.post("/api/v1/outcomes", {"session_id": own, "outcome": "success"}, format="json")
     assert allowed.status_code == 200 and TraceSession.objects.get(session_id=own).outcome == "success"
+
+
+def test_otlp_json_nested_338_deep_answers_400(api):
+    value = '{"arrayValue": {"values": [' * 338 + '{"stringValue": "x"}' + "]}}" * 338
+    span_json = f'{{"traceId": "{"ab" * 16}", "spanId": "{"cd" * 8}", "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": [{{"key": "k", "value": {value}}}]}}'
+    response = post(api, f'{{"resourceSpans": [{{"scopeSpans": [{{"spans": [{span_json}]}}]}}]}}'.encode())
+    assert response.status_code == 400
+    assert "nested deeper than" in response.json()["detail"]
+    assert not Span.objects.exists()
