@@ -137,3 +137,18 @@ class ProjectSecret(models.Model):
 
     def __str__(self):
         return self.name
+
+
+class RateCounter(models.Model):
+    """One rate-limit window's count, when there is no Redis to INCR in.
+
+    Increments are a single UPDATE ... SET count = count + 1 (row-locked),
+    never a read followed by a write, so parallel attempts cannot overshoot.
+    """
+
+    key = models.CharField(max_length=255, unique=True)
+    count = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self):
+        return f"{self.key}: {self.count}"
