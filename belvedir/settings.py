@@ -204,6 +204,22 @@ MEDIA_ROOT = VAR_DIR / "media"
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+# HTTPS in production, from the environment; the defaults pass
+# `manage.py check --deploy`. gunicorn binds 127.0.0.1 behind a TLS proxy,
+# which says the request's scheme in SECURE_PROXY_SSL_HEADER (the proxy must
+# set or strip that header; empty trusts no header).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+# The header alone lists nothing: a domain joins browsers' preload lists only when submitted.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+_proxy_header = env_str("SECURE_PROXY_SSL_HEADER", "" if DEBUG else "X-Forwarded-Proto").strip()
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
+# Origins allowed to POST forms (scheme://host[:port]); the platform's own URL always is.
+CSRF_TRUSTED_ORIGINS = sorted(
+    {o.strip().rstrip("/") for o in env_str("CSRF_TRUSTED_ORIGINS").split(",") if o.strip()}
+    | ({BELVEDIR_BASE_URL} if urlparse(BELVEDIR_BASE_URL).scheme in {"http", "https"} else set())
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

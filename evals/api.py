@@ -75,6 +75,8 @@ def deployment_by_name_or_id(project, value) -> Deployment | None:
 
 class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = DeploymentSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Deployment.objects.none()
     pagination_class = None
 
     def get_queryset(self):
@@ -95,6 +97,8 @@ class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.R
 
 class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = EvalSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Eval.objects.none()
 
     def get_queryset(self):
         return Eval.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment")
@@ -171,6 +175,8 @@ class DatasetSerializer(serializers.ModelSerializer):
 
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = DatasetSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Dataset.objects.none()
     pagination_class = None
 
     def get_queryset(self):

@@ -1,5 +1,5 @@
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -133,6 +133,8 @@ class PresetSerializer(serializers.ModelSerializer):
 
 class HarnessViewSet(viewsets.ModelViewSet):
     serializer_class = HarnessSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Harness.objects.none()
     http_method_names = ["get", "post", "patch", "delete"]
 
     def get_queryset(self):
@@ -157,6 +159,8 @@ class HarnessViewSet(viewsets.ModelViewSet):
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = RunSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Run.objects.none()
 
     def get_queryset(self):
         qs = Run.objects.for_user(self.request.user, request_project(self.request)).select_related("harness")
@@ -166,7 +170,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             qs = qs.filter(status=run_status)
         return qs
 
-    @extend_schema(responses={200: serializers.DictField()})
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "RunLog", {"id": serializers.IntegerField(), "status": serializers.CharField(), "finished": serializers.BooleanField(), "log": serializers.CharField()}
+            )
+        }
+    )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
         """The last 16 KB of the run's output (secrets masked)."""

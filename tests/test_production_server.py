@@ -19,7 +19,9 @@ def test_gunicorn_with_the_repository_config_serves_ingest(subprocess_env, api_k
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**subprocess_env, "DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
+    env = {**subprocess_env, "DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}",
+           # Plain HTTP straight to gunicorn: no TLS proxy in front to redirect to.
+           "SECURE_SSL_REDIRECT": "0"}
     server = subprocess.Popen([sys.executable, "-m", "gunicorn", "belvedir.wsgi"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
