@@ -283,13 +283,15 @@ def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, o
     dataset = create_dataset(project, owner, "evil", b"".join(b'{"input": "q%d", "expected": "x"}\n' % i for i in range(6)))
     scorers = [{"name": "regex", "options": {"pattern": "^(a|a)*$"}}]
     # The engine scores on its event loop: one sample may hold it < 100 ms.
+    # Measured in this thread's CPU time: on a machine shared with other test
+    # runs, wall time also counts the waits for a core.
     for pattern in ("^(a|a)*$", "^(a+)+$"):
-        started = time.monotonic()
+        started = time.thread_time()
         try:
             DatasetSpec(dataset, [{"name": "regex", "options": {"pattern": pattern}}]).score({"input": "q0", "reference": "x"}, "a" * 26 + "!")
         except ScoringError as exc:
             assert "took longer than 50 ms" in str(exc)
-        assert time.monotonic() - started < 0.1, pattern
+        assert time.thread_time() - started < 0.1, pattern
 
     ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=scorers)
     run_eval(ev.pk)
