@@ -287,6 +287,8 @@ HARNESS_SANDBOX_NETWORK = env_str("BELVEDIR_HARNESS_NETWORK", "egress")
 HARNESS_LOG_TAIL_BYTES = 16 * 1024
 HARNESS_RESULTS_MAX_BYTES = 256 * 1024
 HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, minimum=5)
+# A harness checkout (history included) larger than this stops while cloning.
+HARNESS_CLONE_MAX_BYTES = env_int("BELVEDIR_CLONE_MAX_MB", 1024, minimum=1) * 1024 * 1024
 # The worker beats every HEARTBEAT seconds; a run silent for STALE seconds
 # lost its worker and is reaped.
 HARNESS_HEARTBEAT_SECONDS = 2.0

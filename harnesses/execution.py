@@ -85,7 +85,9 @@ class RunExecution:
         Run.objects.filter(pk=run.pk).update(host=lease.host)
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
-            sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS)
+            credentials = repo.Credentials.for_project(run.project)
+            self.secrets += tuple(v for v in (credentials.token, credentials.ssh_key) if v)
+            sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS, credentials)
             Run.objects.filter(pk=run.pk).update(commit_sha=sha)
             self._say(f"Checked out {sha[:12]}.")
             key, raw_key = ApiKey.issue(

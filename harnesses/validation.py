@@ -4,6 +4,8 @@ from urllib.parse import urlparse
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from belvedir.core.netpolicy import is_origin_url
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SCP_LIKE = re.compile(r"[\w.-]+@[\w.-]+:[\w./~-]+\Z")  # git@github.com:org/repo.git
 # Set by the platform for every run; a harness cannot override them.
@@ -26,6 +28,8 @@ def validate_repo_url(value: str):
         if not settings.HARNESS_ALLOW_LOCAL_REPOS:
             raise ValidationError("Local paths and file:// URLs are disabled on this server; use an https or ssh URL.")
         return
+    if parsed.scheme == "http" and is_origin_url(value):
+        return  # the platform's own driver repos ({BELVEDIR_BASE_URL}/drivers/…)
     if parsed.scheme == "http":
         raise ValidationError("Use https:// (plain http is not accepted for repositories).")
     raise ValidationError("Enter an https or ssh git URL, e.g. https://github.com/org/repo.git or git@github.com:org/repo.git.")
