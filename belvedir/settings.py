@@ -256,7 +256,14 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 1000,
+    # Evals have their own queue and cluster (`Q_CLUSTER_NAME=evals manage.py
+    # qcluster`), so a flood of them never delays a paid run on the default one.
+    "ALT_CLUSTERS": {"evals": {"workers": env_int("Q_EVAL_WORKERS", 2, minimum=1)}},
 }
+EVAL_QUEUE = "evals"
+# One project cannot hold every worker: work in progress (queued or running) per project.
+PROJECT_MAX_ACTIVE_RUNS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_RUNS", 10, minimum=1)
+PROJECT_MAX_ACTIVE_EVALS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_EVALS", 10, minimum=1)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:

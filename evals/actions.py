@@ -1,6 +1,7 @@
 import secrets
 
 import yaml
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -13,6 +14,10 @@ from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
 class EvalConfigError(ValueError):
     """An eval request that breaks a rule; the message names the rule."""
+
+
+class EvalLimitReached(EvalConfigError):
+    """The project already has as many evals in progress as one project may."""
 
 
 def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorers=None, sample_limit=None, seed=None, generation=None) -> Eval:
@@ -31,6 +36,10 @@ def create_eval(project, user, *, deployment, benchmark="", dataset=None, scorer
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
     with transaction.atomic():
+        project.lock()
+        active = Eval.objects.filter(project=project, status__in=Eval.ACTIVE).count()
+        if active >= settings.PROJECT_MAX_ACTIVE_EVALS:
+            raise EvalLimitReached(f"This project already has {active} evals queued or running, its limit; start this one when one ends.")
         ev = Eval.objects.create(
             project=project,
             deployment=deployment,
@@ -73,7 +82,9 @@ def _check_scorers(project, scorers) -> list:
 
 
 def enqueue(ev: Eval):
-    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}")
+    # Their own queue, worked by their own cluster (Q_CLUSTER_NAME=evals):
+    # a flood of evals never delays a paid run.
+    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}", cluster=settings.EVAL_QUEUE)
 
 
 def cancel_eval(ev: Eval) -> bool:

@@ -10,7 +10,7 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
 from . import benchmarks
-from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
+from .actions import EvalConfigError, EvalLimitReached, cancel_eval, create_eval, dataset_for, resume_eval
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
@@ -120,6 +120,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
                 project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
                 scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
             )
+        except EvalLimitReached as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except EvalConfigError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)

@@ -16,13 +16,15 @@ $py manage.py build_sandbox_image
 $py manage.py demo_setup
 # Runs a previous worker left behind end (refunded) before a new worker starts.
 $py manage.py reap_runs
-# Ctrl-C (or any of the three dying) stops all three. Each is sent TERM
+# Ctrl-C (or any of them dying) stops them all. Each is sent TERM
 # itself: the worker then stops its own children in order, which a signal
 # to the whole process group would pre-empt (leaving it waiting for them).
 pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
+# Evals have their own queue and worker, so they never hold up paid runs.
+Q_CLUSTER_NAME=evals $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
 $py manage.py runserver --noreload "$bind" & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker and the trace segmenter)."
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers and the trace segmenter)."
 wait -n

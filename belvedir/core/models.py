@@ -29,6 +29,11 @@ class Project(models.Model):
     def __str__(self):
         return self.name
 
+    def lock(self) -> "Project":
+        """Lock this project's row for the rest of the transaction: actions that
+        count the project's active work (to hold it to a limit) serialise here."""
+        return Project.objects.select_for_update().get(pk=self.pk)
+
 
 class Membership(models.Model):
     class Role(models.TextChoices):

@@ -56,5 +56,9 @@ class NoCapacity(SandboxPlatformError):
     pass
 
 
+class ProjectAtLimit(NoCapacity):
+    """The project already has as much work in progress as one project may."""
+
+
 class LaunchFailed(SandboxPlatformError):
     pass
