@@ -191,7 +191,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         if upload is None or not name:
             return Response({"detail": "Send a name and a JSONL file."}, status=400)
         try:
-            dataset = create_dataset(request_project(request), request.user, name, upload.read())
+            dataset = create_dataset(request_project(request), request.user, name, upload)
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(DatasetSerializer(dataset).data, status=201)

@@ -17,14 +17,19 @@ class DatasetError(ValueError):
     pass
 
 
-def parse_jsonl(data: bytes) -> list[dict]:
-    """Rows with `input` and `expected`; an error names the first bad line."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DatasetError("The file is not UTF-8 text.") from None
+def parse_jsonl(data) -> list[dict]:
+    """Rows with `input` and `expected`; an error names the first bad line.
+
+    `data` is bytes or a file, read line by line (an uploaded file is never
+    read whole into memory).
+    """
+    lines = data.splitlines() if isinstance(data, bytes) else data
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DatasetError("The file is not UTF-8 text." if number == 1 else f"Line {number} is not UTF-8 text.") from None
         if not line.strip():
             continue
         try:
@@ -49,7 +54,7 @@ def _text(value) -> str:
     return str(value).replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
 
 
-def create_dataset(project, user, name: str, data: bytes) -> Dataset:
+def create_dataset(project, user, name: str, data) -> Dataset:
     rows = parse_jsonl(data)
     dataset = Dataset.objects.create(project=project, name=name, created_by=user, row_count=len(rows))
     DatasetRow.objects.bulk_create(
