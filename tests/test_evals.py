@@ -116,23 +116,30 @@ def test_retries_then_error_count_not_wrong_answers(project, owner, fake, deploy
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake, deployment):
-    fake.latency = 0.1
+def test_cancel_stops_the_worker_and_no_request_is_made_after_it(project, owner, fake, deployment):
+    import time
+
+    from .harness_fixtures import wait_for
+
+    fake.latency = 0.2  # 300 rows take a minute: time to step in
     deployment.max_in_flight = 5
     deployment.save()
     ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=300)
     worker = start_thread(run_eval, ev.pk)
-    import time
-
-    deadline = time.monotonic() + 60
-    while Eval.objects.get(pk=ev.pk).done_count < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: Eval.objects.get(pk=ev.pk).done_count >= 20, interval=0.05)
+    # Hold the answers: the engine fills its five slots, then waits.
+    fake.answering.clear()
+    wait_for(lambda: fake.in_flight == 5, interval=0.01)
+    made_before_cancel = len(fake.requests)
     assert cancel_eval(ev)
+    time.sleep(2.5)  # longer than the engine takes to notice a cancel
+    fake.answering.set()  # the five finish: the slots free up, nothing new goes out
     worker.join(30)
+    assert not worker.is_alive(), "the worker kept running after cancel"
+    assert len(fake.requests) == made_before_cancel
     ev.refresh_from_db()
     assert ev.status == "cancelled"
-    assert 20 <= ev.done_count < 300
-    assert len(fake.requests) < 300
+    assert 20 <= ev.done_count < 300 and ev.done_count == Sample.objects.filter(eval=ev).count()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -22,6 +22,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        # Cleared: requests are received (and recorded) but not answered until it is set again.
+        self.answering = threading.Event()
+        self.answering.set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -35,6 +38,8 @@ class FakeOpenAI:
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
+            while not self.answering.is_set():
+                await asyncio.sleep(0.01)
             text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
             queued = self.fail_statuses.get(text)
             status = queued.pop(0) if queued else self.always_fail.get(text)
