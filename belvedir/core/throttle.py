@@ -10,7 +10,7 @@ import time
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from rest_framework.throttling import BaseThrottle
@@ -33,23 +33,36 @@ def _increment(key: str, ttl: int) -> int:
         except ValueError:  # expired between add and incr
             cache.set(key, 1, ttl)
             return 1
+    expires_at = timezone.now() + datetime.timedelta(seconds=ttl)
+    if connection.vendor == "postgresql":
+        # One statement, the same for every request: count up atomically, and
+        # drop a few expired windows on the way (SKIP LOCKED: never wait on them).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                WITH expired AS (
+                    DELETE FROM core_ratecounter WHERE id IN (
+                        SELECT id FROM core_ratecounter WHERE expires_at < now() LIMIT 20 FOR UPDATE SKIP LOCKED
+                    )
+                )
+                INSERT INTO core_ratecounter (key, count, expires_at) VALUES (%s, 1, %s)
+                ON CONFLICT (key) DO UPDATE SET count = core_ratecounter.count + 1
+                RETURNING count
+                """,
+                [key, expires_at],
+            )
+            return cursor.fetchone()[0]
     with transaction.atomic():
         # The UPDATE locks the row until commit, so the count read back is ours.
         if not RateCounter.objects.filter(key=key).update(count=F("count") + 1):
             try:
                 with transaction.atomic():
-                    RateCounter.objects.create(key=key, count=1, expires_at=timezone.now() + datetime.timedelta(seconds=ttl))
-                _forget_expired()
+                    RateCounter.objects.create(key=key, count=1, expires_at=expires_at)
+                RateCounter.objects.filter(expires_at__lt=timezone.now()).delete()
                 return 1
             except IntegrityError:  # created by a parallel attempt meanwhile
                 RateCounter.objects.filter(key=key).update(count=F("count") + 1)
         return RateCounter.objects.filter(key=key).values_list("count", flat=True).get()
-
-
-def _forget_expired():
-    # Bounded: a few expired windows go each time a new window starts.
-    stale = RateCounter.objects.filter(expires_at__lt=timezone.now()).values_list("pk", flat=True)[:100]
-    RateCounter.objects.filter(pk__in=list(stale)).delete()
 
 
 def seconds_to_next_window(window: int = WINDOW_SECONDS) -> int:
