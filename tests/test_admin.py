@@ -2,6 +2,8 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 
+from .pages import shown
+
 pytestmark = pytest.mark.django_db
 
 
@@ -46,8 +48,9 @@ def test_secrets_never_show_in_admin(staff_client, project):
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://x.example/v1", model="m", api_key="sk-admin-hidden-123")
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="env-admin-hidden-456", secret=True)
-    assert b"sk-admin-hidden-123" not in staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/").content
-    assert b"env-admin-hidden-456" not in staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/").content
+    assert "sk-admin-hidden-123" not in shown(staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/"))
+    harness_page = shown(staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/"))
+    assert "TOKEN" in harness_page and "env-admin-hidden-456" not in harness_page
 
 
 def test_admin_env_vars_follow_the_dashboard_rules(owner, project):
