@@ -254,7 +254,8 @@ def _credit_topup(event: dict) -> str:
     session = event["data"]["object"]
     if session.get("payment_status") != "paid":
         return "not paid yet"
-    topup = TopUp.objects.select_for_update().select_related("account").filter(checkout_session_id=session.get("id") or None).first()
+    session_id = session.get("id")
+    topup = TopUp.objects.select_for_update().select_related("account").filter(checkout_session_id=session_id).first() if session_id else None
     if topup is None:
         return "refused: no top-up of ours has this checkout session"
     currency, amount = str(session.get("currency") or "").lower(), session.get("amount_total")

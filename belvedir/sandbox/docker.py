@@ -204,7 +204,7 @@ class Sandbox:
         with self.engine_errors("finish a command"):
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
         output = tail.text()
-        if exit_code != 0 and (died := self.diagnose()):
+        if exit_code != 0 and (died := self.diagnose(check_pids=False)):
             died.output = output
             raise died
         if exit_code != 0 and self._new_oom_kill():
@@ -298,7 +298,7 @@ class Sandbox:
                 raise died from exc
             raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
 
-    def diagnose(self) -> SandboxUserError | None:
+    def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
         """Why the sandbox stopped or chokes, if the workload caused it; None otherwise.
 
         The evidence, in order: an engine that does not answer is a platform
@@ -328,7 +328,7 @@ class Sandbox:
                 f"The sandbox stopped from inside while running (its main process exited with code {state.get('ExitCode')}), "
                 "e.g. a command killed its PID 1 or keep-alive process."
             )
-        if self._pids_exhausted():
+        if check_pids and self._pids_exhausted():
             return SandboxDied(f"The sandbox reached its limit of {self.spec.limits.pids} processes and could start no more.")
         return None
 
@@ -344,7 +344,7 @@ class Sandbox:
 
     def _pids_exhausted(self) -> bool:
         try:
-            pids = self.container.stats(stream=False).get("pids_stats") or {}
+            pids = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
         except (docker_errors.DockerException, requests.RequestException):
             return False
         limit = pids.get("limit") or self.spec.limits.pids
