@@ -25,7 +25,7 @@ from belvedir.sandbox.errors import SandboxPlatformError
 from belvedir.core.netpolicy import Refused, outbound_policy
 
 from .models import Deployment, Eval, Sample
-from .outbound import PolicyResolver, RefusedConnection, check_literal
+from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
 from .scoring import ScoringError
 
 logger = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
             # Never follow a redirect: a public endpoint answering 307 would
             # otherwise have this worker re-send the body to wherever it names.
             async with client.post(url, data=data, headers=headers, allow_redirects=False) as response:
+                public = peer_is_public(response)
                 body = await response.read()
                 status = response.status
         except aiohttp.ClientConnectorError as exc:
@@ -82,7 +83,9 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
                 return _parse(body, deployment, (time.monotonic() - started) * 1000)
             if 300 <= status < 400:
                 raise RequestFailed(f"HTTP {status}: the endpoint redirects, and redirects are not followed; use the final URL.")
-            problem = f"HTTP {status}: {body[:200].decode(errors='replace')}"
+            # An error page from a private address (an operator-allowed network,
+            # development) is not repeated to the user: it may be internal.
+            problem = f"HTTP {status}: {body[:200].decode(errors='replace')}" if public else f"HTTP {status} (from a private address; body not shown)"
             if status not in RETRY_STATUSES:
                 raise RequestFailed(problem)
         if attempt < attempts:

@@ -17,7 +17,7 @@ import socket
 from aiohttp.abc import AbstractResolver
 from yarl import URL
 
-from belvedir.core.netpolicy import Policy, Refused, outbound_policy
+from belvedir.core.netpolicy import Policy, Refused, is_public, outbound_policy, parse_ip
 
 
 class RefusedConnection(OSError):
@@ -54,3 +54,12 @@ def check_literal(url: str, policy: Policy):
     except ValueError:
         return  # a name: PolicyResolver decides when connecting
     policy.check_address(parsed.host, ip, parsed.port or (443 if parsed.scheme == "https" else 80))
+
+
+def peer_is_public(response) -> bool:
+    """Whether the response came from a public address (its body may be shown)."""
+    try:
+        peer = response.connection.transport.get_extra_info("peername")
+        return is_public(parse_ip(peer[0]))
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return False

@@ -92,12 +92,18 @@ def test_a_redirect_to_an_internal_service_is_not_followed(api, project, serve, 
     assert internal.hits == []  # the body was never re-sent inside
 
 
-def test_errors_never_echo_a_body_from_an_internal_target(api, project, serve, settings):
+@pytest.mark.parametrize("allow_private", [False, True], ids=["refused", "allowed-private"])
+def test_errors_never_echo_a_body_from_an_internal_target(api, project, serve, settings, allow_private):
     internal, url = serve("127.0.0.2")
     deployment = Deployment.objects.create(project=project, name="inside", base_url=url + "/v1", model="m")
-    settings.EVAL_ALLOW_PRIVATE_URLS = False
+    settings.EVAL_ALLOW_PRIVATE_URLS = allow_private
+    settings.EVAL_MAX_ATTEMPTS = 1
     result = api.post(f"/api/v1/deployments/{deployment.pk}/test").json()
-    assert INTERNAL_SECRET not in str(result) and internal.hits == []
+    assert result["ok"] is False and INTERNAL_SECRET not in str(result)
+    if allow_private:  # reached (development, or an operator-allowed network), its answer withheld
+        assert len(internal.hits) == 1 and "HTTP 500 (from a private address; body not shown)" in result["error"]
+    else:
+        assert internal.hits == []
 
 
 @pytest.mark.parametrize("url", ["http://100.64.0.1/v1", "http://192.0.0.1/v1", "http://198.18.0.1/v1", "http://[::1]:8080/v1", "http://0.0.0.0/v1", "http://[::ffff:127.0.0.1]/v1"])
