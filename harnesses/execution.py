@@ -17,6 +17,7 @@ from belvedir.core.models import ApiKey
 from belvedir.sandbox import scheduler
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import (
+    SandboxError,
     SandboxFileMissing,
     SandboxFileTooLarge,
     SandboxPlatformError,
@@ -102,7 +103,16 @@ class RunExecution:
                 if harness.tasks:
                     box.put_files(TASKS_FILE.rsplit("/", 1)[0], {"tasks.txt": harness.tasks.encode()})
                 self.launched = True
-                self._collect(box, self._env(raw_key))
+                try:
+                    self._collect(box, self._env(raw_key))
+                except SandboxError:
+                    raise
+                except Exception as exc:
+                    # An error of ours, unless the evidence (read while the
+                    # container still exists) says the workload stopped it.
+                    if died := box.diagnose():
+                        raise died from exc
+                    raise
 
     def _collect(self, box: Sandbox, env: dict):
         harness = self.harness
