@@ -162,6 +162,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "belvedir.core.context_processors.projects",
             ],
         },
     },
@@ -283,7 +284,8 @@ SANDBOX_USER = "1000:1000"
 SANDBOX_INSTANCE = env_str("BELVEDIR_INSTANCE") or hashlib.sha256(str(DATABASES["default"].get("NAME")).encode()).hexdigest()[:12]
 
 # Harness runs.
-PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "belvedir-harnesses")
+# Empty: presets clone the drivers this platform serves at /drivers/<name>.git.
+PRESET_REPO_ORG = env_str("BELVEDIR_PRESET_ORG", "")
 # Local paths and file:// URLs would let a user clone whatever sits on the
 # worker host: development and tests only.
 HARNESS_ALLOW_LOCAL_REPOS = env_bool("BELVEDIR_ALLOW_LOCAL_REPOS", False)
@@ -356,6 +358,8 @@ TOPUP_PRESETS_CENTS = [1000, 2500, 10000]
 TOPUP_MIN_CENTS = 500
 TOPUP_MAX_CENTS = 100_000
 COUPON_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_COUPON_ATTEMPTS_PER_MINUTE", 10, minimum=1)
+# An invitation link is a bearer secret: it stops working after this many days.
+INVITATION_MAX_AGE_DAYS = env_int("BELVEDIR_INVITATION_DAYS", 7, minimum=1)
 LOGIN_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_LOGIN_ATTEMPTS_PER_MINUTE", 10, minimum=1)
 # 20 requests a second per key: a fleet of agents sending 1,000-span batches
 # back to back stays well under it (one request takes ~200-500 ms here).

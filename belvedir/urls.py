@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from belvedir.core import api as core_api
+from belvedir.core import api as core_api, team_api
 from rest_framework.routers import SimpleRouter
 
 from billing import api as billing_api
@@ -20,7 +20,10 @@ router.register("deployments", evals_api.DeploymentViewSet, basename="deployment
 router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
-from belvedir.core import views as core_views
+router.register("members", team_api.MemberViewSet, basename="member")
+router.register("invitations", team_api.InvitationViewSet, basename="invitation")
+router.register("secrets", team_api.SecretViewSet, basename="secret")
+from belvedir.core import team_views, views as core_views
 
 api_v1 = [
     path("me", core_api.me, name="api-me"),
@@ -31,6 +34,7 @@ api_v1 = [
     path("sessions", traces_api.SessionList.as_view(), name="api-sessions"),
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
+    path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
     *router.urls,
 ]
@@ -45,6 +49,15 @@ urlpatterns = [
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),
     path("settings/secrets/", core_views.secrets, name="secrets"),
     path("settings/secrets/<int:pk>/delete/", core_views.delete_secret, name="delete_secret"),
+    path("settings/members/", team_views.members, name="members"),
+    path("settings/members/<int:pk>/remove/", team_views.remove_member, name="remove_member"),
+    path("settings/members/<int:pk>/make-owner/", team_views.make_owner, name="make_owner"),
+    path("settings/members/leave/", team_views.leave_project, name="leave_project"),
+    path("settings/invitations/<int:pk>/revoke/", team_views.revoke_invitation, name="revoke_invitation"),
+    path("settings/project/delete/", team_views.delete_project, name="delete_project"),
+    path("invitations/<str:token>/", team_views.invitation, name="invitation"),
+    path("projects/new/", team_views.new_project, name="new_project"),
+    path("projects/switch/", team_views.switch_project, name="switch_project"),
     path("", include("billing.urls")),
     path("", include("harnesses.urls")),
     path("", include("traces.urls")),

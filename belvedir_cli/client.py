@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -53,6 +54,26 @@ class Client:
         if response.status_code >= 400:
             raise ApiError(f"{response.status_code}: {_message(response)}")
         return response.json() if response.content and "json" in response.headers.get("content-type", "") else response.text
+
+    @contextlib.contextmanager
+    def stream(self, path: str, **params):
+        """A streamed GET (an export): yields the response to read with iter_bytes()."""
+        try:
+            with self.http.stream("GET", f"/api/v1/{path}", params=params or None, timeout=httpx.Timeout(60, read=600)) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ApiError(f"{response.status_code}: {_message(response)}")
+                yield response
+        except httpx.HTTPError as exc:
+            raise ApiError(f"Cannot reach Belvedir at {self.base_url}: {exc}") from None
+
+    def upload(self, path: str, body, progress=None):
+        """POST a streamed multipart body (see upload.MultipartFile)."""
+        headers = {"Content-Type": body.content_type, "Content-Length": str(body.length)}
+        return self.request("POST", path, content=body.chunks(progress), headers=headers, timeout=httpx.Timeout(60, write=600, read=600))
+
+    def delete(self, path):
+        return self.request("DELETE", path)
 
     def get(self, path, **params):
         return self.request("GET", path, params=params or None)

@@ -2,14 +2,18 @@ import functools
 import json
 import sys
 import time
+from pathlib import Path
 
 import click
 import yaml
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn,
+)
 from rich.table import Table
 
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
+from .upload import MultipartFile
 
 console = Console()
 EXIT_FAILED = 1  # the eval or run failed
@@ -64,7 +68,7 @@ def read_config_file(path) -> dict:
 @click.group()
 @click.pass_context
 def cli(ctx):
-    """Belvedir from the terminal: harness runs, evals, models, balance."""
+    """Belvedir from the terminal: harness runs, evals, models, traces, members, balance."""
     ctx.ensure_object(dict)
 
 
@@ -235,13 +239,18 @@ def harnesses_create(config_file):
     output(client().post("harnesses", read_config_file(config_file)), ["id", "name", "repo_url", "compute_type"])
 
 
-def harness_id(name_or_id: str) -> int:
+def id_by_name(path: str, name_or_id: str, missing: str) -> int:
+    """An id given as is, or the id of the item named so in a list endpoint; `missing` says where to look."""
     if name_or_id.isdigit():
         return int(name_or_id)
-    matches = [h["id"] for h in client().all("harnesses") if h["name"] == name_or_id]
+    matches = [item["id"] for item in client().all(path) if item["name"] == name_or_id]
     if not matches:
-        raise ApiError(f"No harness named {name_or_id!r} in this project (see `bv harnesses list`).")
+        raise ApiError(missing.format(name=repr(name_or_id)))
     return matches[0]
+
+
+def harness_id(name_or_id: str) -> int:
+    return id_by_name("harnesses", name_or_id, "No harness named {name} in this project (see `bv harnesses list`).")
 
 
 @cli.group()
@@ -333,6 +342,25 @@ def models_list():
     output(client().get("models"), ["id", "name", "base_model", "adapter_size"])
 
 
+@models.command("upload")
+@click.argument("name")
+@click.option("--base", "base_model", required=True, help="The base model's Hugging Face id.")
+@click.option("--adapter", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path), help="The LoRA adapter as a zip.")
+@click.option("--description", default="")
+@json_option
+def models_upload(name, base_model, adapter, description):
+    """Upload a fine-tuned model (base id + LoRA adapter zip), with a progress bar."""
+    body = MultipartFile({"name": name, "base_model": base_model, "description": description}, "adapter", adapter)
+    if sys.stderr.isatty() and not click.get_current_context().obj.get("json"):
+        columns = [TextColumn(f"{adapter.name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn()]
+        with Progress(*columns, console=Console(stderr=True)) as progress:
+            task = progress.add_task("upload", total=body.size)
+            model = client().upload("models", body, lambda n: progress.advance(task, n))
+    else:
+        model = client().upload("models", body)
+    output(model, ["id", "name", "base_model", "adapter_size"])
+
+
 @models.command("benchmarks")
 @click.argument("name")
 @json_option
@@ -341,6 +369,10 @@ def models_benchmarks(name):
     if not found:
         raise ApiError(f"No model named {name!r} in this project (see `bv models list`).")
     output(client().get(f"models/{found[0]['id']}/benchmarks"), ["run", "harness", "score", "date"])
+
+
+# Command groups kept in their own modules register themselves on `cli`.
+from . import members, traces  # noqa: E402, F401
 
 
 def main():

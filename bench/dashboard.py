@@ -11,7 +11,6 @@ Usage: .venv/bin/python bench/dashboard.py [--spans 1000000] [--runs 10000]
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,8 +19,8 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-DB_NAME = "belvedir_bench_pages"
+
+from bench.throwaway import throwaway_database  # noqa: E402
 
 
 def fill(url, runs, spans, project_id, harness_id, user_id):
@@ -35,11 +34,21 @@ def fill(url, runs, spans, project_id, harness_id, user_id):
                FROM generate_series(1, %s) AS i""",
             (project_id, harness_id, user_id, runs),
         )
+        # Each run's charge, as the ledger holds it: the home page sums spend per day over 30 days.
+        conn.execute(
+            """INSERT INTO billing_ledgerentry (account_id, kind, amount_cents, balance_after_cents, reference, memo, created_at)
+               SELECT a.id, 'run_charge', -50, 0, 'run:' || r.id, '', r.created_at
+               FROM harnesses_run r JOIN billing_account a ON a.project_id = r.project_id WHERE r.project_id = %s""",
+            (project_id,),
+        )
         conn.execute(
             """INSERT INTO traces_tracesession (project_id, session_id, first_span_at, last_span_at, span_count, input_tokens, output_tokens,
-                   outcome, needs_processing, last_received_at)
+                   outcome, needs_processing, last_received_at, user_id, metadata)
                SELECT %s, 'session-' || i, now() - (i || ' seconds')::interval, now() - (i || ' seconds')::interval, 50, 6000, 2000,
-                      CASE WHEN i %% 3 = 0 THEN 'success' ELSE '' END, false, now()
+                      CASE WHEN i %% 3 = 0 THEN 'success' ELSE '' END, false, now(), 'user-' || (i %% 500),
+                      -- a common value (1 in 10 sessions), a rare one (1 in 5,000) and a varied key
+                      jsonb_build_object('plan', CASE WHEN i %% 5000 = 0 THEN 'rare' WHEN i %% 10 = 0 THEN 'enterprise' ELSE 'free' END,
+                                         'region', 'r' || (i %% 7))
                FROM generate_series(1, %s) AS i""",
             (project_id, sessions),
         )
@@ -67,15 +76,11 @@ def main():
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB_NAME}")
-    url = f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}"
-    os.environ.update(DATABASE_URL=url, DJANGO_SETTINGS_MODULE="belvedir.settings", LOG_LEVEL="WARNING", DEBUG="0", SECRET_KEY="bench-" + "x" * 40)
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True)
-    import django
+    with throwaway_database("belvedir_bench_pages") as url:
+        measure(url, args)
 
-    django.setup()
+
+def measure(url, args):
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
@@ -83,11 +88,13 @@ def main():
 
     from belvedir.core.actions import create_account
     from belvedir.core.models import ApiKey
+    from billing.models import Account
     from harnesses.models import Harness
 
     user = create_account(username="bench", password=None)
     project = user.memberships.get().project
     harness = Harness.objects.create(project=project, name="bench", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    Account.for_project(project)
     started = time.perf_counter()
     fill(url, args.runs, args.spans, project.pk, harness.pk, user.pk)
     print(f"filled {args.runs:,} runs, {args.spans:,} spans, {args.spans // 50:,} sessions in {time.perf_counter() - started:.0f} s")
@@ -98,20 +105,25 @@ def main():
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=project, user=user, name='bench')[1]}")
     last_run = harness.runs.order_by("-pk").values_list("pk", flat=True).first()
     pages = [
+        ("dashboard / (home)", web, "/"),
         ("dashboard /harnesses/", web, "/harnesses/"),
         ("dashboard harness page", web, f"/harnesses/{harness.pk}/"),
         ("dashboard run page", web, f"/runs/{last_run}/"),
         ("dashboard /traces/", web, "/traces/"),
         ("dashboard /traces/?outcome=success", web, "/traces/?outcome=success"),
+        ("dashboard /traces/?user=user-7", web, "/traces/?user=user-7"),
+        ("dashboard /traces/?metadata=plan=enterprise", web, "/traces/?metadata=plan%3Denterprise"),
+        ("dashboard /traces/?metadata=plan=rare", web, "/traces/?metadata=plan%3Drare"),
         ("dashboard session page", web, "/traces/sessions/session-1/"),
         ("dashboard /traces/groups/", web, "/traces/groups/"),
         ("dashboard /evals/", web, "/evals/"),
         ("dashboard /settings/balance/", web, "/settings/balance/"),
         ("api /api/v1/runs", api, "/api/v1/runs"),
         ("api /api/v1/sessions", api, "/api/v1/sessions"),
+        ("api /api/v1/sessions?metadata=plan=rare", api, "/api/v1/sessions?metadata=plan%3Drare"),
         ("api /api/v1/sessions/session-1", api, "/api/v1/sessions/session-1"),
     ]
-    print(f"{'page':40} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
+    print(f"{'page':48} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8}")
     worst = 0.0
     for label, client, path in pages:
         client.get(path)  # warm-up, not counted: template compilation, first plans
@@ -125,11 +137,8 @@ def main():
         times.sort()
         p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
         worst = max(worst, p95)
-        print(f"{label:40} {statistics.median(times):8.1f} {p95:8.1f} {len(queries):8d}")
+        print(f"{label:48} {statistics.median(times):8.1f} {p95:8.1f} {len(queries):8d}")
     print(f"worst p95 {worst:.1f} ms (target < 200 ms); machine: {os.cpu_count()} CPUs")
-    connection.close()
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
-"""Platform overhead of a harness run over a bare `docker run`.
+"""Platform overhead of a harness run over a bare `docker run`, per runtime and network.
 
-Measures, 20 times each, in the same run on the same machine:
-- bare: `docker run --rm --network none IMAGE date +%s.%N`, from just before
-  the command to the timestamp it prints;
+For each runtime (runc, runsc) and each harness network (none, egress),
+measures, 20 times each, in the same run on the same machine:
+- bare: `docker run --rm --runtime R --network none IMAGE date +%s.%N`, from
+  just before the command to the timestamp it prints;
 - platform: from pressing Run (`start_run`: charge, queue) through the worker
   (claim, host lease, clone, per-run key, sandbox launch, checkout copied in,
   install) to the first line of the run command (`date +%s.%N`), minus the
   clone and the install, which belong to the harness, not the platform.
 
 Usage: .venv/bin/python bench/run_overhead.py [--runs 20]
-It uses a throwaway SQLite database under a temporary directory.
+It uses a throwaway SQLite database under a temporary directory, and starts
+its own egress proxy on it for the egress rows.
 """
 
 import argparse
@@ -47,10 +49,8 @@ def main():
     from belvedir.core.actions import create_account
     from billing.actions import grant_credit
     from billing.models import Account
-    from harnesses import repo
-    from harnesses.actions import start_run
-    from harnesses.execution import execute_run
-    from harnesses.models import Harness, Run
+    from belvedir.sandbox.models import SandboxHost
+    from harnesses.models import Harness
 
     user = create_account(username="bench", password=None)
     project = user.memberships.get().project
@@ -66,20 +66,53 @@ def main():
         project=project, name="bench", repo_url=str(repo_dir), install_command="true", run_command="date +%s.%N", created_by=user
     )
 
-    bare = []
-    for _ in range(args.runs):
+    proxy = subprocess.Popen(
+        [sys.executable, "manage.py", "egress_proxy"], cwd=ROOT, env={**os.environ, "BELVEDIR_EGRESS_SOCKET_DIR": f"{workdir}/egress"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    settings.EGRESS_SOCKET_DIR = Path(f"{workdir}/egress")
+    try:
+        print(f"machine: {os.cpu_count()} CPUs, image {settings.SANDBOX_IMAGE}, {args.runs} runs each")
+        for runtime in ("runc", "runsc"):
+            SandboxHost.objects.update(runtime=runtime)
+            bare = bare_runs(runtime, settings.SANDBOX_IMAGE, args.runs)
+            print(f"{runtime}: bare docker run     median {statistics.median(bare) * 1000:7.0f} ms   p95 {p95(bare) * 1000:7.0f} ms")
+            for network in ("none", "egress"):
+                settings.HARNESS_SANDBOX_NETWORK = network
+                platform = platform_runs(harness, user, repo_dir, args.runs)
+                overhead = statistics.median(platform) - statistics.median(bare)
+                print(
+                    f"{runtime}: platform, {network:6s}   median {statistics.median(platform) * 1000:7.0f} ms   p95 {p95(platform) * 1000:7.0f} ms"
+                    f"   overhead {overhead * 1000:5.0f} ms (target < 500 ms)   ratio {statistics.median(platform) / statistics.median(bare):.2f}x"
+                )
+    finally:
+        proxy.terminate()
+        proxy.wait(10)
+
+
+def bare_runs(runtime, image, runs):
+    times = []
+    for _ in range(runs):
         started = time.time()
         out = subprocess.run(
-            ["docker", "run", "--rm", "--network", "none", settings.SANDBOX_IMAGE, "date", "+%s.%N"], capture_output=True, text=True, check=True
+            ["docker", "run", "--rm", "--runtime", runtime, "--network", "none", image, "date", "+%s.%N"], capture_output=True, text=True, check=True
         ).stdout
-        bare.append(float(out.split()[0]) - started)
+        times.append(float(out.split()[0]) - started)
+    return times
 
-    clone_times, platform = [], []
-    for _ in range(args.runs):
+
+def platform_runs(harness, user, repo_dir, runs):
+    from harnesses import repo
+    from harnesses.actions import start_run
+    from harnesses.execution import execute_run
+    from harnesses.models import Run
+
+    times = []
+    for _ in range(runs):
         with tempfile.TemporaryDirectory() as scratch:
             t = time.time()
             repo.clone(str(repo_dir), "", scratch + "/c", 60)
-            clone_times.append(time.time() - t)
+            clone_time = time.time() - t
         pressed = time.time()
         run = start_run(harness, user)
         execute_run(run.pk)
@@ -87,14 +120,8 @@ def main():
         assert run.status == "succeeded", (run.status, run.status_message, run.log_tail)
         first_line = float(next(line for line in run.log_tail.splitlines() if line[:1].isdigit()))
         install = (run.run_started_at - run.install_started_at).total_seconds()
-        platform.append(first_line - pressed - install - clone_times[-1])
-
-    bare_median, platform_median = statistics.median(bare), statistics.median(platform)
-    print(f"machine: {os.cpu_count()} CPUs, image {settings.SANDBOX_IMAGE}, {args.runs} runs each")
-    print(f"bare docker run      median {bare_median * 1000:7.0f} ms   p95 {p95(bare) * 1000:7.0f} ms")
-    print(f"platform (no clone)  median {platform_median * 1000:7.0f} ms   p95 {p95(platform) * 1000:7.0f} ms")
-    print(f"overhead over bare   median {(platform_median - bare_median) * 1000:7.0f} ms   (target < 500 ms)")
-    print(f"ratio platform/bare  {platform_median / bare_median:.2f}x")
+        times.append(first_line - pressed - install - clone_time)
+    return times
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view, throttle_classes
+from rest_framework.decorators import api_view, permission_classes, throttle_classes
 from rest_framework.response import Response
 
-from belvedir.core.permissions import request_project
+from belvedir.core.permissions import IsProjectOwner, request_project
 from belvedir.core.throttle import CouponThrottle
 
 from .actions import redeem_coupon
@@ -37,6 +37,7 @@ class RedeemResultSerializer(serializers.Serializer):
 
 @extend_schema(responses=BalanceSerializer)
 @api_view(["GET"])
+@permission_classes([IsProjectOwner])
 def balance(request):
     """The project's balance and its most recent ledger entries."""
     account = Account.for_project(request_project(request))
@@ -52,6 +53,7 @@ def balance(request):
 
 @extend_schema(request=RedeemSerializer, responses={200: RedeemResultSerializer})
 @api_view(["POST"])
+@permission_classes([IsProjectOwner])
 @throttle_classes([CouponThrottle])
 def redeem(request):
     """Redeem a coupon code for this project; 400 with the reason when it cannot be."""

@@ -15,20 +15,26 @@ from .actions import handle_stripe_event, redeem_coupon, start_topup
 from .errors import BillingError
 from .forms import RedeemForm, TopUpForm
 from .models import Account, LedgerEntry, TopUp
+from belvedir.core.decorators import owner_required
 from belvedir.core.throttle import allow_coupon_attempt
 
 logger = logging.getLogger(__name__)
 HTMX_STOP_POLLING = 286
 
 
+def ledger_page(account, page=None):
+    return Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(page)
+
+
 @login_required
+@owner_required
 def balance(request):
     return _balance_page(request)
 
 
 def _balance_page(request, status=200):
     account = Account.for_project(request.project)
-    entries = Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(request.GET.get("page"))
+    entries = ledger_page(account, request.GET.get("page"))
     return render(
         request,
         "billing/balance.html",
@@ -46,6 +52,7 @@ def _balance_page(request, status=200):
 
 
 @login_required
+@owner_required
 @require_POST
 def redeem(request):
     form = RedeemForm(request.POST)
@@ -63,12 +70,15 @@ def redeem(request):
         except BillingError as exc:
             message = str(exc)
     if request.htmx:
-        return render(request, "billing/_redeem_result.html", {"ok": ok, "message": message, "account": account})
+        # The ledger is swapped out of band too, so the new entry shows without a reload.
+        context = {"ok": ok, "message": message, "account": account, "entries": ledger_page(account), "oob": True}
+        return render(request, "billing/_redeem_result.html", context)
     messages.add_message(request, messages.SUCCESS if ok else messages.ERROR, message)
     return redirect("billing:balance")
 
 
 @login_required
+@owner_required
 @require_POST
 def topup(request):
     form = TopUpForm(request.POST)
@@ -90,8 +100,9 @@ def topup(request):
 
 
 @login_required
+@owner_required
 def topup_status(request, pk):
-    topup = get_object_or_404(TopUp.objects.for_user(request.user), pk=pk)
+    topup = get_object_or_404(TopUp.objects.for_user(request.user, request.project), pk=pk)
     context = {"topup": topup, "account": topup.account}
     if request.htmx:
         response = render(request, "billing/_topup_status.html", context)

@@ -1,11 +1,13 @@
 import asyncio
 
+from django.db.models import ProtectedError
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
 
+from belvedir.core.api_errors import Conflict
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
@@ -14,6 +16,7 @@ from .actions import EvalConfigError, EvalLimitReached, cancel_eval, create_eval
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
+from .forms import DatasetUploadForm
 from .models import Dataset, Deployment, Eval, Sample
 from .validation import validate_deployment_url
 
@@ -73,7 +76,9 @@ def deployment_by_name_or_id(project, value) -> Deployment | None:
     return qs.filter(pk=int(value)).first() if str(value).isdigit() else qs.filter(name=value).first()
 
 
-class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+class DeploymentViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
+):
     serializer_class = DeploymentSerializer
     # Only names the model for the OpenAPI schema; get_queryset scopes every request.
     queryset = Deployment.objects.none()
@@ -87,6 +92,9 @@ class DeploymentViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.R
 
     def perform_create(self, serializer):
         serializer.save(project=request_project(self.request))
+
+    def perform_destroy(self, instance):
+        delete_protected(instance, "Its evaluations keep it: a deployment with evaluations cannot be deleted.")
 
     @extend_schema(request=None, responses={200: dict})
     @action(detail=True, methods=["post"])
@@ -175,7 +183,14 @@ class DatasetSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "row_count", "created_at"]
 
 
-class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+def delete_protected(instance, message):
+    try:
+        instance.delete()
+    except ProtectedError:
+        raise Conflict(message) from None
+
+
+class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = DatasetSerializer
     # Only names the model for the OpenAPI schema; get_queryset scopes every request.
     queryset = Dataset.objects.none()
@@ -187,14 +202,17 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
     @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}}, responses={201: DatasetSerializer})
     def create(self, request):
         """Upload a JSONL file of {"input": ..., "expected": ...} rows."""
-        upload, name = request.FILES.get("file"), request.data.get("name", "")
-        if upload is None or not name:
-            return Response({"detail": "Send a name and a JSONL file."}, status=400)
+        form = DatasetUploadForm(request.data, request.FILES)
+        if not form.is_valid():
+            return Response(form.errors, status=400)
         try:
-            dataset = create_dataset(request_project(request), request.user, name, upload)
+            dataset = create_dataset(request_project(request), request.user, form.cleaned_data["name"], form.cleaned_data["file"])
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(DatasetSerializer(dataset).data, status=201)
+
+    def perform_destroy(self, instance):
+        delete_protected(instance, "Its evaluations keep it: a dataset with evaluations cannot be deleted.")
 
 
 @extend_schema(responses={200: dict})

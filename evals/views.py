@@ -30,7 +30,7 @@ def eval_list(request):
 
 @login_required
 def create_benchmark_eval(request):
-    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark")})
+    form = BenchmarkEvalForm(request.POST or None, project=request.project, initial={"benchmark": request.GET.get("benchmark"), "sample_limit": request.GET.get("sample_limit")})
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
@@ -62,7 +62,7 @@ def create_dataset_eval(request):
 
 @login_required
 def eval_detail(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user).select_related("deployment", "dataset"), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset"), pk=pk)
     if request.htmx and request.GET.get("part") == "progress":
         response = render(request, "evals/_progress.html", {"ev": ev})
         if not ev.is_active:
@@ -77,7 +77,7 @@ def eval_detail(request, pk):
 
 @login_required
 def eval_download(request, pk, fmt):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     qs = filter_samples(ev.samples.all(), request.GET.get("filter"))
     if fmt == "csv":
         response = HttpResponse(samples_csv(qs), content_type="text/csv")
@@ -90,7 +90,7 @@ def eval_download(request, pk, fmt):
 @login_required
 @require_POST
 def eval_cancel(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     if cancel_eval(ev):
         messages.success(request, "Eval cancelled; finished samples are kept.")
     else:
@@ -101,7 +101,7 @@ def eval_cancel(request, pk):
 @login_required
 @require_POST
 def eval_resume(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     if resume_eval(ev):
         messages.success(request, "Eval resumed: only rows not yet scored are requested.")
     else:
@@ -139,7 +139,7 @@ def deployments(request):
 @login_required
 @require_POST
 def deployment_test(request, pk):
-    deployment = get_object_or_404(Deployment.objects.for_user(request.user), pk=pk)
+    deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
     result = asyncio.run(test_connection(deployment))
     if request.htmx:
         return render(request, "evals/_connection.html", {"result": result})

@@ -1,3 +1,5 @@
+from django.db import transaction
+
 from belvedir.core.models import ProjectSecret
 from harnesses.actions import start_run
 
@@ -17,6 +19,23 @@ def benchmark_env(model):
         return env, secret
 
     return env_for
+
+
+def upload_model(form, project, user):
+    """Store a model from a valid ModelUploadForm (the Models page and `POST /api/v1/models`)."""
+    model = form.save(commit=False)
+    model.project, model.created_by = project, user
+    model.adapter_size = form.cleaned_data["adapter"].size
+    model.save()
+    return model
+
+
+def delete_model(model):
+    """The model and its adapter file; benchmark runs stay (they name the model, they do not point to it)."""
+    adapter = model.adapter
+    model.delete()
+    # After the row: a failed delete must not leave a model without its file.
+    transaction.on_commit(lambda: adapter.delete(save=False))
 
 
 def run_benchmark(model, harness, user):

@@ -1,13 +1,16 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
 from harnesses.api import RunSerializer, start_run_response
 from harnesses.models import Harness
 
-from .actions import benchmark_env
+from .actions import benchmark_env, delete_model, upload_model
+from .forms import ModelUploadForm
 from .models import FineTunedModel
 
 
@@ -34,9 +37,37 @@ class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     # Only names the model for the OpenAPI schema; get_queryset scopes every request.
     queryset = FineTunedModel.objects.none()
     pagination_class = None
+    parser_classes = [JSONParser, MultiPartParser]
 
     def get_queryset(self):
         return FineTunedModel.objects.for_user(self.request.user, request_project(self.request))
+
+    @extend_schema(
+        request={
+            "multipart/form-data": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "base_model": {"type": "string", "description": "Hugging Face id"},
+                    "adapter": {"type": "string", "format": "binary", "description": "The LoRA adapter as a zip"},
+                    "description": {"type": "string"},
+                },
+                "required": ["name", "base_model", "adapter"],
+            }
+        },
+        responses={201: ModelSerializer},
+    )
+    def create(self, request):
+        """Upload a fine-tuned model: the Models page's form, with its validation and size limit."""
+        project = request_project(request)
+        form = ModelUploadForm(request.data, request.FILES, project=project)
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        return Response(ModelSerializer(upload_model(form, project, request.user)).data, status=status.HTTP_201_CREATED)
+
+    def destroy(self, request, pk=None):
+        delete_model(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=ModelRunSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"])

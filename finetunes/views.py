@@ -11,7 +11,7 @@ from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from harnesses.models import Run
 
-from .actions import run_benchmark
+from .actions import run_benchmark, upload_model
 from .forms import ModelUploadForm, RunBenchmarkForm
 from .models import FineTunedModel
 from .signing import verify
@@ -21,10 +21,7 @@ from .signing import verify
 def model_list(request):
     form = ModelUploadForm(request.POST or None, request.FILES or None, project=request.project)
     if request.method == "POST" and form.is_valid():
-        model = form.save(commit=False)
-        model.project, model.created_by = request.project, request.user
-        model.adapter_size = form.cleaned_data["adapter"].size
-        model.save()
+        model = upload_model(form, request.project, request.user)
         messages.success(request, f"Model {model.name} uploaded.")
         return redirect(model)
     models = FineTunedModel.objects.for_user(request.user, request.project)
@@ -40,7 +37,7 @@ def benchmarks_chart(runs):
 
 @login_required
 def model_detail(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     runs = list(model.benchmark_runs()[:200])
     form = RunBenchmarkForm(project=model.project)
     return render(request, "finetunes/detail.html", {"model": model, "runs": runs, "chart": benchmarks_chart(runs), "form": form})
@@ -49,7 +46,7 @@ def model_detail(request, pk):
 @login_required
 @require_POST
 def model_run(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user), pk=pk)
+    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     form = RunBenchmarkForm(request.POST, project=model.project)
     if not form.is_valid():
         messages.error(request, "Choose one of the project's GPU harnesses.")

@@ -4,6 +4,7 @@ from django_q.tasks import async_task
 
 from django.conf import settings
 
+from belvedir.sandbox import egress
 from belvedir.sandbox.errors import ProjectAtLimit
 from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
@@ -57,6 +58,8 @@ def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=
             from belvedir.core.models import ApiKey
 
             ApiKey.objects.get(pk=run.api_key_id).revoke()
+        # However it ended (worker, cancel, reaper), its egress credential dies with it.
+        egress.revoke_grant("run", run.pk)
         if refund_reason:
             refund_run(run, refund_reason)
     run.refresh_from_db()

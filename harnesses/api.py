@@ -1,5 +1,5 @@
 from django.db import transaction
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -8,11 +8,12 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 from belvedir.sandbox.output import MASK
 from belvedir.sandbox.errors import NoCapacity
+from belvedir.sandbox.models import EgressDestination, EgressGrant
 from billing.errors import InsufficientBalance
 
 from .actions import cancel_run, start_run
 from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
-from .validation import validate_command, validate_env_name, validate_ref, validate_repo_url
+from .validation import validate_command, validate_egress_domains, validate_env_name, validate_ref, validate_repo_url
 
 
 class EnvVarSerializer(serializers.Serializer):
@@ -32,13 +33,14 @@ class HarnessSerializer(serializers.ModelSerializer):
     install_command = serializers.CharField(validators=[django_validator(validate_command)])
     run_command = serializers.CharField(validators=[django_validator(validate_command)])
     time_limit_seconds = serializers.IntegerField(min_value=10, max_value=MAX_TIME_LIMIT_SECONDS, required=False)
+    egress_domains = serializers.CharField(required=False, allow_blank=True, validators=[django_validator(validate_egress_domains)])
     price_cents = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Harness
         fields = [
             "id", "name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type",
-            "tasks", "time_limit_seconds", "preset", "env_vars", "price_cents", "created_at",
+            "tasks", "time_limit_seconds", "egress_domains", "preset", "env_vars", "price_cents", "created_at",
         ]
         read_only_fields = ["id", "created_at"]
 
@@ -123,6 +125,33 @@ class RunSerializer(serializers.ModelSerializer):
         return str(run.pk)
 
 
+class EgressDestinationSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EgressDestination
+        fields = ["host", "port", "allowed", "reason", "requests", "bytes_up", "bytes_down", "last_at"]
+
+
+class EgressSerializer(serializers.ModelSerializer):
+    destinations = EgressDestinationSerializer(many=True)
+
+    class Meta:
+        model = EgressGrant
+        fields = ["domains", "max_bytes", "bytes_up", "bytes_down", "cap_reached_at", "destinations"]
+
+
+class RunDetailSerializer(RunSerializer):
+    egress = serializers.SerializerMethodField()
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "egress"]
+
+    @extend_schema_field(EgressSerializer(allow_null=True))
+    def get_egress(self, run):
+        """Hosts the run contacted through the egress proxy, and what was denied; null without egress."""
+        grant = run.egress_grant()
+        return EgressSerializer(grant).data if grant else None
+
+
 class PresetSerializer(serializers.ModelSerializer):
     repo_url = serializers.CharField(source="resolved_repo_url")
 
@@ -161,6 +190,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     serializer_class = RunSerializer
     # Only names the model for the OpenAPI schema; get_queryset scopes every request.
     queryset = Run.objects.none()
+
+    def get_serializer_class(self):
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
     def get_queryset(self):
         qs = Run.objects.for_user(self.request.user, request_project(self.request)).select_related("harness")

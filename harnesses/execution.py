@@ -14,7 +14,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from belvedir.core.models import ApiKey
-from belvedir.sandbox import scheduler
+from belvedir.sandbox import egress, scheduler
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import (
     SandboxError,
@@ -77,6 +77,7 @@ class RunExecution:
             monitor.join(10)
             if run.api_key_id:
                 ApiKey.objects.get(pk=run.api_key_id).revoke()  # however the run ended
+            egress.revoke_grant("run", run.pk)
             scheduler.release(run.lease_owner)
             Run.objects.filter(pk=run.pk).update(log_tail=self._log())
 
@@ -97,14 +98,20 @@ class RunExecution:
             run.api_key = key
             Run.objects.filter(pk=run.pk).update(api_key=key)
             self.secrets += (raw_key,)
-            with Sandbox(self._spec(lease), lease.host.docker_url) as box:
+            env = self._env(raw_key)
+            spec = self._spec(lease)
+            if spec.network == egress.NETWORK:
+                _, token = egress.issue_grant("run", run.pk, domains=harness.egress_domain_list())
+                self.secrets += (token,)
+                env.update(egress.sandbox_env(egress.proxy_url("run", run.pk, token)))
+            with Sandbox(spec, lease.host.docker_url) as box:
                 self.sandbox = box
                 box.put_archive(REPO_DIR, repo.tar_stream(checkout))
                 if harness.tasks:
                     box.put_files(TASKS_FILE.rsplit("/", 1)[0], {"tasks.txt": harness.tasks.encode()})
                 self.launched = True
                 try:
-                    self._collect(box, self._env(raw_key))
+                    self._collect(box, env)
                 except SandboxError:
                     raise
                 except Exception as exc:
@@ -141,7 +148,10 @@ class RunExecution:
         gpu = None
         if self.run.compute_type == "gpu" and lease.host.gpu_device_requests:
             gpu = GpuRequest(device_ids=(str(lease.gpu_slot),))
-        return SandboxSpec(owner_kind="run", owner_id=str(self.run.pk), network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults())
+        return SandboxSpec(
+            owner_kind="run", owner_id=str(self.run.pk), network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults(),
+            runtime=lease.host.runtime,
+        )
 
     def _env(self, raw_key: str) -> dict[str, str]:
         run = self.run

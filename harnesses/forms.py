@@ -3,7 +3,7 @@ from django import forms
 from belvedir.sandbox.output import MASK
 
 from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset
-from .validation import validate_command, validate_env_name, validate_ref, validate_repo_url
+from .validation import validate_command, validate_egress_domains, validate_env_name, validate_ref, validate_repo_url
 
 
 class HarnessForm(forms.ModelForm):
@@ -12,11 +12,12 @@ class HarnessForm(forms.ModelForm):
 
     class Meta:
         model = Harness
-        fields = ["name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "tasks", "preset"]
+        fields = ["name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "tasks", "egress_domains", "preset"]
         widgets = {
             "install_command": forms.Textarea(attrs={"rows": 2}),
             "run_command": forms.Textarea(attrs={"rows": 2}),
             "tasks": forms.Textarea(attrs={"rows": 4}),
+            "egress_domains": forms.Textarea(attrs={"rows": 2, "placeholder": "api.anthropic.com"}),
         }
 
     def __init__(self, *args, **kwargs):
@@ -25,6 +26,7 @@ class HarnessForm(forms.ModelForm):
             self.fields["time_limit_minutes"].initial = self.instance.time_limit_seconds // 60
         self.fields["repo_url"].validators.append(validate_repo_url)
         self.fields["ref"].validators.append(validate_ref)
+        self.fields["egress_domains"].validators.append(validate_egress_domains)
         for name in ("install_command", "run_command"):
             self.fields[name].validators.append(validate_command)
 

@@ -7,7 +7,10 @@ from django.utils import timezone
 from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 
+from . import drivers
+
 MAX_TIME_LIMIT_SECONDS = 3600
+MAX_TASK_ROWS = 500
 
 
 class ComputeType(models.TextChoices):
@@ -21,7 +24,9 @@ class Preset(models.Model):
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=100)
     description = models.TextField()
-    repo_url = models.CharField(max_length=500, help_text="May contain {org}: replaced by the PRESET_REPO_ORG setting.")
+    repo_url = models.CharField(
+        max_length=500, help_text="May start with {drivers}: this platform's /drivers (or the BELVEDIR_PRESET_ORG organisation when set)."
+    )
     ref = models.CharField(max_length=200, blank=True)
     install_command = models.TextField()
     run_command = models.TextField()
@@ -39,7 +44,7 @@ class Preset(models.Model):
 
     @property
     def resolved_repo_url(self):
-        return self.repo_url.replace("{org}", settings.PRESET_REPO_ORG)
+        return self.repo_url.replace("{drivers}", drivers.base_url()).replace("{org}", settings.PRESET_REPO_ORG)
 
 
 class HarnessQuerySet(ProjectScopedQuerySet):
@@ -58,6 +63,10 @@ class Harness(models.Model):
     tasks = models.TextField(blank=True, help_text="Given to the run as the file named by FRACTAL_TASKS_FILE.")
     time_limit_seconds = models.PositiveIntegerField(
         default=MAX_TIME_LIMIT_SECONDS, validators=[MinValueValidator(10), MaxValueValidator(MAX_TIME_LIMIT_SECONDS)]
+    )
+    egress_domains = models.TextField(
+        "Egress allowlist", blank=True,
+        help_text="Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.",
     )
     preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="harnesses")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -80,6 +89,9 @@ class Harness(models.Model):
         from billing.actions import run_price_cents
 
         return run_price_cents(self.compute_type)
+
+    def egress_domain_list(self) -> list[str]:
+        return [line.strip().lower().rstrip(".") for line in self.egress_domains.splitlines() if line.strip()]
 
     def secret_values(self) -> tuple[str, ...]:
         return tuple(v.value for v in self.env_vars.all() if v.secret and v.value)
@@ -178,6 +190,30 @@ class Run(models.Model):
         import json
 
         return json.dumps(self.results, indent=2, sort_keys=True)
+
+    def egress_grant(self):
+        """What this run sent and was refused through the egress proxy (None on other networks)."""
+        from belvedir.sandbox.models import EgressGrant
+
+        return EgressGrant.objects.filter(owner_kind="run", owner_id=str(self.pk)).prefetch_related("destinations").first()
+
+    @property
+    def task_results(self) -> list[dict]:
+        """results.json's `tasks` list (one entry per task a driver ran), as rows for the run page."""
+        tasks = (self.results or {}).get("tasks") if isinstance(self.results, dict) else None
+        if not isinstance(tasks, list):
+            return []
+        rows = []
+        for item in tasks[:MAX_TASK_ROWS]:
+            if isinstance(item, dict):
+                rows.append({
+                    "task": str(item.get("task", item.get("id", "")))[:500],
+                    "check": str(item.get("check") or "")[:300],
+                    "verdict": str(item.get("verdict", ""))[:40],
+                    "steps": item.get("steps") if isinstance(item.get("steps"), int) else None,
+                    "reason": str(item.get("reason") or "")[:300],
+                })
+        return rows
 
     @property
     def lease_owner(self):

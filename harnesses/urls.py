@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import git_views, views
 
 app_name = "harnesses"
 urlpatterns = [
@@ -12,4 +12,5 @@ urlpatterns = [
     path("harnesses/<int:pk>/runs/", views.run_start, name="run_start"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
     path("runs/<int:pk>/cancel/", views.run_cancel, name="run_cancel"),
+    path("drivers/<slug:name>.git/<path:rest>", git_views.driver_repo, name="driver_repo"),
 ]

@@ -58,7 +58,7 @@ def harness_new(request):
 
 @login_required
 def harness_edit(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
     form = HarnessForm(request.POST or None, instance=harness)
     env_formset = EnvVarFormSet(request.POST or None, instance=harness, prefix="env")
     if request.method == "POST" and form.is_valid() and env_formset.is_valid():
@@ -73,7 +73,7 @@ def harness_edit(request, pk):
 @login_required
 @require_POST
 def harness_delete(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
     if harness.runs.active().exists():
         messages.error(request, "Cancel the harness's active runs before deleting it.")
         return redirect(harness)
@@ -84,7 +84,7 @@ def harness_delete(request, pk):
 
 @login_required
 def harness_detail(request, pk, *, status=200):
-    harness = get_object_or_404(Harness.objects.for_user(request.user).prefetch_related("env_vars"), pk=pk)
+    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
     runs = list(harness.runs.select_related("host")[:RUNS_ON_HARNESS_PAGE])
     scored = [r for r in reversed(runs) if r.score is not None]
     chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
@@ -100,7 +100,7 @@ def harness_detail(request, pk, *, status=200):
 @login_required
 @require_POST
 def run_start(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user), pk=pk)
+    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
     try:
         run = start_run(harness, request.user)
     except InsufficientBalance as exc:
@@ -114,7 +114,7 @@ def run_start(request, pk):
 
 @login_required
 def run_detail(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user).select_related("harness", "host", "created_by"), pk=pk)
+    run = get_object_or_404(Run.objects.for_user(request.user, request.project).select_related("harness", "host", "created_by"), pk=pk)
     if request.htmx:
         response = render(request, "harnesses/_run_live.html", {"run": run})
         if not run.is_active:
@@ -127,7 +127,7 @@ def run_detail(request, pk):
 @login_required
 @require_POST
 def run_cancel(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user), pk=pk)
+    run = get_object_or_404(Run.objects.for_user(request.user, request.project), pk=pk)
     if cancel_run(run):
         messages.success(request, "Run cancelled. Its sandbox is being stopped; cancelled runs are not refunded.")
     else:

@@ -1,13 +1,36 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine answers, installing Debian's docker.io and
-# mmdebstrap (for the sandbox image) and starting dockerd when needed.
-# The engine runs without a bridge: sandboxes use network none, or host.
+# Make sure a Docker engine answers, installing Debian's docker.io, mmdebstrap
+# (for the sandbox image) and runsc (gVisor) when needed, and registering
+# runsc as the engine's `runsc` runtime.
+# The engine runs without a bridge: sandboxes use network none (egress goes
+# through the proxy's unix socket, mounted in), or host in development.
 set -euo pipefail
 log=/var/log/belvedir-dockerd.log
-if ! command -v dockerd >/dev/null || ! command -v mmdebstrap >/dev/null; then
-  echo "Installing docker.io and mmdebstrap from Debian…"
+config=/etc/docker/daemon.json
+if ! command -v dockerd >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v runsc >/dev/null; then
+  echo "Installing docker.io, mmdebstrap and runsc from Debian…"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io mmdebstrap >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io mmdebstrap runsc >/dev/null
+fi
+# gVisor on an engine without a bridge: its own netstack is off (the sandbox
+# has network none anyway) and host unix sockets may be opened, which is how
+# the egress proxy's socket reaches the sandbox.
+if ! grep -q '"runsc"' "$config" 2>/dev/null; then
+  mkdir -p /etc/docker
+  if [ -s "$config" ]; then
+    echo "$config exists without a runsc runtime; add it by hand:" >&2
+    echo '  "runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}}' >&2
+  else
+    cat >"$config" <<'JSON'
+{
+  "runtimes": {
+    "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}
+  }
+}
+JSON
+    # A running engine reloads its runtimes on SIGHUP, without stopping containers.
+    pkill -HUP -x dockerd || true
+  fi
 fi
 if docker info >/dev/null 2>&1; then
   exit 0

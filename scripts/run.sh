@@ -8,7 +8,8 @@ scripts/venv.sh requirements.txt
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python
-bind=${BIND:-127.0.0.1:8000}
+export BIND=${BIND:-127.0.0.1:8000}
+bind=$BIND
 # Sandboxes and the printed demo login use the address actually served.
 export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
 $py manage.py migrate --noinput
@@ -25,6 +26,8 @@ $py manage.py qcluster & pids+=($!)
 # Evals have their own queue and worker, so they never hold up paid runs.
 Q_CLUSTER_NAME=evals $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
-$py manage.py runserver --noreload "$bind" & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers and the trace segmenter)."
+# Harness sandboxes (network `egress`) reach the platform and the internet only through it.
+$py manage.py egress_proxy & pids+=($!)
+scripts/web.sh & pids+=($!)
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers, the trace segmenter and the egress proxy)."
 wait -n

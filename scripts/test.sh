@@ -7,6 +7,7 @@ scripts/venv.sh requirements-dev.txt
 scripts/ensure_postgres.sh
 scripts/ensure_docker.sh
 scripts/ensure_chromium.sh
+scripts/ensure_node_packages.sh
 export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
 .venv/bin/python manage.py build_sandbox_image
 exec .venv/bin/python -m pytest "$@"

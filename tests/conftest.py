@@ -33,6 +33,35 @@ def project(owner):
 
 
 @pytest.fixture
+def member(project):
+    """A second user working in the owner's project with the role member (and their own project besides)."""
+    from belvedir.core.models import Membership
+
+    user = create_account(username="bob", password="pw-bob-123", email="bob@example.com")
+    Membership.objects.create(project=project, user=user, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def member_client(member, project):
+    client = Client()
+    client.force_login(member)
+    session = client.session
+    session["project_id"] = project.pk
+    session.save()
+    return client
+
+
+@pytest.fixture
+def member_api(member, project):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=project, user=member, name='member')[1]}")
+    return client
+
+
+@pytest.fixture
 def outsider_project(outsider):
     return outsider.memberships.get().project
 
@@ -82,17 +111,10 @@ def docker_url():
 
 @pytest.fixture
 def subprocess_env(settings):
-    """Environment for a `manage.py` subprocess that works on this test's database
-    (which it sees only with `django_db(transaction=True)`: no open transaction)."""
-    import os
+    """Environment for a `manage.py` subprocess that works on this test's database."""
+    from .servers import subprocess_environ
 
-    db = settings.DATABASES["default"]
-    return {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        # The same installation as this process (it is named after the database URL it was started with).
-        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
-    }
+    return subprocess_environ()
 
 
 @pytest.fixture(autouse=True)
@@ -123,3 +145,55 @@ def worker(monkeypatch):
     yield
     for thread in threads:
         thread.join(60)
+
+
+# Besides the public internet, the test proxy allows this address: the
+# "outside" servers tests run live here. The rest of loopback stays denied.
+OUTSIDE_ADDRESS = "127.0.0.2"
+
+
+@pytest.fixture(scope="session")
+def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_factory):
+    """The real egress proxy (`manage.py egress_proxy`), on the test database, for the whole session.
+
+    Its platform origin is the live server, so sandboxes reach FRACTAL_BASE_URL
+    through it exactly as in production.
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    socket_dir = tmp_path_factory.mktemp("egress")
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "BELVEDIR_EGRESS_SOCKET_DIR": str(socket_dir),
+        "BELVEDIR_BASE_URL": live_server.url,
+        "BELVEDIR_EGRESS_ALLOW_NETWORKS": f"{OUTSIDE_ADDRESS}/32",
+    }
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "egress_proxy"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    line = proc.stdout.readline()
+    while line and "Egress proxy listening" not in line:
+        line = proc.stdout.readline()
+    assert proc.poll() is None, f"the egress proxy did not start: {line}"
+    # Keep reading its output so it never blocks on a full pipe.
+    import threading
+
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    yield socket_dir
+    proc.terminate()
+    proc.wait(15)
+
+
+@pytest.fixture
+def egress(settings, egress_proxy, live_server):
+    """Harness sandboxes on the `egress` network through the session's proxy."""
+    settings.HARNESS_SANDBOX_NETWORK = "egress"
+    settings.EGRESS_SOCKET_DIR = egress_proxy
+    settings.BELVEDIR_BASE_URL = live_server.url
+    return egress_proxy

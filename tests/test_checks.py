@@ -29,6 +29,30 @@ def test_it_warns_about_bridge_networking(settings):
     assert "belvedir.W001" in ids(settings)
 
 
+def test_host_networking_for_harnesses_is_an_error_outside_debug(settings):
+    settings.HARNESS_SANDBOX_NETWORK = "host"
+    settings.DEBUG = True
+    assert "belvedir.E005" not in ids(settings)
+    settings.DEBUG = False
+    assert "belvedir.E005" in ids(settings)
+
+
+def test_it_warns_about_bridge_networking_for_harnesses_too(settings):
+    settings.HARNESS_SANDBOX_NETWORK = "bridge"
+    assert "belvedir.W001" in ids(settings)
+
+
+@pytest.mark.django_db
+def test_it_warns_about_a_host_running_untrusted_code_under_runc(settings):
+    from belvedir.sandbox.models import SandboxHost
+
+    SandboxHost.objects.update(runtime="auto")
+    assert "belvedir.W002" not in ids(settings)
+    SandboxHost.objects.create(name="old-box", docker_url="tcp://10.1.2.3:2376", runtime="runc")
+    messages = [m for m in run_checks() if m.id == "belvedir.W002"]
+    assert len(messages) == 1 and "old-box" in messages[0].msg
+
+
 def test_a_clean_configuration_has_no_belvedir_messages(settings):
     assert not {i for i in ids(settings) if i.startswith("belvedir.")}
 

@@ -153,3 +153,18 @@ def test_admin_creates_a_batch_and_downloads_it_as_csv(owner):
     download = client.get(f"/admin/billing/couponbatch/{batch.pk}/csv/")
     rows = list(csv.DictReader(io.StringIO(download.content.decode())))
     assert len(rows) == 25 and download["Content-Type"] == "text/csv"
+
+
+@pytest.mark.django_db
+def test_htmx_redemption_also_refreshes_the_ledger(owner_client, coupon):
+    # The defect: the balance updated in place but the Ledger kept saying
+    # "No activity yet" until a reload.
+    from django.core.cache import cache
+
+    cache.clear()
+    assert "No activity yet" in owner_client.get("/settings/balance/").content.decode()
+    body = owner_client.post("/settings/balance/redeem/", {"code": "welcome10"}, HTTP_HX_REQUEST="true").content.decode()
+    ledger = body[body.index('id="ledger"') - 100:]
+    assert 'hx-swap-oob="true"' in ledger[:200]
+    assert "Coupon" in ledger and "$10.00" in ledger
+    assert "No activity yet" not in body

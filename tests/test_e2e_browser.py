@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import OUTSIDE_ADDRESS
 from .harness_fixtures import make_repo
 
 from playwright import sync_api as playwright_api
@@ -55,7 +56,7 @@ def shot(page, name):
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
-def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker):
+def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker, egress):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from belvedir.sandbox.models import SandboxHost
@@ -70,12 +71,11 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     from .test_models import make_zip
 
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"
-    settings.BELVEDIR_BASE_URL = live_server.url
+    # The harness reaches the platform (traces) through the egress proxy, as in production.
     settings.MEDIA_ROOT = tmp_path / "media"
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
     # Transactional tests flush the catalog the data migration seeded: seed it again, the same way.
-    importlib.import_module("harnesses.migrations.0002_seed_presets").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     Coupon.objects.create(code="WELCOME25", amount_cents=2500)
     make_repo(tmp_path / "harness", {"run.py": HARNESS_RUN})
 
@@ -166,3 +166,134 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     shot(page, "10-model-benchmarks")
     page.goto(run_url)
     assert "$0.50" in page.content()
+
+
+def login(page, base, username, password):
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
+def test_a_team_forms_across_two_browsers(browser, live_server):
+    from belvedir.core.actions import create_account
+    from belvedir.core.models import ApiKey, Membership
+
+    alice = create_account(username="alice", password="a-long-pass-42", email="alice@example.com")
+    carol = create_account(username="carol", password="c-long-pass-42", email="carol@example.com")
+    base = live_server.url
+
+    # Alice invites Carol by email from Settings → Members.
+    owner = browser.new_context().new_page()
+    owner.set_default_timeout(30_000)
+    login(owner, base, "alice", "a-long-pass-42")
+    owner.goto(f"{base}/settings/members/")
+    owner.fill("#id_who", "carol@example.com")
+    owner.click("button:has-text('Invite')")
+    link = owner.inner_text("#invitation-link")
+    assert "/invitations/" in link
+    shot(owner, "20-members-invited")
+
+    # Carol, in her own browser context, accepts: the project becomes her current one.
+    invitee = browser.new_context().new_page()
+    invitee.set_default_timeout(30_000)
+    login(invitee, base, "carol", "c-long-pass-42")
+    invitee.goto(link)
+    assert "Join alice's project?" in invitee.inner_text("h1")
+    shot(invitee, "21-invitation")
+    invitee.click("button:has-text('Accept')")
+    invitee.wait_for_url(f"{base}/")
+    assert invitee.inner_text("main h1") == "alice's project"
+    assert Membership.objects.get(user=carol, project__name="alice's project").role == "member"
+
+    # She switches to her own project from the header, and back; the home page follows.
+    invitee.select_option("#project-switcher select", label="carol's project")
+    invitee.click("#project-switcher button")
+    invitee.wait_for_function("document.querySelector('main h1').innerText === \"carol's project\"")
+    assert "Get started" in invitee.inner_text("#checklist")
+    invitee.select_option("#project-switcher select", label="alice's project")
+    invitee.click("#project-switcher button")
+    invitee.wait_for_function("document.querySelector('main h1').innerText === \"alice's project\"")
+    for section in ("Balance", "Traces today", "Spend per day (30 days)", "Running evaluations", "Latest runs", "Latest scores"):
+        assert section in invitee.inner_text("main")
+    shot(invitee, "22-home-after-switch")
+
+    # Owner-only pages stay closed to her; the link cannot be used twice.
+    invitee.goto(f"{base}/settings/balance/")
+    assert "Owners only" in invitee.inner_text("main h1")
+    invitee.goto(link)
+    assert "can no longer be used" in invitee.inner_text("main")
+    assert ApiKey.objects.filter(user=alice).count() == 0
+
+
+REFERENCE_TASKS = """Write hi into hello.txt :: test "$(cat hello.txt)" = hi
+Put 42 into answer.txt :: grep -qx 42 answer.txt
+Say whether the sky is green"""
+
+
+def scripted_agent(body):
+    """A model that solves the first task, botches the second, and gives up on the third."""
+    import json
+
+    task = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    acted = any(m["role"] == "tool" for m in body["messages"])
+    commands = {"Write hi": "echo hi > hello.txt", "Put 42": "echo 41 > answer.txt"}
+    command = next((c for prefix, c in commands.items() if task.startswith(prefix)), None)
+    if command and not acted:
+        call = {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": json.dumps({"command": command})}}
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"role": "assistant", "content": "Done.\nRESULT: " + ("success" if command else "failure")}
+
+
+def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server, settings, worker, egress):
+    import importlib
+
+    from django.apps import apps
+
+    from belvedir.core.actions import create_account
+    from belvedir.sandbox.models import SandboxHost
+
+    from .fakes.openai_server import FakeOpenAI
+    from .harness_fixtures import fund
+
+    settings.PRESET_REPO_ORG = ""  # the default egress network reaches the fake model on the allowed outside address
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
+    user = create_account(username="rita", password="a-long-pass-42")
+    fund(user.memberships.get().project)
+
+    page = browser.new_page()
+    page.set_default_timeout(30_000)
+    base = live_server.url
+    page.goto(f"{base}/login/")
+    page.fill("#id_username", "rita")
+    page.fill("#id_password", "a-long-pass-42")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+    with FakeOpenAI(reply=scripted_agent, latency=0.7, host=OUTSIDE_ADDRESS) as fake:
+        page.goto(f"{base}/harnesses/new/")
+        page.click("text=Tasks (reference agent)")
+        page.wait_for_function("document.querySelector('#id_repo_url').value.endsWith('/drivers/reference-agent.git')")
+        assert page.input_value("#id_repo_url") == f"{base}/drivers/reference-agent.git"
+        page.fill("#id_tasks", REFERENCE_TASKS)
+        assert [page.input_value(f"#id_env-{i}-name") for i in range(3)] == ["LLM_BASE_URL", "LLM_MODEL", "LLM_API_KEY"]
+        page.fill("#id_env-0-value", fake.url)
+        page.uncheck("#id_env-0-secret")
+        page.fill("#id_env-1-value", "scripted-model")
+        page.uncheck("#id_env-1-secret")
+        page.fill("#id_env-2-value", "sk-browser-secret")
+        shot(page, "11-reference-agent-form")
+        page.click("text=Create harness")
+        page.wait_for_selector("text=Run ($0.50)")
+        page.click("text=Run ($0.50)")
+        page.wait_for_url(re.compile(r".*/runs/\d+/$"))
+        page.wait_for_selector("#log:has-text('[1/3] Write hi')", timeout=120_000)
+        shot(page, "12-reference-agent-live")
+        page.wait_for_selector("text=0.3333333333333333", timeout=120_000)
+    assert "Succeeded" in page.content() and "scripted-model" in page.content()
+    rows = page.locator("#tasks tr").all_inner_texts()
+    assert len(rows) == 4 and "solved" in rows[1] and "failed" in rows[2] and "failed" in rows[3], rows
+    assert "sk-browser-secret" not in page.content()
+    shot(page, "13-reference-agent-done")

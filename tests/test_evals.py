@@ -226,14 +226,15 @@ def test_dataset_eval_with_every_scorer(project, owner, fake, deployment):
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"not json\n", "Line 1 is not valid JSON"), (b'{"input": "x"}\n', 'needs an object with "input" and "expected"'), (b"", "no rows"), (b"\xff", "not UTF-8")],
+    [(b"not json\n", "Line 1 is not valid JSON"), (b'{"input": "x"}\n', 'needs an object with "input" and "expected"'), (b"", "The submitted file is empty"), (b"\xff", "not UTF-8")],
 )
 @pytest.mark.django_db
 def test_bad_datasets_are_refused(api, data, message):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     response = api.post("/api/v1/datasets", {"name": "bad", "file": SimpleUploadedFile("d.jsonl", data)}, format="multipart")
-    assert response.status_code == 400 and message in response.json()["detail"]
+    # An empty file is refused by the upload form's own rule (as on the Datasets page), the others by the parser.
+    assert response.status_code == 400 and message in str(response.json())
 
 
 @pytest.mark.django_db

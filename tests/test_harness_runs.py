@@ -42,10 +42,9 @@ json.dump({"score": 0.75, "model": "tiny-model", "env": env, "tasks": tasks, "du
 
 
 @pytest.fixture(autouse=True)
-def _runs_env(settings, live_server):
+def _runs_env(settings, egress):
+    # The default network: the harness reaches the live server through the egress proxy.
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"  # the harness reaches the live server on 127.0.0.1
-    settings.BELVEDIR_BASE_URL = live_server.url
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     # Transactional tests flush the table the migration seeded.
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
@@ -239,7 +238,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('busy', flush=True)\ntime.sleep(600)"})
     before = Account.balance_for(funded)
     run = start_run(harness(funded, owner, tmp_path / "repo"), owner)
-    env = {**subprocess_env, "BELVEDIR_ALLOW_LOCAL_REPOS": "1"}
+    env = {**subprocess_env, "BELVEDIR_ALLOW_LOCAL_REPOS": "1", "BELVEDIR_EGRESS_SOCKET_DIR": str(settings.EGRESS_SOCKET_DIR)}
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "shell", "-c", f"from harnesses.execution import execute_run; execute_run({run.pk})"],
         env=env,
@@ -261,5 +260,6 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     assert Account.balance_for(funded) == before
     assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
     assert managed_containers(docker_url, "run") == []
+    assert run.egress_grant().revoked_at is not None  # the dead worker never revoked it; the reaper did
     assert reap_runs()["reaped"] == 0
     assert LedgerEntry.objects.filter(kind="refund").count() == 1

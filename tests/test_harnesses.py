@@ -14,7 +14,10 @@ from .pages import shown
 
 pytestmark = pytest.mark.django_db
 
-PRESET_NAMES = ["SWE-bench Lite", "tau-bench", "Terminal-Bench", "GAIA", "Aider Polyglot", "lm-eval (vLLM)", "MT-Bench (vLLM)", "OpenClaw"]
+PRESET_NAMES = [
+    "SWE-bench Lite", "tau-bench", "Terminal-Bench", "GAIA", "Aider Polyglot", "lm-eval (vLLM)", "MT-Bench (vLLM)", "OpenClaw",
+    "Tasks (reference agent)",
+]
 
 
 @pytest.fixture
@@ -35,29 +38,33 @@ def form_data(**overrides):
     return data
 
 
-def test_the_catalog_is_seeded_with_the_presets(api):
+def test_the_catalog_is_seeded_with_the_presets(api, settings):
+    settings.BELVEDIR_BASE_URL = "https://belvedir.example.com"
     assert list(Preset.objects.values_list("name", flat=True)) == PRESET_NAMES
     presets = {p["slug"]: p for p in api.get("/api/v1/presets").json()}
     assert presets["openclaw"]["needs_tasks"] is True
     assert presets["lm-eval"]["compute_type"] == "gpu"
-    assert presets["swe-bench-lite"]["env_var_names"] == ["ANTHROPIC_API_KEY"]
-    assert presets["swe-bench-lite"]["repo_url"] == "https://github.com/belvedir-harnesses/swe-bench-lite"
+    assert presets["reference-agent"]["needs_tasks"] is True
+    assert presets["swe-bench-lite"]["env_var_names"] == ["LLM_MODEL", "LLM_API_KEY", "SWEBENCH_API_KEY"]
+    # By default the presets clone the drivers this platform serves.
+    assert presets["swe-bench-lite"]["repo_url"] == "https://belvedir.example.com/drivers/swe-bench-lite.git"
 
 
 def test_preset_org_is_configurable(api, settings):
     settings.PRESET_REPO_ORG = "acme"
-    assert api.get("/api/v1/presets/gaia").json()["repo_url"] == "https://github.com/acme/gaia"
+    assert api.get("/api/v1/presets/gaia").json()["repo_url"] == "https://github.com/acme/gaia.git"
 
 
-def test_new_harness_page_shows_cards_and_prefills_from_a_preset(owner_client):
+def test_new_harness_page_shows_cards_and_prefills_from_a_preset(owner_client, settings):
+    settings.BELVEDIR_BASE_URL = "http://127.0.0.1:8000"
     page = owner_client.get("/harnesses/new/").content.decode()
     for name in PRESET_NAMES:
         assert name in page
     assert 'href="?preset=openclaw"' in page and 'hx-get="?preset=openclaw"' in page
     partial = owner_client.get("/harnesses/new/?preset=swe-bench-lite", HTTP_HX_REQUEST="true").content.decode()
     assert "<html" not in partial
-    assert "https://github.com/belvedir-harnesses/swe-bench-lite" in partial
-    assert 'value="ANTHROPIC_API_KEY"' in partial
+    assert "http://127.0.0.1:8000/drivers/swe-bench-lite.git" in partial
+    assert 'value="SWEBENCH_API_KEY"' in partial
     assert "$0.50" in owner_client.get("/settings/balance/").content.decode()
 
 
@@ -87,6 +94,8 @@ def test_creating_a_harness_from_the_form(owner_client, project):
         ({"env-0-name": "FRACTAL_API_KEY", "env-0-value": "x"}, "name", "set by the platform"),
         ({"time_limit_minutes": "61"}, "time_limit_minutes", "less than or equal to 60"),
         ({"ref": "--upload-pack=evil"}, "ref", "Not a valid branch"),
+        ({"egress_domains": "api.anthropic.com\nhttp://evil/"}, "egress_domains", "is not a domain name"),
+        ({"env-0-name": "HTTPS_PROXY", "env-0-value": "http://elsewhere"}, "name", "set by the platform"),
     ],
 )
 def test_the_form_shows_errors_beside_fields_and_creates_nothing(owner_client, overrides, field, message):
@@ -129,6 +138,15 @@ def test_api_creates_harnesses_and_masks_secrets(api, project):
     assert HarnessEnvVar.objects.get(name="TOKEN").value == "tok-123"
     assert api.get(f"/api/v1/harnesses/{harness_id}").json()["name"] == "api harness"
     assert api.delete(f"/api/v1/harnesses/{harness_id}").status_code == 204
+
+
+def test_the_api_takes_an_egress_allowlist(api):
+    payload = {"name": "x", "repo_url": "https://github.com/o/r.git", "install_command": "true", "run_command": "true"}
+    bad = api.post("/api/v1/harnesses", {**payload, "egress_domains": "not a domain"}, format="json")
+    assert bad.status_code == 400 and "egress_domains" in bad.json()
+    good = api.post("/api/v1/harnesses", {**payload, "egress_domains": "api.anthropic.com\nAPI.OpenAI.com."}, format="json")
+    assert good.status_code == 201
+    assert Harness.objects.get(pk=good.json()["id"]).egress_domain_list() == ["api.anthropic.com", "api.openai.com"]
 
 
 def test_api_validation_errors_name_the_field(api):
@@ -228,3 +246,24 @@ def test_unticking_secret_in_the_form_keeps_the_stored_value(project):
     stored.refresh_from_db()
     assert (stored.value, stored.secret) == ("kept-secret", False)
     assert not EnvVarForm({"name": "NEW", "value": "********"}).is_valid()
+
+
+def test_the_run_page_lists_results_tasks_and_shrugs_off_odd_ones(owner_client, a_harness):
+    tasks = [
+        {"task": "fix the bug", "check": "pytest -q", "verdict": "solved", "steps": 4, "reason": "check passed"},
+        {"task": "<script>alert(1)</script>", "verdict": "failed\" onmouseover=\"x", "steps": "many"},
+        "not an object",
+        {"id": "django__django-11099", "verdict": "failed", "reason": "x" * 1000},
+    ]
+    run = Run.objects.create(project=a_harness.project, harness=a_harness, compute_type="cpu", price_cents=50, status="succeeded",
+                             score=0.25, results={"score": 0.25, "tasks": tasks})
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    page = page[page.index('id="tasks"'):].split("</section>")[0]  # the table, not the raw results.json
+    assert page.count('<span class="verdict') == 3
+    assert 'class="verdict solved">solved</span>' in page and "<code class=\"muted\">pytest -q</code>" in page
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    assert 'onmouseover="x' not in page
+    assert "django__django-11099" in page and "x" * 301 not in page
+    assert [r["steps"] for r in run.task_results] == [4, None, None]
+    Run.objects.filter(pk=run.pk).update(results={"score": 1, "tasks": "all of them"})
+    assert 'id="tasks"' not in owner_client.get(f"/runs/{run.pk}/").content.decode()

@@ -25,15 +25,14 @@ json.dump({"score": 0.81, "model": os.environ["MODEL_LABEL"], "base": os.environ
 
 
 @pytest.fixture
-def setup(settings, live_server, tmp_path, project, owner):
+def setup(settings, egress, tmp_path, project, owner):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from finetunes.models import FineTunedModel
 
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    settings.HARNESS_SANDBOX_NETWORK = "host"
-    settings.BELVEDIR_BASE_URL = live_server.url
+    # The default network: ADAPTER_URL (the platform) is reached through the egress proxy.
     fund(project, 5000)
     model = FineTunedModel(project=project, name="llama-support-v2", base_model="meta-llama/Llama-3.1-8B-Instruct")
     model.adapter.save("a.zip", SimpleUploadedFile("a.zip", make_zip()), save=False)

@@ -1,30 +1,53 @@
-"""Every object URL, generated from the URL conf, tried by an outsider with the owner's ids: 404.
+"""Every URL, generated from the URL conf, tried by an outsider, a member and a removed member.
 
 The owner has one object of every kind; the outsider has none. Any URL with
 an id in it, dashboard or API, must then be "not found" for the outsider
 (405 first where a view takes another method: then that method is tried).
+A member reaches every route but the owner-only ones (billing, members,
+secrets, deleting the project), which answer 403; a removed member is an
+outsider again, and their keys for the project answer 401.
 """
 
 import re
 
 import pytest
+from django.core.files.base import ContentFile
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from belvedir.core.models import ApiKey, ProjectSecret
+from belvedir.core.actions import create_account, invite_member, remove_member
+from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
 from evals.datasets import create_dataset
 from evals.models import Deployment, Eval
+from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
-from traces.models import TraceSession
+from traces.models import TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
 
 SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
-PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session"}
+PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session", "slug": "swe-bench-lite"}
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 ID_NAMES = {"pk", "run_id", "session_id"}
+# Sign-in pages, the Stripe webhook and the schema are nobody's project.
+NOT_PROJECT_ROUTES = ("signup/", "login/", "logout/", "billing/stripe/webhook", "invitations/")
+# (route prefix, methods): owner-only; an empty set means every method, a trailing $ this route alone.
+OWNER_ONLY = [
+    ("settings/balance/", set()),
+    ("settings/secrets/", set()),
+    ("settings/members/<int:pk>/", set()),
+    ("settings/invitations/", set()),
+    ("settings/project/", set()),
+    ("settings/members/$", {"POST"}),  # inviting; listing is for everyone
+    ("api/v1/balance", set()),
+    ("api/v1/coupons/", set()),
+    ("api/v1/^secrets", set()),
+    ("api/v1/^invitations$$", set()),  # accept and decline are the invitee's
+    ("api/v1/^invitations/(?P<pk>", set()),
+    ("api/v1/^members/(?P<pk>", {"PATCH", "DELETE"}),  # but a member deletes their own: leaving
+]
 
 
 def routes(patterns, prefix=""):
@@ -41,6 +64,18 @@ def value_for(converter: str, name: str, object_id: int) -> str:
     if name not in PLACEHOLDERS:
         raise AssertionError(f"no placeholder for <{name}>")
     return PLACEHOLDERS[name]
+
+
+def owner_only(route: str, method: str) -> bool:
+    return any(
+        (route == prefix[:-1] if prefix.endswith("$") else route.startswith(prefix)) and (not methods or method in methods) for prefix, methods in OWNER_ONLY
+    )
+
+
+def plain(route: str) -> str:
+    """A route that names no object, with its placeholders filled."""
+    path = REGEX_GROUP.sub(lambda m: PLACEHOLDERS[m.group(1)], route).replace("^", "").replace("$", "").replace("\\.", ".")
+    return "/" + CONVERTER.sub(lambda m: PLACEHOLDERS[m.group(2)], path)
 
 
 def fill(route: str, object_id: int) -> str | None:
@@ -63,7 +98,7 @@ def fill(route: str, object_id: int) -> str | None:
 
 
 @pytest.fixture
-def owners_objects(project, owner):
+def owners_objects(project, owner, settings, tmp_path):
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     run = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50)
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m")
@@ -73,7 +108,15 @@ def owners_objects(project, owner):
     secret = ProjectSecret.objects.create(project=project, name="HF_TOKEN", value="x")
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000)
     TraceSession.objects.create(project=project, session_id="owner-session", first_span_at=run.created_at, last_span_at=run.created_at)
-    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup]}
+    group = TaskGroup.objects.create(project=project, key="workflow:x", name="x")
+    settings.MEDIA_ROOT = tmp_path / "media"
+    model = FineTunedModel(project=project, name="m", base_model="org/base")
+    model.adapter.save("a.zip", ContentFile(b"PK"), save=False)
+    model.save()
+    colleague = create_account(username="colleague", password=None)
+    membership = Membership.objects.create(project=project, user=colleague)
+    invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
+    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group]}
 
 
 def test_the_sweep_covers_every_object_route():
@@ -96,7 +139,56 @@ def test_an_outsider_gets_404_on_every_object_url(owners_objects, outsider_clien
                 response = client.post(url)
             if response.status_code == 405:
                 response = client.patch(url) if url.startswith("/api/") else response
+            if response.status_code == 405:
+                response = client.delete(url) if url.startswith("/api/") else response
             allowed = {404, 403} if "/adapter/" in url else {404}  # a bad signature is refused before any lookup
             assert response.status_code in allowed, (url, response.status_code)
             checked.append(url)
     assert len(checked) >= 30  # every object route at least once
+
+
+def project_routes():
+    for route in routes(get_resolver().url_patterns):
+        if not route.startswith(SKIP_PREFIXES + NOT_PROJECT_ROUTES) and "(?P<format>" not in route:
+            yield route
+
+
+def test_a_member_works_on_every_route_but_the_owner_only_ones(owners_objects, member_client, member_api):
+    reached, refused, tried = set(), [], set()
+    for route in project_routes():
+        urls = [fill(route, i) for i in sorted(owners_objects)] if fill(route, 1) else [plain(route)]
+        for url in urls:
+            client = member_api if url.startswith("/api/") else member_client
+            method, response = "GET", client.get(url)
+            # Other methods would change the owner's objects: tried only where they must be refused.
+            for other in ["POST", "PATCH", "DELETE"] if url.startswith("/api/") else ["POST"]:
+                if response.status_code == 405 and owner_only(route, other):
+                    method, response = other, getattr(client, other.lower())(url)
+            if response.status_code == 405:
+                continue  # a GET route shows the member reaches it
+            tried.add(route)
+            if owner_only(route, method):
+                if response.status_code != 403:
+                    refused.append((url, method, response.status_code))
+            elif response.status_code < 400 or (response.status_code == 403 and "/adapter/" in url):
+                reached.add(route)
+    assert refused == []
+    unreached = {r for r in tried if not owner_only(r, "GET")} - reached
+    assert unreached == set()
+    assert len(tried) >= 40
+
+
+def test_a_removed_member_gets_404_in_pages_and_401_from_the_api(owners_objects, member_client, member_api, project, member):
+    remove_member(project, member)
+    for route in project_routes():
+        for object_id in sorted(owners_objects):
+            url = fill(route, object_id) or plain(route)
+            if url.startswith("/api/"):
+                response = member_api.get(url)
+                assert response.status_code == 401, (url, response.status_code)
+                continue
+            response = member_client.get(url)
+            if response.status_code == 405:
+                response = member_client.post(url)
+            if fill(route, object_id):
+                assert response.status_code in ({404, 403} if "/adapter/" in url else {404}), (url, response.status_code)

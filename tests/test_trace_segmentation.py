@@ -4,8 +4,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from traces.models import Task, TaskGroup, TraceSession
-from traces.segmentation import process_quiet_sessions, signature
+from traces.models import Span, Task, TaskGroup, TraceSession
+from traces.segmentation import process_quiet_sessions, segment, signature
 
 from .concurrency import start_thread
 from .otlp_builders import body, new_id, span
@@ -173,3 +173,15 @@ def test_overlapping_segmenters_skip_a_session_the_other_holds(api, project, set
         assert list(Task.objects.values_list("session__session_id", flat=True)) == ["free"]
         assert drain_quiet_sessions() == 1
     assert TraceSession.objects.filter(needs_processing=True).count() == 0
+
+
+def test_a_tool_spans_input_is_neither_an_llm_call_nor_the_users_prompt(api, project):
+    base = timezone.now().timestamp()
+    tool = span("get_weather.tool", session_id="s-tool", kind="tool", start_s=base, attributes={"traceloop.entity.input": '{"args": ["Oslo"], "kwargs": {}}'})
+    llm = span("chat", session_id="s-tool", start_s=base + 1, user_message="Weather in Oslo?")
+    send(api, [tool, llm])
+    segment(TraceSession.objects.get(session_id="s-tool"))
+    stored_tool = Span.objects.get(name="get_weather.tool")
+    assert stored_tool.prompt == [{"role": "input", "content": '{"args": ["Oslo"], "kwargs": {}}'}]
+    task = Task.objects.get(session__session_id="s-tool")
+    assert (task.span_count, task.first_user_message) == (1, "Weather in Oslo?")

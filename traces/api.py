@@ -13,9 +13,38 @@ from belvedir.core.throttle import IngestThrottle
 
 from . import otlp
 from .actions import report_outcome
+from .filters import by_user_and_metadata
 from .ingest import collector_paused, run_session_of, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
+from .training import BadFilter, training_data_response
 
+# Read at most one byte past the limit: an oversized body is refused unread.
+READ_LIMIT = otlp.MAX_BODY_BYTES + 1
+READ_PIECE = 64 * 1024
+
+
+def read_body(django_request) -> bytes:
+    """The request body, up to one byte past the limit, sized or chunked.
+
+    OpenTelemetry's JavaScript exporters send `Transfer-Encoding: chunked`
+    without a Content-Length, and Django reads such a body as empty. gunicorn
+    de-chunks it and says so with `wsgi.input_terminated` (the stream ends
+    where the body does), so it is read straight from `wsgi.input`, in pieces.
+    Django's development server (wsgiref) passes chunk framing through: that
+    is refused with 411 rather than parsed as an empty or garbled body.
+    """
+    environ = django_request.environ
+    if environ.get("CONTENT_LENGTH"):
+        return django_request.read(READ_LIMIT)
+    if "chunked" not in environ.get("HTTP_TRANSFER_ENCODING", "").lower():
+        return b""
+    if not environ.get("wsgi.input_terminated"):
+        raise otlp.IngestError(411, "This server cannot read chunked request bodies: send Content-Length, or serve with gunicorn (as `make run` does).")
+    stream, pieces, size = environ["wsgi.input"], [], 0
+    while size < READ_LIMIT and (piece := stream.read(min(READ_PIECE, READ_LIMIT - size))):
+        pieces.append(piece)
+        size += len(piece)
+    return b"".join(pieces)
 
 
 class TraceIngest(APIView):
@@ -30,8 +59,7 @@ class TraceIngest(APIView):
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
         with collector_paused():
             try:
-                # Read at most one byte past the limit: an oversized body is refused unread.
-                raw = request._request.read(otlp.MAX_BODY_BYTES + 1)
+                raw = read_body(request._request)
                 body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
                 parsed = otlp.parse(body, request.content_type)
             except otlp.IngestError as exc:
@@ -76,7 +104,10 @@ class SessionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = TraceSession
-        fields = ["session_id", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run", "processed_at"]
+        fields = [
+            "session_id", "user_id", "metadata", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run",
+            "processed_at",
+        ]
 
 
 class SpanSerializer(serializers.ModelSerializer):
@@ -109,7 +140,14 @@ class SessionList(generics.ListAPIView):
     serializer_class = SessionSerializer
     pagination_class = SessionCursor
 
-    @extend_schema(parameters=[OpenApiParameter("outcome", str), OpenApiParameter("run", int)])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("outcome", str),
+            OpenApiParameter("run", int),
+            OpenApiParameter("user", str, description="Sessions of this user id."),
+            OpenApiParameter("metadata", str, many=True, description="key=value; repeat for several (all must match)."),
+        ]
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -120,7 +158,7 @@ class SessionList(generics.ListAPIView):
             qs = qs.filter(outcome=params["outcome"])
         if (run := params.get("run", "")).isdigit():
             qs = qs.filter(run_id=int(run))
-        return qs
+        return by_user_and_metadata(qs, params)
 
 
 @extend_schema(responses={200: dict})
@@ -159,3 +197,18 @@ def task_groups(request):
     """Task groups across the project, with task counts and success rate (over sessions with an outcome)."""
     groups = list(task_groups_with_stats(request.user, request_project(request)))
     return Response(TaskGroupSerializer(groups, many=True).data)
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601"), OpenApiParameter("until", str)],
+    responses={(200, "application/jsonl"): bytes},
+)
+@api_view(["GET"])
+def training_data(request, pk):
+    """The group's tasks not excluded from training, as OpenAI chat fine-tuning JSONL (streamed)."""
+    project = request_project(request)
+    group = generics.get_object_or_404(TaskGroup.objects.for_user(request.user, project), pk=pk)
+    try:
+        return training_data_response(project, group, request.query_params)
+    except BadFilter as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)

@@ -1,13 +1,17 @@
-"""Fields pulled out of span attributes (OpenLLMetry / GenAI semantic conventions)."""
+"""Fields pulled out of span attributes (OpenLLMetry / GenAI semantic conventions).
+
+Messages, in all their generations, are `messages.py`'s.
+"""
 
 from datetime import UTC, datetime
+
+from .messages import split
 
 SESSION_KEYS = ("traceloop.association.properties.session_id", "session.id", "gen_ai.conversation.id")
 USER_KEYS = ("traceloop.association.properties.user_id", "user.id", "enduser.id")
 MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.response.model", "llm.request.model")
-INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens")
-OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.usage.completion_tokens")
-MESSAGE_PREFIXES = ("gen_ai.prompt.", "gen_ai.completion.")
+INPUT_TOKEN_KEYS = ("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.usage.prompt_tokens", "llm.token_count.prompt")
+OUTPUT_TOKEN_KEYS = ("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.usage.completion_tokens", "llm.token_count.completion")
 MAX_INT = 2**31 - 1
 
 
@@ -20,33 +24,19 @@ def _first(attributes: dict, keys) -> str:
 
 
 def _tokens(attributes: dict, keys) -> int | None:
+    """A count sent as intValue, doubleValue or a string ("12", "12.0")."""
     for key in keys:
         value = attributes.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return max(0, min(int(value), MAX_INT))
-        if isinstance(value, str) and value.isdigit():
-            return min(int(value), MAX_INT)
-    return None
-
-
-def split_messages(attributes: dict) -> tuple[list[dict], list[dict], dict]:
-    """gen_ai.prompt.N.role / .content (and any other field) into ordered lists.
-
-    Returns (prompt, completion, the other attributes): message text is most
-    of an LLM span's bytes, so it is stored once, as messages, rather than
-    twice (the `gen_ai.*.N.*` keys are rebuilt exactly from the lists).
-    """
-    found: dict[str, dict[int, dict]] = {"prompt": {}, "completion": {}}
-    rest = {}
-    for key, value in attributes.items():
-        if key.startswith(MESSAGE_PREFIXES):
-            side, _, field = key.removeprefix("gen_ai.").partition(".")
-            index, _, name = field.partition(".")
-            if index.isdecimal() and name:
-                found[side].setdefault(int(index), {})[name] = value
+        if type(value) is int:  # nearly always: intValue
+            return max(0, min(value, MAX_INT))
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
                 continue
-        rest[key] = value
-    return [found["prompt"][i] for i in sorted(found["prompt"])], [found["completion"][i] for i in sorted(found["completion"])], rest
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf"):
+            return max(0, min(int(value), MAX_INT))
+    return None
 
 
 def to_datetime(unix_nano: int) -> datetime:
@@ -54,9 +44,16 @@ def to_datetime(unix_nano: int) -> datetime:
 
 
 def extract(span: dict) -> dict:
-    """The columns derived from one span, including its attributes minus the messages."""
+    """The columns derived from one span, including its attributes minus the messages.
+
+    `association` (the traceloop association properties other than the
+    session and user ids) is not a span column: ingest merges it into the
+    span's session as its metadata.
+    """
     attributes = span["attributes"]
-    prompt, completion, other_attributes = split_messages(attributes)
+    prompt, completion, other_attributes, association = split(attributes, span["events"])
+    association.pop("session_id", None)
+    association.pop("user_id", None)
     span_kind = _first(attributes, ("traceloop.span.kind",))[:40]
     workflow = _first(attributes, ("traceloop.workflow.name",))
     if not workflow and span_kind == "workflow":
@@ -73,4 +70,5 @@ def extract(span: dict) -> dict:
         "output_tokens": _tokens(attributes, OUTPUT_TOKEN_KEYS),
         "latency_ms": (span["end"] - span["start"]) / 1e6,
         "attributes": other_attributes,
+        "association": association,
     }

@@ -20,9 +20,11 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from .extract import extract, to_datetime
+from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
 
 SPAN_COLUMNS = [f for f in Span._meta.concrete_fields if not f.primary_key]
+SPAN_FIELDS = [f.attname for f in SPAN_COLUMNS]
 
 
 @contextmanager
@@ -63,7 +65,7 @@ def store_spans(project, raw_spans: list[dict], *, confine_to: str | None = None
             # exporter retrying, or two at once) counts once.
             _upsert_sessions_postgres(project, _session_totals(inserted), now)
         else:
-            Span.objects.bulk_create([Span(**row) for row in rows], batch_size=500, ignore_conflicts=True)
+            Span.objects.bulk_create([Span(**{k: row[k] for k in SPAN_FIELDS}) for row in rows], batch_size=500, ignore_conflicts=True)
             _upsert_sessions_portable(project, _session_totals(rows), now)
     return len(rows)
 
@@ -102,11 +104,17 @@ def _row(project_id, raw: dict, now) -> dict:
 
 
 def _session_totals(rows) -> dict[str, dict]:
-    totals: dict[str, dict] = defaultdict(lambda: {"n": 0, "inp": 0, "out": 0, "first": None, "last": None})
+    totals: dict[str, dict] = defaultdict(lambda: {"n": 0, "inp": 0, "out": 0, "first": None, "last": None, "user": "", "metadata": {}})
     for row in rows:
         if not row["session_id"]:
             continue
         t = totals[row["session_id"]]
+        # Who and what the session is about: the latest span that says wins.
+        if row["user_id"]:
+            t["user"] = row["user_id"]
+        for key, value in row["association"].items():
+            if key in t["metadata"] or len(t["metadata"]) < MAX_METADATA_KEYS:
+                t["metadata"][key] = value
         t["n"] += 1
         t["inp"] += row["input_tokens"] or 0
         t["out"] += row["output_tokens"] or 0
@@ -161,11 +169,11 @@ def _upsert_sessions_postgres(project, sessions, now):
     runs = _run_ids(project, sessions)
     values, params = [], []
     for session_id, t in sessions.items():
-        values.append("(%s, %s, %s, %s, %s, %s, %s, %s, '', true, %s)")
-        params += [project.pk, session_id, runs.get(session_id), t["first"], t["last"], t["n"], t["inp"], t["out"], now]
+        values.append("(%s, %s, %s, %s, %s, %s, %s, %s, '', true, %s, %s, %s)")
+        params += [project.pk, session_id, runs.get(session_id), t["first"], t["last"], t["n"], t["inp"], t["out"], now, t["user"], Jsonb(t["metadata"])]
     sql = f"""
         INSERT INTO traces_tracesession (project_id, session_id, run_id, first_span_at, last_span_at, span_count,
-                                         input_tokens, output_tokens, outcome, needs_processing, last_received_at)
+                                         input_tokens, output_tokens, outcome, needs_processing, last_received_at, user_id, metadata)
         VALUES {", ".join(values)}
         ON CONFLICT (project_id, session_id) DO UPDATE SET
             span_count = traces_tracesession.span_count + EXCLUDED.span_count,
@@ -174,7 +182,13 @@ def _upsert_sessions_postgres(project, sessions, now):
             first_span_at = LEAST(traces_tracesession.first_span_at, EXCLUDED.first_span_at),
             last_span_at = GREATEST(traces_tracesession.last_span_at, EXCLUDED.last_span_at),
             needs_processing = true,
-            last_received_at = EXCLUDED.last_received_at
+            last_received_at = EXCLUDED.last_received_at,
+            user_id = COALESCE(NULLIF(EXCLUDED.user_id, ''), traces_tracesession.user_id),
+            -- A session keeps at most MAX_METADATA_KEYS keys: past that, new ones are dropped.
+            metadata = CASE WHEN EXCLUDED.metadata = '{{}}' THEN traces_tracesession.metadata
+                            WHEN (SELECT count(*) FROM jsonb_object_keys(traces_tracesession.metadata || EXCLUDED.metadata)) > {MAX_METADATA_KEYS}
+                            THEN traces_tracesession.metadata
+                            ELSE traces_tracesession.metadata || EXCLUDED.metadata END
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -186,12 +200,18 @@ def _upsert_sessions_portable(project, sessions, now):
     runs = _run_ids(project, sessions)
     TraceSession.objects.bulk_create(
         [
-            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=runs.get(sid))
+            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=runs.get(sid), user_id=t["user"])
             for sid, t in sessions.items()
         ],
         ignore_conflicts=True,
     )
     for session_id, t in sessions.items():
+        if t["user"] or t["metadata"]:
+            session = TraceSession.objects.get(project=project, session_id=session_id)
+            merged = {**session.metadata, **t["metadata"]}
+            TraceSession.objects.filter(pk=session.pk).update(
+                user_id=t["user"] or session.user_id, metadata=merged if len(merged) <= MAX_METADATA_KEYS else session.metadata
+            )
         TraceSession.objects.filter(project=project, session_id=session_id).update(
             span_count=F("span_count") + t["n"],
             input_tokens=F("input_tokens") + t["inp"],

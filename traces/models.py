@@ -1,7 +1,20 @@
-from django.db import models
+from django.db import connection, models
+from django.db.models.fields.json import KeyTransform
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
+
+
+class TraceSessionQuerySet(ProjectScopedQuerySet):
+    def with_metadata(self, key: str, value: str):
+        """Sessions whose metadata has key = value.
+
+        On PostgreSQL a containment (`metadata @> {"key": "value"}`), which the
+        GIN index answers; SQLite (development) has no @>, so it compares the key.
+        """
+        if connection.vendor == "postgresql":
+            return self.filter(metadata__contains={key: value})
+        return self.alias(metadata_value=KeyTransform(key, "metadata")).filter(metadata_value=value)
 
 
 class TraceSession(models.Model):
@@ -26,8 +39,12 @@ class TraceSession(models.Model):
     needs_processing = models.BooleanField(default=True)
     last_received_at = models.DateTimeField(default=timezone.now)
     processed_at = models.DateTimeField(null=True, blank=True)
+    # Who and what: traceloop.association.properties.user_id (or user.id,
+    # enduser.id) and every other association property but the session id.
+    user_id = models.CharField(max_length=255, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
 
-    objects = ProjectScopedQuerySet.as_manager()
+    objects = TraceSessionQuerySet.as_manager()
 
     class Meta:
         verbose_name = "session"
@@ -36,6 +53,9 @@ class TraceSession(models.Model):
         indexes = [
             models.Index(fields=["project", "-last_span_at"]),
             models.Index(fields=["needs_processing", "last_received_at"]),
+            models.Index(fields=["project", "user_id", "-last_span_at"], name="session_user"),
+            # metadata has a GIN index on PostgreSQL (jsonb_path_ops, for the
+            # @> of `with_metadata`), made in migration 0004: SQLite has none.
         ]
 
     def __str__(self):
@@ -86,6 +106,9 @@ class Task(models.Model):
         return self.name
 
 
+ENTITY_KINDS = {"workflow", "task", "agent", "tool"}
+
+
 class SpanQuerySet(ProjectScopedQuerySet):
     pass
 
@@ -105,8 +128,8 @@ class Span(models.Model):
     end_unix_nano = models.BigIntegerField()
     status_code = models.PositiveSmallIntegerField(default=0)
     status_message = models.TextField(blank=True)
-    # Everything the span carried except gen_ai.prompt.N.* and
-    # gen_ai.completion.N.*, which are stored once, as `prompt`/`completion`.
+    # Everything the span carried except the attributes its messages came
+    # from (traces/messages.py), which are stored once, as `prompt`/`completion`.
     attributes = models.JSONField(default=dict)
     events = models.JSONField(default=list)
     resource = models.JSONField(default=dict)
@@ -142,4 +165,8 @@ class Span(models.Model):
 
     @property
     def is_llm(self):
+        # Workflow, task, agent and tool spans carry their function's input
+        # and output as messages too: those are not LLM calls.
+        if self.span_kind in ENTITY_KINDS:
+            return False
         return self.span_kind == "llm" or bool(self.model) or bool(self.prompt)

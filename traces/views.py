@@ -2,12 +2,15 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from .api import task_groups_with_stats
-from .models import Span, TraceSession
+from .filters import by_user_and_metadata
+from .models import Span, TaskGroup, TraceSession
+from .training import BadFilter, training_data_response
 
 PAGE_SIZE = 50
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -23,6 +26,7 @@ def sessions(request):
         qs = qs.filter(outcome="" if request.GET["outcome"] == "none" else request.GET["outcome"])
     if request.GET.get("run", "").isdigit():
         qs = qs.filter(run_id=int(request.GET["run"]))
+    qs = by_user_and_metadata(qs, request.GET)
     # Keyset pagination: "older than this time" instead of page numbers, so
     # no COUNT(*) and no OFFSET however many sessions there are.
     if before := parse_datetime(request.GET.get("before", "") or ""):
@@ -61,6 +65,15 @@ def session_detail(request, session_id):
 @login_required
 def groups(request):
     return render(request, "traces/groups.html", {"groups": list(task_groups_with_stats(request.user, request.project))})
+
+
+@login_required
+def group_training_data(request, pk):
+    group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
+    try:
+        return training_data_response(request.project, group, request.GET)
+    except BadFilter as exc:
+        return HttpResponseBadRequest(str(exc))
 
 
 def _depths(spans):

@@ -1,7 +1,13 @@
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
-from .models import Membership, Project
+from .errors import Gone, NotFound, TeamError
+from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, hash_key
 
 
 @transaction.atomic
@@ -25,3 +31,127 @@ def ensure_default_project(user) -> Project:
         project = Project.objects.create(name=f"{user.username}'s project")
         Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
     return project
+
+
+def save_secret(project: Project, name: str, value: str) -> ProjectSecret:
+    """Create or replace a project secret (dashboard and API)."""
+    return ProjectSecret.objects.update_or_create(project=project, name=name, defaults={"value": value, "updated_at": timezone.now()})[0]
+
+
+# -- teams -------------------------------------------------------------------
+
+
+@transaction.atomic
+def create_project(user, name: str) -> Project:
+    project = Project.objects.create(name=name)
+    Membership.objects.create(project=project, user=user, role=Membership.Role.OWNER)
+    return project
+
+
+def find_user(username_or_email: str):
+    """A user by exact username, else by email (case-insensitive); None when no one or several match."""
+    value = username_or_email.strip()
+    users = get_user_model().objects.filter(is_active=True)
+    found = users.filter(username=value).first()
+    if found is None and "@" in value:
+        matches = list(users.filter(email__iexact=value)[:2])
+        found = matches[0] if len(matches) == 1 else None
+    return found
+
+
+def invite_member(project: Project, invited_by, username_or_email: str) -> tuple[Invitation, str]:
+    """A pending invitation and its raw token (shown once, stored hashed)."""
+    user = find_user(username_or_email)
+    if user is None:
+        raise NotFound(f"No user {username_or_email.strip()!r}: they sign up first, then you invite them.")
+    if Membership.objects.filter(project=project, user=user).exists():
+        raise TeamError(f"{user.username} is already a member of {project.name}.", 409)
+    raw = secrets.token_urlsafe(32)
+    invitation = Invitation.objects.create(
+        project=project,
+        user=user,
+        invited_by=invited_by,
+        token_hash=hash_key(raw),
+        expires_at=timezone.now() + timedelta(days=settings.INVITATION_MAX_AGE_DAYS),
+    )
+    return invitation, raw
+
+
+def invitation_for(raw_token: str, user) -> Invitation:
+    """The invitation behind a link, for the user it was made for; another user's is 'not found'."""
+    invitation = Invitation.objects.select_related("project", "invited_by").filter(token_hash=hash_key(raw_token), user=user).first()
+    if invitation is None:
+        raise NotFound("This invitation link is not valid for your account.")
+    return invitation
+
+
+def _claim(invitation: Invitation, field: str):
+    # A conditional update: of two clicks racing (or a reused link) only one wins.
+    claimed = Invitation.objects.filter(
+        pk=invitation.pk, accepted_at__isnull=True, declined_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    ).update(**{field: timezone.now()})
+    if not claimed:
+        invitation.refresh_from_db()
+        raise Gone(f"This invitation is {invitation.state} and can no longer be used.")
+
+
+@transaction.atomic
+def accept_invitation(invitation: Invitation) -> Membership:
+    _claim(invitation, "accepted_at")
+    membership, _ = Membership.objects.get_or_create(project=invitation.project, user=invitation.user, defaults={"role": Membership.Role.MEMBER})
+    return membership
+
+
+@transaction.atomic
+def decline_invitation(invitation: Invitation):
+    _claim(invitation, "declined_at")
+
+
+def revoke_invitation(invitation: Invitation):
+    Invitation.objects.filter(pk=invitation.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+@transaction.atomic
+def remove_member(project: Project, user):
+    """The user leaves the project, and every key they hold for it stops working at once."""
+    membership = Membership.objects.select_for_update().filter(project=project, user=user).first()
+    if membership is None:
+        raise NotFound("Not a member of this project.")
+    if membership.role == Membership.Role.OWNER and not Membership.objects.filter(project=project, role=Membership.Role.OWNER).exclude(pk=membership.pk).exists():
+        raise TeamError("The owner cannot leave: hand over ownership first, or delete the project.", 409)
+    membership.delete()
+    ApiKey.objects.filter(project=project, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())
+
+
+@transaction.atomic
+def transfer_ownership(project: Project, from_user, to_user):
+    """The new owner takes over; the previous owner stays on as a member."""
+    memberships = {m.user_id: m for m in Membership.objects.select_for_update().filter(project=project, user__in=[from_user, to_user])}
+    if to_user.pk not in memberships:
+        raise NotFound("Ownership goes to a member of the project: invite them first.")
+    if from_user.pk == to_user.pk:
+        raise TeamError("You already own this project.")
+    Membership.objects.filter(pk=memberships[to_user.pk].pk).update(role=Membership.Role.OWNER)
+    Membership.objects.filter(pk=memberships[from_user.pk].pk).update(role=Membership.Role.MEMBER)
+
+
+@transaction.atomic
+def delete_project(project: Project):
+    """Everything in the project goes with it. Refused while something still runs in a sandbox."""
+    from billing.models import CouponRedemption, LedgerEntry, TopUp
+    from evals.models import Eval
+    from harnesses.models import Run
+    from traces.models import Span
+
+    if Run.objects.filter(project=project, status__in=Run.ACTIVE).exists() or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists():
+        raise TeamError("Runs or evaluations are still in progress: cancel them first.", 409)
+    # PROTECT keeps these from going by accident (an eval its deployment, the
+    # append-only ledger its account); deleting the whole project is the one
+    # deliberate time they go, children first.
+    # Spans first, in one DELETE: nothing points at a span, while the
+    # cascade from tasks would otherwise load each task to null its spans.
+    Span.objects.filter(project=project).delete()
+    Eval.objects.filter(project=project).delete()
+    for model in (CouponRedemption, TopUp, LedgerEntry):
+        model.objects.filter(account__project=project).delete()
+    project.delete()

@@ -1,6 +1,6 @@
 from django.contrib import admin, messages
 
-from .models import ApiKey, Membership, Project, ProjectSecret
+from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
 
 
 class MembershipInline(admin.TabularInline):
@@ -62,3 +62,16 @@ class ProjectSecretAdmin(admin.ModelAdmin):
     list_filter = ["updated_at"]
     exclude = ["value"]  # secret: never shown, not even to staff
     raw_id_fields = ["project"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["user", "project", "invited_by", "state", "created_at", "expires_at"]
+    search_fields = ["user__username", "user__email", "project__name"]
+    list_select_related = ["user", "project", "invited_by"]
+    # The token is shown once to the inviting owner; admin sees only its hash.
+    readonly_fields = ["token_hash", "created_at", "accepted_at", "declined_at"]
+    autocomplete_fields = ["user", "project", "invited_by"]
+
+    def has_add_permission(self, request):
+        return False  # invitations are made by owners, who get the link

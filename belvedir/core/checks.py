@@ -31,12 +31,43 @@ def check_configuration(app_configs, **kwargs):
         )
     if not settings.SANDBOX_IMAGE:
         errors.append(Error("BELVEDIR_SANDBOX_IMAGE is empty.", id="belvedir.E004"))
-    if settings.SANDBOX_NETWORK in {"bridge", "default"}:
+    for name, network in (("BELVEDIR_SANDBOX_NETWORK", settings.SANDBOX_NETWORK), ("BELVEDIR_HARNESS_NETWORK", settings.HARNESS_SANDBOX_NETWORK)):
+        if network in {"bridge", "default"}:
+            errors.append(
+                Warning(
+                    f"{name}={network!r} lets sandboxes reach private addresses.",
+                    hint="Use 'egress' (the policy proxy) or 'none'.",
+                    id="belvedir.W001",
+                )
+            )
+    if settings.HARNESS_SANDBOX_NETWORK == "host" and not settings.DEBUG:
         errors.append(
-            Warning(
-                f"BELVEDIR_SANDBOX_NETWORK={settings.SANDBOX_NETWORK!r} lets sandboxes reach private addresses.",
-                hint="Use 'none', 'host' for a platform on 127.0.0.1, or a network with egress filtering.",
-                id="belvedir.W001",
+            Error(
+                "BELVEDIR_HARNESS_NETWORK='host' puts untrusted harnesses on the worker's network "
+                "(its database, Redis, the Docker API, cloud metadata, the LAN).",
+                hint="Use 'egress' (the default): the platform and the public internet through the policy proxy.",
+                id="belvedir.E005",
             )
         )
     return errors
+
+
+@register(Tags.security)
+def check_sandbox_runtimes(app_configs, **kwargs):
+    """Untrusted code under plain runc shares the host kernel's whole syscall surface."""
+    from django.db import DatabaseError
+
+    from belvedir.sandbox.models import Runtime, SandboxHost
+
+    try:
+        hosts = list(SandboxHost.objects.filter(enabled=True, runtime=Runtime.RUNC).values_list("name", flat=True))
+    except (DatabaseError, RuntimeError):
+        return []  # no database to ask: not migrated yet, or a test without one
+    return [
+        Warning(
+            f"Sandbox host {name!r} runs untrusted harnesses and completions under plain runc.",
+            hint="Install gVisor (Debian's runsc), register it as the engine's `runsc` runtime, and set the host's runtime to auto or runsc.",
+            id="belvedir.W002",
+        )
+        for name in hosts
+    ]

@@ -21,3 +21,24 @@ class ApiKeyForm(forms.Form):
 class SecretForm(forms.Form):
     name = forms.RegexField(regex=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100, help_text="e.g. HF_TOKEN", error_messages={"invalid": "Letters, digits and _, not starting with a digit."})
     value = forms.CharField(widget=forms.PasswordInput(render_value=False), help_text="Stored for runs; never shown again.")
+
+
+class InviteForm(forms.Form):
+    who = forms.CharField(label="Username or email", max_length=254)
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=100)
+
+
+class DeleteProjectForm(forms.Form):
+    confirm = forms.CharField(label="Type the project's name to confirm", max_length=100)
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+
+    def clean_confirm(self):
+        if self.cleaned_data["confirm"] != self.project.name:
+            raise forms.ValidationError("That is not the project's name.")
+        return self.cleaned_data["confirm"]

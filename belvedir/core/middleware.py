@@ -5,32 +5,45 @@ from django.http import JsonResponse
 from django.utils.functional import SimpleLazyObject
 
 from .actions import ensure_default_project
-from .models import Project
+from .models import Membership
 
 SESSION_KEY = "project_id"
 logger = logging.getLogger(__name__)
 
 
-def current_project(request):
+def current_membership(request) -> Membership:
+    """The signed-in user's membership in the project chosen in the header (stored in the session).
+
+    A project the user has left or was removed from is no longer found, so
+    they land back in their first project.
+    """
+    memberships = Membership.objects.filter(user=request.user).select_related("project")
     chosen = request.session.get(SESSION_KEY)
-    if chosen:
-        project = Project.objects.for_user(request.user).filter(pk=chosen).first()
-        if project:
-            return project
-    return ensure_default_project(request.user)
+    membership = memberships.filter(project_id=chosen).first() if chosen else None
+    if membership is None:
+        membership = memberships.order_by("pk").first()
+    if membership is None:
+        ensure_default_project(request.user)
+        membership = memberships.order_by("pk").first()
+    return membership
+
+
+def choose_project(request, project):
+    request.session[SESSION_KEY] = project.pk
 
 
 class CurrentProjectMiddleware:
-    """Sets `request.project` for signed-in dashboard users (lazily: one query when used)."""
+    """Sets `request.membership` and `request.project` for signed-in dashboard users (lazily: one query when used)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         if request.user.is_authenticated:
-            request.project = SimpleLazyObject(lambda: current_project(request))
+            request.membership = SimpleLazyObject(lambda: current_membership(request))
+            request.project = SimpleLazyObject(lambda: request.membership.project)
         else:
-            request.project = None
+            request.membership = request.project = None
         return self.get_response(request)
 
 

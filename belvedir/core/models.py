@@ -144,6 +144,46 @@ class ProjectSecret(models.Model):
         return self.name
 
 
+class Invitation(models.Model):
+    """An owner's invitation to join a project: a single-use link that expires.
+
+    Only the token's hash is stored, like API keys: the link is shown to the
+    owner once and works for the invited user alone.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    declined_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.user} to {self.project}"
+
+    @property
+    def is_pending(self):
+        return not (self.accepted_at or self.declined_at or self.revoked_at) and self.expires_at > timezone.now()
+
+    @property
+    def state(self):
+        if self.accepted_at:
+            return "accepted"
+        if self.declined_at:
+            return "declined"
+        if self.revoked_at:
+            return "revoked"
+        return "pending" if self.expires_at > timezone.now() else "expired"
+
+
 class RateCounter(models.Model):
     """One rate-limit window's count, when there is no Redis to INCR in.
 

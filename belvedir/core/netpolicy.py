@@ -85,7 +85,9 @@ class Policy:
             infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (socket.gaierror, UnicodeError):
             raise Refused(f"{host} does not resolve.") from None
-        addresses = list(dict.fromkeys(info[4][0] for info in infos))
+        # IPv4 first: callers connect to the first address, and a server
+        # bound to 127.0.0.1 or 0.0.0.0 is not listening on ::1.
+        addresses = sorted(dict.fromkeys(info[4][0] for info in infos), key=lambda a: ":" in a)
         # Every answer must pass: a name answering one public and one private
         # address is refused rather than tried address by address.
         for address in addresses:

@@ -1,6 +1,6 @@
 from rest_framework import permissions
 
-from .models import ApiKey
+from .models import ApiKey, Membership
 
 
 class HasFullScope(permissions.BasePermission):
@@ -26,3 +26,16 @@ def request_project(request):
     if isinstance(request.auth, ApiKey):
         return request.auth.project
     return request._request.project
+
+
+def is_owner(user, project) -> bool:
+    return Membership.objects.filter(user=user, project=project, role=Membership.Role.OWNER).exists()
+
+
+class IsProjectOwner(HasFullScope):
+    """Owner-only API actions: billing, members, secrets, deleting the project."""
+
+    message = "Only an owner of the project may do this."
+
+    def has_permission(self, request, view):
+        return super().has_permission(request, view) and is_owner(request.user, request_project(request))

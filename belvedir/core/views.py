@@ -3,13 +3,16 @@ from django.contrib.auth import login
 from django.contrib.auth.views import LoginView
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from .actions import create_account
+from .actions import create_account, save_secret
+from .decorators import owner_required
 from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
-from .models import ApiKey, ProjectSecret
+from .models import ApiKey, Membership, ProjectSecret
+from .overview import overview, running_evals
+
+HTMX_STOP_POLLING = 286
 
 
 def signup(request):
@@ -30,7 +33,14 @@ def signup(request):
 
 @login_required
 def home(request):
-    return render(request, "core/home.html")
+    if request.htmx and request.GET.get("part") == "evals":
+        evals = running_evals(request.project)
+        response = render(request, "core/_running_evals.html", {"running_evals": evals})
+        if not evals:
+            response.status_code = HTMX_STOP_POLLING
+        return response
+    is_owner = request.membership.role == Membership.Role.OWNER
+    return render(request, "core/home.html", {**overview(request.project), "is_owner": is_owner})
 
 
 @login_required
@@ -55,19 +65,21 @@ def api_keys(request):
 @login_required
 @require_POST
 def revoke_api_key(request, pk):
-    key = get_object_or_404(ApiKey.objects.for_user(request.user, request.project), pk=pk)
+    keys = ApiKey.objects.for_user(request.user, request.project)
+    if request.membership.role != Membership.Role.OWNER:
+        keys = keys.filter(user=request.user)  # a member revokes their own keys; owners anyone's
+    key = get_object_or_404(keys, pk=pk)
     key.revoke()
     messages.success(request, f"Key {key.prefix}… revoked. Requests with it now get 401.")
     return redirect("api_keys")
 
 
 @login_required
+@owner_required
 def secrets(request):
     form = SecretForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        ProjectSecret.objects.update_or_create(
-            project=request.project, name=form.cleaned_data["name"], defaults={"value": form.cleaned_data["value"], "updated_at": timezone.now()}
-        )
+        save_secret(request.project, form.cleaned_data["name"], form.cleaned_data["value"])
         messages.success(request, f"Secret {form.cleaned_data['name']} saved. Model benchmark runs receive HF_TOKEN.")
         return redirect("secrets")
     items = ProjectSecret.objects.for_user(request.user, request.project)
@@ -75,6 +87,7 @@ def secrets(request):
 
 
 @login_required
+@owner_required
 @require_POST
 def delete_secret(request, pk):
     secret = get_object_or_404(ProjectSecret.objects.for_user(request.user, request.project), pk=pk)

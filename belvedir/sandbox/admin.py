@@ -1,13 +1,13 @@
 from django.contrib import admin
 from django.db.models import Count
 
-from .models import SandboxHost, SandboxLease
+from .models import EgressDestination, EgressGrant, SandboxHost, SandboxLease
 
 
 @admin.register(SandboxHost)
 class SandboxHostAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "gpu_type", "gpu_count", "capacity", "in_use", "enabled", "draining", "docker_url"]
-    list_filter = ["kind", "enabled", "draining", "gpu_type"]
+    list_display = ["name", "kind", "runtime", "gpu_type", "gpu_count", "capacity", "in_use", "enabled", "draining", "docker_url"]
+    list_filter = ["kind", "runtime", "enabled", "draining", "gpu_type"]
     list_editable = ["enabled", "capacity"]
     search_fields = ["name", "docker_url"]
     actions = ["drain", "undrain"]
@@ -41,3 +41,31 @@ class SandboxLeaseAdmin(admin.ModelAdmin):
     list_filter = ["host"]
     search_fields = ["owner"]
     list_select_related = ["host"]
+
+
+class EgressDestinationInline(admin.TabularInline):
+    model = EgressDestination
+    extra = 0
+    can_delete = False
+    readonly_fields = ["host", "port", "reason", "requests", "bytes_up", "bytes_down", "last_at"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(EgressGrant)
+class EgressGrantAdmin(admin.ModelAdmin):
+    """Read-only: grants are made and revoked by the worker, used by the proxy."""
+
+    list_display = ["owner_kind", "owner_id", "bytes_up", "bytes_down", "max_bytes", "cap_reached_at", "created_at", "revoked_at"]
+    list_filter = ["owner_kind"]
+    search_fields = ["=owner_id"]
+    exclude = ["token_hash"]
+    readonly_fields = ["owner_kind", "owner_id", "domains", "max_bytes", "bytes_up", "bytes_down", "cap_reached_at", "created_at", "revoked_at"]
+    inlines = [EgressDestinationInline]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -28,12 +28,15 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import docker
 import requests
 from django.conf import settings
 from docker import errors as docker_errors
-from docker.types import DeviceRequest, LogConfig, Ulimit
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
+
+from . import egress
 
 from .errors import (
     DockerUnavailable,
@@ -54,6 +57,8 @@ from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWN
 logger = logging.getLogger(__name__)
 
 API_TIMEOUT = 60
+# How often a long command checks that its container still runs.
+LIVENESS_SECONDS = 1.0
 
 
 def connect(docker_url: str) -> docker.DockerClient:
@@ -81,6 +86,8 @@ class Sandbox:
         self._oom_kills = 0
         self._killed = False  # by the platform: a timeout, a cancel
         self._started_at = 0
+        self.runtime = "runc"
+        self._forwarder: ExecSession | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -88,9 +95,12 @@ class Sandbox:
         self.client = connect(self.docker_url)
         try:
             self._remove_stale()
+            self.runtime = self._runtime()
             self.container = self._create()
             self._started_at = int(time.time()) - 1  # the engine's events are read from here on
             self.container.start()
+            if self.spec.network == egress.NETWORK:
+                self._start_egress()
         except SandboxError:
             self.__exit__(None, None, None)
             raise
@@ -102,6 +112,8 @@ class Sandbox:
     def __exit__(self, exc_type, exc, tb):
         if self.client is None:
             return
+        if self._forwarder is not None:
+            self._forwarder.close()
         try:
             if self.container is not None:
                 self.container.remove(force=True)
@@ -120,6 +132,11 @@ class Sandbox:
         except docker_errors.NotFound:
             pass
 
+    def _runtime(self) -> str:
+        if self.spec.runtime != "auto":
+            return self.spec.runtime
+        return "runsc" if "runsc" in engine_runtimes(self.docker_url, self.client) else "runc"
+
     def _create(self):
         spec, limits = self.spec, self.spec.limits
         try:
@@ -130,14 +147,24 @@ class Sandbox:
             ) from exc
         memory = f"{limits.memory_mb}m"
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
+        mounts = []
+        if spec.network == egress.NETWORK:
+            if self.docker_url.startswith("unix://") and not egress.socket_path().exists():
+                raise LaunchFailed("The egress proxy is not running on this host; start it with `python manage.py egress_proxy`.")
+            mounts.append(Mount(egress.MOUNT_DIR, str(egress.socket_path().parent), type="bind", read_only=True))
         return self.client.containers.create(
             spec.image,
             command=["sleep", "infinity"],
             name=spec.name,
             labels=spec.labels,
-            user=spec.user,
-            working_dir=spec.workdir,
+            # PID 1 and the keep-alive run as a uid the workload (spec.user,
+            # its execs) cannot signal: `kill -9 -1` inside cannot end the
+            # sandbox and make the run look like the platform's fault.
+            user=egress.KEEPER_USER,
+            working_dir="/",
             init=True,
+            runtime=self.runtime,
+            mounts=mounts,
             read_only=True,
             tmpfs={
                 HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
@@ -145,17 +172,28 @@ class Sandbox:
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=limits.pids,
+            **_process_limits(self.runtime, limits.pids),
             mem_limit=memory,
             memswap_limit=memory,  # equal to mem_limit: no swap
             nano_cpus=int(limits.cpus * 1e9),
-            ulimits=[Ulimit(name="nofile", soft=4096, hard=4096)],
-            network_mode=spec.network,
+            network_mode="none" if spec.network == egress.NETWORK else spec.network,
             device_requests=device_requests,
             # Output is streamed as it comes; the engine's own copy stays small.
             log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             environment={"HOME": HOME, "LANG": "C.UTF-8"},
         )
+
+    def _start_egress(self):
+        """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
+        forwarder = (Path(__file__).parent / "egress" / "forwarder.py").read_text()
+        argv = ["python3", "-c", forwarder, f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}", str(egress.FORWARD_PORT), egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE]
+        self._forwarder = self.open_session(argv, env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, user=egress.KEEPER_USER, workdir="/")
+        try:
+            ready = self._forwarder.read_line(30)
+        except SandboxTimeout:
+            ready = None
+        if ready != b"ready":
+            raise LaunchFailed(f"Could not set up the sandbox's egress: {self._forwarder.stderr.text()[-500:]}")
 
     # -- work --------------------------------------------------------------
 
@@ -196,14 +234,30 @@ class Sandbox:
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            self.kill()
-            reader.join(10)
-            raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+        deadline = started + timeout
+        while reader.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                reader.join(10)
+                raise SandboxTimeout(f"Timed out after {timeout:g} s.", output=tail.text())
+            reader.join(min(left, LIVENESS_SECONDS))
+            if reader.is_alive() and self._stopped():
+                # The container died under the exec, whose stream then never
+                # ends: under gVisor the kernel OOM-kills the whole sandbox.
+                reader.join(1)
+                break
+        output = tail.text()
+        if self._stopped():
+            if self._oom_killed():
+                raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
+            # Stopped by the workload (charged) or by the platform (refunded): the evidence decides.
+            if died := self.diagnose(check_pids=False):
+                died.output = output
+                raise died
+            raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
         with self.engine_errors("finish a command"):
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
-        output = tail.text()
         if exit_code != 0 and (died := self.diagnose(check_pids=False)):
             died.output = output
             raise died
@@ -278,6 +332,21 @@ class Sandbox:
         exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
         stdout = api.exec_start(exec_id, demux=True)[0] or b""
         return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
+
+    def _stopped(self) -> bool:
+        with engine_errors("check on the sandbox"):
+            self.container.reload()
+        return self.container.status != "running"
+
+    def _oom_killed(self) -> bool:
+        # The engine records the OOM kill from an event that can trail the exit by a moment.
+        for _ in range(5):
+            if self.container.attrs["State"].get("OOMKilled"):
+                return True
+            time.sleep(0.2)
+            with engine_errors("check on the sandbox"):
+                self.container.reload()
+        return False
 
     def kill(self):
         self._killed = True
@@ -428,6 +497,46 @@ class ExecSession:
             self._sock.close()
         except OSError:
             pass
+
+
+@contextmanager
+def engine_errors(doing: str):
+    """Docker failing where no sandbox's evidence applies (checking on one): the platform's fault."""
+    try:
+        yield
+    except (docker_errors.DockerException, requests.RequestException) as exc:
+        raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
+
+
+def _process_limits(runtime: str, pids: int) -> dict:
+    """The process limit, placed where it holds under each runtime.
+
+    runc: the pids cgroup counts the sandbox's processes. runsc: the cgroup
+    counts the gVisor kernel's host threads instead (hundreds when busy), and
+    a fork bomb that exhausts it kills the whole sandbox, so the host bound is
+    loose and the sandbox's own processes are capped per uid by RLIMIT_NPROC,
+    which gVisor enforces inside.
+    """
+    nofile = Ulimit(name="nofile", soft=4096, hard=4096)
+    if runtime == "runsc":
+        return {"pids_limit": pids * 32 + 256, "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
+    return {"pids_limit": pids, "ulimits": [nofile]}
+
+
+_runtimes: dict[str, frozenset[str]] = {}
+
+
+def engine_runtimes(docker_url: str, client=None) -> frozenset[str]:
+    """The runtimes an engine offers (asked once per engine and process)."""
+    if docker_url not in _runtimes:
+        owned = client is None
+        client = client or connect(docker_url)
+        try:
+            _runtimes[docker_url] = frozenset(client.info().get("Runtimes", {}))
+        finally:
+            if owned:
+                client.close()
+    return _runtimes[docker_url]
 
 
 def _drain(raw) -> bytes:

@@ -3,6 +3,12 @@ from django.db import models
 from django.utils import timezone
 
 
+class Runtime(models.TextChoices):
+    AUTO = "auto", "Auto (runsc when available)"
+    RUNSC = "runsc", "gVisor (runsc)"
+    RUNC = "runc", "runc"
+
+
 class SandboxHost(models.Model):
     class Kind(models.TextChoices):
         CPU = "cpu", "CPU"
@@ -17,6 +23,10 @@ class SandboxHost(models.Model):
         default=True, help_text="Give GPU sandboxes a Docker device request. Off only to test GPU harnesses on a CPU engine."
     )
     capacity = models.PositiveIntegerField(default=4, help_text="Sandboxes this host runs at once.")
+    runtime = models.CharField(
+        max_length=10, choices=Runtime.choices, default=Runtime.AUTO,
+        help_text="Container runtime for untrusted work. Auto: gVisor (runsc) when the engine has it, else runc.",
+    )
     enabled = models.BooleanField(default=True)
     draining = models.BooleanField(default=False, help_text="Finish running sandboxes, take no new ones.")
     created_at = models.DateTimeField(default=timezone.now)
@@ -52,3 +62,58 @@ class SandboxLease(models.Model):
 
 def default_host_values():
     return {"docker_url": settings.SANDBOX_DOCKER_URL, "kind": SandboxHost.Kind.CPU, "capacity": 4}
+
+
+class EgressGrant(models.Model):
+    """A workload's right to leave its sandbox through the egress proxy.
+
+    The proxy authenticates each connection by the grant's token (the
+    password in the sandbox's HTTP_PROXY URL; only its hash is stored),
+    applies the grant's domain allowlist and byte cap, and adds up what
+    went where in `destinations`. Revoked when the workload ends.
+    """
+
+    owner_kind = models.CharField(max_length=20)
+    owner_id = models.CharField(max_length=40)
+    token_hash = models.CharField(max_length=64, unique=True)
+    domains = models.JSONField(default=list, blank=True, help_text="Empty: the whole public internet.")
+    max_bytes = models.BigIntegerField()
+    bytes_up = models.BigIntegerField(default=0)
+    bytes_down = models.BigIntegerField(default=0)
+    cap_reached_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner_kind", "owner_id"], name="one_egress_grant_per_owner")]
+
+    def __str__(self):
+        return f"egress of {self.owner_kind} {self.owner_id}"
+
+    @property
+    def total_bytes(self):
+        return self.bytes_up + self.bytes_down
+
+
+class EgressDestination(models.Model):
+    """One destination a workload asked for: allowed (reason empty) or denied, with counts."""
+
+    grant = models.ForeignKey(EgressGrant, on_delete=models.CASCADE, related_name="destinations")
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField()
+    reason = models.CharField(max_length=300, blank=True, help_text="Why it was denied; empty when allowed.")
+    requests = models.PositiveIntegerField(default=0)
+    bytes_up = models.BigIntegerField(default=0)
+    bytes_down = models.BigIntegerField(default=0)
+    last_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["reason", "-bytes_down", "host"]
+        constraints = [models.UniqueConstraint(fields=["grant", "host", "port", "reason"], name="one_row_per_destination_verdict")]
+
+    def __str__(self):
+        return f"{self.host}:{self.port}"
+
+    @property
+    def allowed(self):
+        return not self.reason

@@ -44,7 +44,10 @@ class SandboxSpec:
     owner_id: str
     image: str = field(default_factory=lambda: settings.SANDBOX_IMAGE)
     limits: Limits = field(default_factory=Limits.defaults)
+    # A Docker network mode, or `egress`: network none plus the egress proxy (sandbox/egress/).
     network: str = field(default_factory=lambda: settings.SANDBOX_NETWORK)
+    # runc, runsc, or auto: runsc when the engine has it.
+    runtime: str = "auto"
     gpu: GpuRequest | None = None
     workdir: str = HOME
     user: str = field(default_factory=lambda: settings.SANDBOX_USER)

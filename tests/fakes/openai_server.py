@@ -1,21 +1,29 @@
 """A fake OpenAI-compatible server on 127.0.0.1 for eval tests and benches.
 
 Answers /chat/completions and /completions from a script (a function of the
-last user message), with optional latency, and 429/5xx answers on demand.
+last user message; a dict answer is an assistant message of its own, such as
+tool calls), with optional latency, and 429/5xx answers on demand.
+For agents, `reply` (a function of the whole request body returning the
+assistant message, tool calls included) scripts multi-step conversations.
+Sandboxes on the egress network reach it only on an address the test proxy
+allows: pass `host=OUTSIDE_ADDRESS` (tests/conftest.py) for those.
 It records every request and the peak number of requests in flight. It runs
 on its own asyncio loop in a background thread: a thread per connection
 would cost the process more than the engine it is measuring.
 """
 
 import asyncio
+import json
 import threading
 
 from aiohttp import web
 
 
 class FakeOpenAI:
-    def __init__(self, answer=lambda text: "42", latency: float = 0.0):
+    def __init__(self, answer=lambda text: "42", latency: float = 0.0, reply=None, host: str = "127.0.0.1"):
         self.answer = answer
+        self.host = host
+        self.reply = reply
         self.latency = latency
         self.fail_statuses: dict[str, list[int]] = {}  # prompt text -> statuses to answer first
         self.always_fail: dict[str, int] = {}
@@ -40,6 +48,11 @@ class FakeOpenAI:
                 await asyncio.sleep(self.latency)
             while not self.answering.is_set():
                 await asyncio.sleep(0.01)
+            if self.reply is not None:
+                message = self.reply(body)
+                choice = {"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop", "message": message}
+                usage = {"prompt_tokens": len(json.dumps(body["messages"]).split()), "completion_tokens": len(json.dumps(message).split())}
+                return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
             text = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
             queued = self.fail_statuses.get(text)
             status = queued.pop(0) if queued else self.always_fail.get(text)
@@ -47,11 +60,15 @@ class FakeOpenAI:
                 return web.json_response({"error": {"message": "scripted failure"}}, status=status)
             content = self.answer(text)
             choice = {"index": 0, "finish_reason": "stop"}
-            if request.path.endswith("/chat/completions"):
+            if isinstance(content, dict):
+                choice["message"] = {"role": "assistant", "content": None, **content}
+                choice["finish_reason"] = "tool_calls" if content.get("tool_calls") else "stop"
+                content = content.get("content") or ""
+            elif request.path.endswith("/chat/completions"):
                 choice["message"] = {"role": "assistant", "content": content}
             else:
                 choice["text"] = content
-            usage = {"prompt_tokens": len(text.split()), "completion_tokens": len(content.split())}
+            usage = {"prompt_tokens": len(str(text).split()), "completion_tokens": len(content.split())}
             return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
         finally:
             self.in_flight -= 1
@@ -63,10 +80,10 @@ class FakeOpenAI:
         app.router.add_post("/v1/completions", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=1024)
+        site = web.TCPSite(self._runner, self.host, 0, backlog=1024)
         self._loop.run_until_complete(site.start())
         port = site._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.url = f"http://{self.host}:{port}/v1"
         self._ready.set()
         self._loop.run_forever()
 

@@ -6,12 +6,12 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0003_projectsecret'),
+        ('harnesses', '0006_presets_use_shipped_drivers'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='apikey',
-            options={'ordering': ['-created_at'], 'permissions': [('revoke_apikey', 'Can revoke API keys')], 'verbose_name': 'API key'},
+            name='run',
+            options={'ordering': ['-created_at', '-pk'], 'permissions': [('refund_run', 'Can refund runs')]},
         ),
     ]

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('core', '0004_admin_action_permissions'),
+        ('core', '0005_admin_action_permissions'),
     ]
 
     operations = [

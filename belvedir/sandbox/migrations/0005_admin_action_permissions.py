@@ -6,12 +6,12 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('harnesses', '0004_run_secret_env'),
+        ('sandbox', '0004_sandboxhost_runtime_egressgrant_egressdestination'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='run',
-            options={'ordering': ['-created_at', '-pk'], 'permissions': [('refund_run', 'Can refund runs')]},
+            name='sandboxhost',
+            options={'ordering': ['name'], 'permissions': [('drain_sandboxhost', 'Can drain sandbox hosts')]},
         ),
     ]

@@ -6,12 +6,12 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sandbox', '0003_sandboxhost_gpu_device_requests'),
+        ('core', '0004_invitation'),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='sandboxhost',
-            options={'ordering': ['name'], 'permissions': [('drain_sandboxhost', 'Can drain sandbox hosts')]},
+            name='apikey',
+            options={'ordering': ['-created_at'], 'permissions': [('revoke_apikey', 'Can revoke API keys')], 'verbose_name': 'API key'},
         ),
     ]

@@ -1,0 +1,174 @@
+"""Members, invitations and secrets over the API: what Settings → Members and Secrets do."""
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.response import Response
+
+from . import actions
+from .api_errors import api_error
+from .errors import TeamError
+from .forms import SecretForm
+from .models import Invitation, Membership, ProjectSecret
+from .permissions import HasFullScope, IsProjectOwner, is_owner, request_project
+
+
+class MembershipSerializer(serializers.ModelSerializer):
+    user_id = serializers.IntegerField(read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True)
+    email = serializers.CharField(source="user.email", read_only=True)
+
+    class Meta:
+        model = Membership
+        fields = ["id", "user_id", "username", "email", "role", "created_at"]
+        read_only_fields = ["id", "created_at"]
+
+
+class RoleSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=[Membership.Role.OWNER], help_text="Only 'owner': hands the project over; you stay on as a member.")
+
+
+class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """The project's members. Everyone lists them; owners remove and hand over; anyone removes themselves (leaves)."""
+
+    serializer_class = MembershipSerializer
+    pagination_class = None
+
+    def get_queryset(self):
+        project = request_project(self.request)
+        return Membership.objects.filter(project=project, project__memberships__user=self.request.user).select_related("user").order_by("pk")
+
+    @extend_schema(request=RoleSerializer, responses=MembershipSerializer)
+    def partial_update(self, request, pk=None):
+        membership = self.get_object()
+        project = request_project(request)
+        if not is_owner(request.user, project):
+            raise PermissionDenied("Only an owner of the project may do this.")
+        RoleSerializer(data=request.data).is_valid(raise_exception=True)
+        try:
+            actions.transfer_ownership(project, request.user, membership.user)
+        except TeamError as exc:
+            raise api_error(exc) from None
+        membership.refresh_from_db()
+        return Response(MembershipSerializer(membership).data)
+
+    def destroy(self, request, pk=None):
+        """Remove a member (owners), or leave (your own membership); their keys for the project are revoked."""
+        membership = self.get_object()
+        project = request_project(request)
+        if membership.user_id != request.user.pk and not is_owner(request.user, project):
+            raise PermissionDenied("Only an owner of the project may do this.")
+        try:
+            actions.remove_member(project, membership.user)
+        except TeamError as exc:
+            raise api_error(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    username = serializers.CharField(source="user.username", read_only=True)
+    invited_by = serializers.CharField(source="invited_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "username", "invited_by", "state", "created_at", "expires_at"]
+
+
+class InviteSerializer(serializers.Serializer):
+    user = serializers.CharField(max_length=254, help_text="Username or email of an existing user.")
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField(max_length=200, help_text="The token at the end of the invitation link.")
+
+
+class InvitationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """Owners invite, list and revoke; the invited user accepts or declines with the link's token."""
+
+    serializer_class = InvitationSerializer
+    pagination_class = None
+
+    def get_permissions(self):
+        # No action: a method the route does not take, answered 405 for everyone.
+        return [HasFullScope()] if self.action in {"accept", "decline", None} else [IsProjectOwner()]
+
+    def get_queryset(self):
+        return Invitation.objects.for_user(self.request.user, request_project(self.request)).select_related("user", "invited_by")
+
+    @extend_schema(request=InviteSerializer, responses={201: InvitationSerializer})
+    def create(self, request):
+        """Invite a user; the answer holds the link (`url`) once: only its hash is kept."""
+        payload = InviteSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            invitation, raw = actions.invite_member(request_project(request), request.user, payload.validated_data["user"])
+        except TeamError as exc:
+            raise api_error(exc) from None
+        url = request.build_absolute_uri(reverse("invitation", args=[raw]))
+        return Response({**InvitationSerializer(invitation).data, "url": url, "token": raw}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={204: None})
+    def destroy(self, request, pk=None):
+        """Revoke a pending invitation."""
+        actions.revoke_invitation(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=TokenSerializer, responses=MembershipSerializer)
+    @action(detail=False, methods=["post"])
+    def accept(self, request):
+        invitation = self._invitation(request)
+        try:
+            membership = actions.accept_invitation(invitation)
+        except TeamError as exc:
+            raise api_error(exc) from None
+        return Response({**MembershipSerializer(membership).data, "project": {"id": invitation.project_id, "name": invitation.project.name}})
+
+    @extend_schema(request=TokenSerializer, responses={204: None})
+    @action(detail=False, methods=["post"])
+    def decline(self, request):
+        try:
+            actions.decline_invitation(self._invitation(request))
+        except TeamError as exc:
+            raise api_error(exc) from None
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _invitation(self, request):
+        payload = TokenSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        try:
+            return actions.invitation_for(payload.validated_data["token"], request.user)
+        except TeamError as exc:
+            raise api_error(exc) from None
+
+
+class SecretSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProjectSecret
+        fields = ["id", "name", "updated_at"]
+
+
+class SecretWriteSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    value = serializers.CharField(write_only=True)
+
+
+class SecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """Project secrets (owners only); values are write-only, never returned."""
+
+    serializer_class = SecretSerializer
+    permission_classes = [IsProjectOwner]
+    pagination_class = None
+
+    def get_queryset(self):
+        return ProjectSecret.objects.for_user(self.request.user, request_project(self.request))
+
+    @extend_schema(request=SecretWriteSerializer, responses={201: SecretSerializer})
+    def create(self, request):
+        """Create or replace a secret by name (the dashboard's form and rules)."""
+        form = SecretForm(request.data)
+        if not form.is_valid():
+            raise ValidationError(form.errors)
+        secret = actions.save_secret(request_project(request), form.cleaned_data["name"], form.cleaned_data["value"])
+        return Response(SecretSerializer(secret).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,96 @@
+"""The proxy.py plugin that makes the proxy the egress policy's enforcer."""
+
+import logging
+import socket
+
+from django.utils.encoding import force_str
+from proxy.http.exception import HttpRequestRejected
+from proxy.http.proxy import HttpProxyBasePlugin
+
+from belvedir.core.netpolicy import Refused, egress_policy
+
+from . import decode_proxy_authorization, hash_token
+from .recorder import recorder
+
+logger = logging.getLogger(__name__)
+
+
+def _reject(status: int, message: str) -> HttpRequestRejected:
+    return HttpRequestRejected(
+        status_code=status, reason=b"Forbidden" if status == 403 else b"Proxy Authentication Required",
+        headers={b"Content-Type": b"text/plain", **({b"Proxy-Authenticate": b'Basic realm="belvedir egress"'} if status == 407 else {})},
+        body=f"Belvedir egress: {message}\n".encode(),
+    )
+
+
+class EgressPolicyPlugin(HttpProxyBasePlugin):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grant = None
+        self.target = None  # (host, port)
+        self.address = None
+        self.closed = False
+        self.early_up = 0  # bytes read before the destination was known (the request itself)
+        # Bytes from the sandbox, tunnels included: proxy.py hands tunnelled
+        # data to no plugin hook, so the client connection's recv is wrapped.
+        recv = self.client.recv
+
+        def counting_recv(size):
+            data = recv(size)
+            if data is None:
+                return data
+            if self.target is None:
+                self.early_up += len(data)
+            elif not recorder().transfer(self.grant, *self.target, up=len(data)):
+                self._cut()
+            return data
+
+        self.client.recv = counting_recv
+
+    def before_upstream_connection(self, request):
+        rec = recorder()
+        host, port = force_str(request.host or b"").strip("[]"), request.port
+        token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
+        grant = rec.grant(hash_token(token)) if token else None
+        if grant is None or grant.revoked:
+            raise _reject(407, "this sandbox's egress credential is missing or no longer valid.")
+        self.grant = grant
+        if grant.capped:
+            rec.denied(grant, host, port, "Egress byte cap reached.")
+            raise _reject(403, f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached.")
+        try:
+            addresses = egress_policy(grant.domains).resolve(host, port)
+        except Refused as exc:
+            rec.denied(grant, host, port, str(exc))
+            logger.info("egress denied for %s: %s:%s (%s)", grant.owner, host, port, exc)
+            raise _reject(403, str(exc)) from None
+        self.target, self.address = (host, port), addresses[0]
+        rec.allowed(grant, host, port)
+        rec.transfer(grant, host, port, up=self.early_up)
+        return request
+
+    def resolve_dns(self, host, port):
+        # Connect to exactly the address the policy checked: no second lookup
+        # for DNS rebinding to change.
+        return self.address, None
+
+    def handle_upstream_chunk(self, chunk):
+        if self.grant is not None and self.target is not None:
+            if not recorder().transfer(self.grant, *self.target, down=len(chunk)):
+                self._cut()
+                return None
+        return chunk
+
+    def _cut(self):
+        """The byte cap is passed: end this connection (and so the transfer) now."""
+        if self.closed:
+            return
+        self.closed = True
+        logger.info("egress cap reached for %s", self.grant.owner)
+        try:
+            self.client.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def on_access_log(self, context):
+        return None  # the egress record is the log; proxy.py's own line would repeat it

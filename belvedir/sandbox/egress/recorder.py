@@ -1,0 +1,146 @@
+"""The proxy's memory of grants and what they used, written to the database
+from one thread, so proxied connections never wait on a write.
+
+One proxy process serves a host (`--num-acceptors 1`), so its running totals
+are the truth for the grants it serves: the byte cap is enforced on them,
+not on a database value that lags by a flush.
+"""
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from django.db import close_old_connections
+from django.db.models import F
+from django.utils import timezone
+
+from ..models import EgressDestination, EgressGrant
+
+logger = logging.getLogger(__name__)
+FLUSH_SECONDS = 0.5
+GRANT_TTL_SECONDS = 2.0
+
+
+@dataclass
+class GrantState:
+    id: int
+    owner: str
+    domains: tuple[str, ...]
+    max_bytes: int
+    used: int
+    revoked: bool
+    loaded_at: float = field(default_factory=time.monotonic)
+    capped: bool = False
+
+
+class Recorder:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._grants: dict[str, GrantState] = {}  # by token hash
+        self._by_id: dict[int, GrantState] = {}
+        # (grant id, host, port, reason) -> [requests, up, down]
+        self._pending = defaultdict(lambda: [0, 0, 0])
+        self._newly_capped: set[int] = set()
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="egress-lookup")
+        self._thread = threading.Thread(target=self._flush_forever, daemon=True, name="egress-recorder")
+        self._thread.start()
+
+    # -- grants ------------------------------------------------------------
+
+    def grant(self, token_hash: str) -> GrantState | None:
+        with self._lock:
+            state = self._grants.get(token_hash)
+        if state and time.monotonic() - state.loaded_at < GRANT_TTL_SECONDS:
+            return state
+        row = self._load(token_hash)
+        if row is None:
+            return None
+        with self._lock:
+            known = self._by_id.get(row.id)
+            used = max(row.bytes_up + row.bytes_down, known.used if known else 0)
+            state = GrantState(
+                id=row.id, owner=f"{row.owner_kind}:{row.owner_id}", domains=tuple(row.domains), max_bytes=row.max_bytes,
+                used=used, revoked=row.revoked_at is not None, capped=bool(known and known.capped) or row.cap_reached_at is not None,
+            )
+            self._grants[token_hash] = self._by_id[row.id] = state
+        return state
+
+    def _load(self, token_hash: str):
+        # proxy.py calls plugins inside an event loop, where Django refuses
+        # blocking queries: lookups go to a thread of their own, which also
+        # keeps one database connection for all of them.
+        return self._db.submit(lambda: EgressGrant.objects.filter(token_hash=token_hash).first()).result(timeout=30)
+
+    # -- usage -------------------------------------------------------------
+
+    def denied(self, grant: GrantState | None, host: str, port: int, reason: str):
+        if grant is None:
+            return  # no grant, nobody to show it to; the proxy log has it
+        with self._lock:
+            self._pending[(grant.id, host, port, reason)][0] += 1
+
+    def allowed(self, grant: GrantState, host: str, port: int):
+        with self._lock:
+            self._pending[(grant.id, host, port, "")][0] += 1
+
+    def transfer(self, grant: GrantState, host: str, port: int, up: int = 0, down: int = 0) -> bool:
+        """Count bytes; False once the grant's cap is passed (the caller closes the connection)."""
+        with self._lock:
+            entry = self._pending[(grant.id, host, port, "")]
+            entry[1] += up
+            entry[2] += down
+            grant.used += up + down
+            if grant.used > grant.max_bytes and not grant.capped:
+                grant.capped = True
+                self._newly_capped.add(grant.id)
+            return not grant.capped
+
+    # -- the writer --------------------------------------------------------
+
+    def _flush_forever(self):
+        while True:
+            time.sleep(FLUSH_SECONDS)
+            try:
+                self.flush()
+            except Exception:
+                logger.exception("could not record egress usage; will retry")
+                close_old_connections()
+
+    def flush(self):
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0])
+            capped, self._newly_capped = self._newly_capped, set()
+        if not pending and not capped:
+            return
+        now = timezone.now()
+        totals = defaultdict(lambda: [0, 0])
+        for (grant_id, host, port, reason), (requests, up, down) in pending.items():
+            updated = EgressDestination.objects.filter(grant_id=grant_id, host=host, port=port, reason=reason).update(
+                requests=F("requests") + requests, bytes_up=F("bytes_up") + up, bytes_down=F("bytes_down") + down, last_at=now
+            )
+            if not updated:
+                EgressDestination.objects.create(
+                    grant_id=grant_id, host=host, port=port, reason=reason, requests=requests, bytes_up=up, bytes_down=down, last_at=now
+                )
+            totals[grant_id][0] += up
+            totals[grant_id][1] += down
+        for grant_id, (up, down) in totals.items():
+            EgressGrant.objects.filter(pk=grant_id).update(bytes_up=F("bytes_up") + up, bytes_down=F("bytes_down") + down)
+        if capped:
+            EgressGrant.objects.filter(pk__in=capped, cap_reached_at__isnull=True).update(cap_reached_at=now)
+
+
+_recorder: Recorder | None = None
+_recorder_lock = threading.Lock()
+
+
+def recorder() -> Recorder:
+    """One per proxy process, started on first use (after proxy.py has forked its acceptor)."""
+    global _recorder
+    with _recorder_lock:
+        if _recorder is None:
+            _recorder = Recorder()
+        return _recorder

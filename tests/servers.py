@@ -1,0 +1,74 @@
+"""The web servers Belvedir is served with, started for real on a free port.
+
+`production`: gunicorn with the repository's gunicorn.conf.py and DEBUG=0, as
+README's Production section runs it. `make-run`: scripts/web.sh, the command
+`make run` starts, with DEBUG=1 as scripts/run.sh sets it.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+from django.conf import settings
+
+from .harness_fixtures import wait_for
+
+REPO = Path(__file__).resolve().parent.parent
+COMMANDS = {
+    # Plain HTTP straight to gunicorn: no TLS proxy in front, so no redirect to HTTPS.
+    "production": ([sys.executable, "-m", "gunicorn", "belvedir.wsgi"], {"DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "SECURE_SSL_REDIRECT": "0"}),
+    "make-run": ([str(REPO / "scripts" / "web.sh")], {"DEBUG": "1"}),
+}
+
+
+def subprocess_environ() -> dict:
+    """Environment for a subprocess of this installation that works on the test database
+    (which it sees only with `django_db(transaction=True)`: no open transaction)."""
+    db = settings.DATABASES["default"]
+    return {
+        **os.environ,
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        # The same installation as this process (it is named after the database URL it was started with).
+        "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextmanager
+def web_server(kind: str, result: dict | None = None):
+    """Yield the base URL of a running server of this kind; stop it (SIGTERM) after.
+
+    `result`, when given, receives the server's exit code and output.
+    """
+    command, env = COMMANDS[kind]
+    port = free_port()
+    # Two workers: enough to serve concurrent exporters, light on a 2-core machine.
+    env = {**subprocess_environ(), **env, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
+    server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: server.poll() is not None or _answers(f"{url}/login/"), timeout=60)
+        assert server.poll() is None, server.communicate()[0][-3000:]
+        yield url
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=30)
+        if result is not None:
+            result.update(returncode=server.returncode, output=output)
+
+
+def _answers(url) -> bool:
+    try:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.RequestException:  # not listening yet, or a cold first request
+        return False

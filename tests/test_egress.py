@@ -1,0 +1,319 @@
+"""Harness egress on the default network: real runs, the real proxy, real containers.
+
+The "outside" is a server on 127.0.0.2, which the test proxy's policy allows
+(BELVEDIR_EGRESS_ALLOW_NETWORKS); every other private address, loopback
+included, is denied. Nothing here leaves this machine.
+"""
+
+import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from rest_framework.test import APIClient
+
+from belvedir.sandbox.models import SandboxHost
+from harnesses.actions import start_run
+from harnesses.execution import execute_run
+from traces.models import TraceSession
+
+from .conftest import OUTSIDE_ADDRESS
+from .harness_fixtures import fund, harness, make_repo, wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+MB = 1024 * 1024
+
+
+class OutsideHandler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/hello":
+            self._reply(200, b"hello from outside")
+        elif self.path == "/redirect-to-postgres":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:5432/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path.startswith("/big/"):
+            size = int(self.path.rsplit("/", 1)[1]) * MB
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            chunk = b"x" * 65536
+            try:
+                for _ in range(size // len(chunk)):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass  # the proxy cut the transfer
+        else:
+            self._reply(404, b"no such page")
+
+    def _reply(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory):
+    """An operator CA and a certificate it signed for the outside address."""
+    d = tmp_path_factory.mktemp("tls")
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test operator CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={OUTSIDE_ADDRESS}", "-keyout", "server.key", "-out", "server.csr")
+    (d / "ext.cnf").write_text(f"subjectAltName=IP:{OUTSIDE_ADDRESS}\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")
+    return d
+
+
+@pytest.fixture(scope="module")
+def outside(tls_files):
+    """HTTP and HTTPS servers on the allowed outside address: their ports."""
+    import ssl
+
+    http = ThreadingHTTPServer((OUTSIDE_ADDRESS, 0), OutsideHandler)
+    https = ThreadingHTTPServer((OUTSIDE_ADDRESS, 0), OutsideHandler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tls_files / "server.pem", tls_files / "server.key")
+    https.socket = context.wrap_socket(https.socket, server_side=True)
+    for server in (http, https):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"http": http.server_address[1], "https": https.server_address[1]}
+    for server in (http, https):
+        server.shutdown()
+
+
+@pytest.fixture
+def runs(settings, egress, owner, project, tls_files):
+    settings.HARNESS_ALLOW_LOCAL_REPOS = True
+    settings.HARNESS_HEARTBEAT_SECONDS = 0.5
+    settings.EGRESS_EXTRA_CA_FILE = str(tls_files / "ca.pem")
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    fund(project)
+
+    def launch(tmp_path, script, runtime="auto", **fields):
+        SandboxHost.objects.filter(name="local").update(runtime=runtime)
+        make_repo(tmp_path / "repo", {"run.py": script})
+        run = start_run(harness(project, owner, tmp_path / "repo", **fields), owner)
+        execute_run(run.pk)
+        run.refresh_from_db()
+        return run
+
+    return launch
+
+
+PROBES = """
+import base64, http.client, json, os, socket, urllib.error, urllib.request
+from urllib.parse import urlsplit
+
+OUT, HTTP_PORT, HTTPS_PORT = {outside!r}, {http_port}, {https_port}
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            return [reply.status, reply.read(200).decode()]
+    except urllib.error.HTTPError as exc:
+        return [exc.code, exc.read(300).decode()]
+    except Exception as exc:
+        return ["error", repr(exc)[:300]]
+
+
+def direct(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "open"
+    except OSError as exc:
+        return "failed: " + str(exc)
+
+
+def tunnel(host, port):
+    proxy = urlsplit(os.environ["HTTPS_PROXY"])
+    auth = base64.b64encode(f"{{proxy.username}}:{{proxy.password}}".encode()).decode()
+    conn = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=10)
+    conn.set_tunnel(host, port, headers={{"Proxy-Authorization": "Basic " + auth}})
+    try:
+        conn.connect()
+        return "open"
+    except OSError as exc:
+        return "failed: " + str(exc)
+    finally:
+        conn.close()
+
+
+span = {{"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "agent.step", "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
+        "attributes": [{{"key": "session.id", "value": {{"stringValue": os.environ["FRACTAL_RUN_ID"]}}}}]}}
+request = urllib.request.Request(
+    os.environ["FRACTAL_BASE_URL"] + "/api/v1/traces",
+    data=json.dumps({{"resourceSpans": [{{"scopeSpans": [{{"spans": [span]}}]}}]}}).encode(),
+    headers={{"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"], "Content-Type": "application/json"}},
+)
+try:
+    span_status = urllib.request.urlopen(request, timeout=10).status
+except Exception as exc:
+    span_status = repr(exc)
+
+denied = [("127.0.0.1", 5432), ("127.0.0.1", 6379), ("127.0.0.1", 2375), ("169.254.169.254", 80), ("10.0.0.1", 80),
+          ("::1", 80), ("localhost", 5432), ("127.0.0.3", HTTP_PORT)]
+results = {{
+    "span": span_status,
+    "proxy_env": {{name: bool(os.environ.get(name)) for name in ("HTTP_PROXY", "https_proxy", "ALL_PROXY")}},
+    "no_proxy": os.environ.get("NO_PROXY"),
+    "http": get(f"http://{{OUT}}:{{HTTP_PORT}}/hello"),
+    "https": get(f"https://{{OUT}}:{{HTTPS_PORT}}/hello"),
+    "https_tunnel": tunnel(OUT, HTTPS_PORT),
+    "redirect": get(f"http://{{OUT}}:{{HTTP_PORT}}/redirect-to-postgres"),
+    "docker_socket": os.path.exists("/var/run/docker.sock"),
+    "direct": {{f"{{h}}:{{p}}": direct(h, p) for h, p in denied + [(OUT, HTTP_PORT)]}},
+    "get": {{f"{{h}}:{{p}}": get(f"http://{{'[' + h + ']' if ':' in h else h}}:{{p}}/") for h, p in denied}},
+    "connect": {{f"{{h}}:{{p}}": tunnel(h, p) for h, p in denied}},
+}}
+json.dump({{"score": 1, **results}}, open("results.json", "w"))
+"""
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_a_harness_reaches_the_platform_and_the_outside_and_nothing_private(runs, tmp_path, outside, runtime, owner_client, api):
+    script = PROBES.format(outside=OUTSIDE_ADDRESS, http_port=outside["http"], https_port=outside["https"])
+
+    run = runs(tmp_path, script, runtime=runtime)
+
+    assert run.status == "succeeded", (run.status_message, run.log_tail)
+    r = run.results
+    # The platform: a span posted with the run's key lands under the run's session.
+    assert r["span"] == 200
+    assert TraceSession.objects.filter(session_id=str(run.pk), run=run).exists()
+    assert all(r["proxy_env"].values()) and r["no_proxy"] == ""
+    # The allowed outside, over HTTP and over HTTPS (CONNECT, the operator CA trusted).
+    assert r["http"] == [200, "hello from outside"]
+    assert r["https"] == [200, "hello from outside"], r["https"]
+    assert r["https_tunnel"] == "open"
+    # A redirect from the allowed outside to PostgreSQL is refused at the hop.
+    assert r["redirect"][0] == 403 and "127.0.0.1" in r["redirect"][1]
+    # Everything private fails: directly (network none), by GET and by CONNECT through the proxy.
+    assert r["docker_socket"] is False
+    for target, outcome in r["direct"].items():
+        assert outcome.startswith("failed"), (target, outcome)
+    for target, (status, body) in r["get"].items():
+        assert status == 403 and "private or special-purpose" in body, (target, status, body)
+    for target, outcome in r["connect"].items():
+        assert outcome.startswith("failed") and "403" in outcome, (target, outcome)
+
+    # The egress record names what was allowed and what was denied, and why.
+    grant = wait_for(lambda: _flushed(run))
+    allowed = {(d.host, d.port) for d in grant.destinations.all() if d.allowed}
+    denied = {(d.host, d.port): d.reason for d in grant.destinations.all() if not d.allowed}
+    assert (OUTSIDE_ADDRESS, outside["http"]) in allowed and (OUTSIDE_ADDRESS, outside["https"]) in allowed
+    assert ("127.0.0.1", 5432) in denied and "169.254.169.254" in denied[("169.254.169.254", 80)]
+    assert ("localhost", 5432) in denied and ("::1", 80) in denied
+    assert grant.revoked_at is not None  # the run's credential died with it
+    page = owner_client.get(run.get_absolute_url())
+    assert page.status_code == 200
+    assert b"Egress" in page.content and f"{OUTSIDE_ADDRESS}:{outside['http']}".encode() in page.content and b"denied" in page.content
+    body = api.get(f"/api/v1/runs/{run.pk}").json()
+    hosts = {(d["host"], d["port"], d["allowed"]) for d in body["egress"]["destinations"]}
+    assert (OUTSIDE_ADDRESS, outside["http"], True) in hosts and ("10.0.0.1", 80, False) in hosts
+
+
+def _flushed(run):
+    grant = run.egress_grant()
+    # The proxy writes its record every half second; wait for the last denial.
+    return grant if grant and grant.destinations.filter(host="127.0.0.3").exists() and grant.bytes_down > 0 else None
+
+
+def test_a_harness_allowlist_narrows_egress_to_its_domains(runs, tmp_path, outside):
+    script = f"""
+import json, urllib.request, urllib.error
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return [exc.code, exc.read(300).decode()]
+json.dump({{"score": 1, "outside": get("http://{OUTSIDE_ADDRESS}:{outside['http']}/hello")}}, open("results.json", "w"))
+"""
+    run = runs(tmp_path, script, egress_domains="api.anthropic.com")
+    assert run.status == "succeeded", run.log_tail
+    status, body = run.results["outside"]
+    assert status == 403 and "allowlist" in body
+
+
+def test_the_byte_cap_stops_a_large_download(runs, tmp_path, outside, settings, owner_client):
+    settings.EGRESS_MAX_BYTES = 1 * MB
+    script = f"""
+import json, urllib.request
+received, error = 0, None
+try:
+    with urllib.request.urlopen("http://{OUTSIDE_ADDRESS}:{outside['http']}/big/16", timeout=30) as reply:
+        while chunk := reply.read(65536):
+            received += len(chunk)
+except Exception as exc:
+    error = repr(exc)
+json.dump({{"score": 0, "received": received, "error": error}}, open("results.json", "w"))
+"""
+    run = runs(tmp_path, script)
+    assert run.status == "succeeded", run.log_tail
+    # The server sends 16 MB; the proxy cut the transfer soon after the cap.
+    assert run.results["received"] < 4 * MB, run.results
+    grant = wait_for(lambda: (g := run.egress_grant()) and g.cap_reached_at and g)
+    assert grant.bytes_down < 4 * MB
+    page = owner_client.get(run.get_absolute_url())
+    assert page.status_code == 200 and b"egress cap of 1.0" in page.content
+
+
+def test_killing_everything_it_can_leaves_the_forwarder_and_pid_1(runs, tmp_path):
+    script = """
+import json, os, signal, subprocess, time, urllib.request
+own = subprocess.Popen(["sleep", "300"])
+os.kill(-1, signal.SIGKILL)  # every process this uid may signal (all but itself)
+time.sleep(0.5)
+own_killed = own.poll() == -signal.SIGKILL
+ps = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout
+span = {"traceId": "ef" * 16, "spanId": "12" * 8, "name": "after.kill", "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
+        "attributes": [{"key": "session.id", "value": {"stringValue": os.environ["FRACTAL_RUN_ID"]}}]}
+body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/traces", data=body,
+                                 headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"], "Content-Type": "application/json"})
+status = urllib.request.urlopen(request, timeout=10).status
+json.dump({"score": 0.5, "ps": ps, "span": status, "own_killed": own_killed}, open("results.json", "w"))
+raise SystemExit(3)
+"""
+    run = runs(tmp_path, script, run_command="exec python3 run.py")
+
+    # The run ends by its own exit code, not as a platform error (and is not refunded).
+    assert run.status == "failed" and run.exit_code == 3, (run.status_message, run.log_tail)
+    assert run.results["span"] == 200
+    assert run.results["own_killed"]  # the kill really went out
+    ps = run.results["ps"]
+    assert any(line.split()[:2] == ["999", "1"] for line in ps.splitlines()), ps  # PID 1, the keeper's
+    assert "belvedir-egress/proxy.sock" in ps  # the forwarder
+    assert TraceSession.objects.get(session_id=str(run.pk)).span_count >= 1
+
+
+def test_without_the_proxy_credential_nothing_gets_out(runs, tmp_path, outside):
+    """A client that strips the proxy credential, or talks to the socket itself, is refused."""
+    script = f"""
+import json, socket, urllib.request, urllib.error
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({{"http": "http://127.0.0.1:3128"}}))
+try:
+    status = opener.open("http://{OUTSIDE_ADDRESS}:{outside['http']}/hello", timeout=10).status
+except urllib.error.HTTPError as exc:
+    status = exc.code
+raw = socket.socket(socket.AF_UNIX)
+raw.connect("/run/belvedir-egress/proxy.sock")
+raw.sendall(b"CONNECT {OUTSIDE_ADDRESS}:{outside['http']} HTTP/1.1\\r\\nHost: x\\r\\nProxy-Authorization: Basic cnVuLTE6Zm9yZ2Vk\\r\\n\\r\\n")
+json.dump({{"score": 0, "no_credential": status, "forged": raw.recv(100).decode()}}, open("results.json", "w"))
+"""
+    run = runs(tmp_path, script)
+    assert run.status == "succeeded", run.log_tail
+    assert run.results["no_credential"] == 407
+    assert run.results["forged"].startswith("HTTP/1.1 407")

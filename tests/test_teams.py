@@ -1,0 +1,202 @@
+"""Teams: invitations, members, ownership, several projects and the owner-only pages."""
+
+import re
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.test import Client
+from django.utils import timezone
+
+from belvedir.core.actions import create_account, invite_member
+from belvedir.core.models import ApiKey, Invitation, Membership, Project
+
+from .test_scoping_sweep import owners_objects  # noqa: F401  (a fixture: one object of every kind)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def carol(db):
+    return create_account(username="carol", password="pw-carol-123", email="Carol@Example.com")
+
+
+@pytest.fixture
+def carol_client(carol):
+    client = Client()
+    client.force_login(carol)
+    return client
+
+
+def invite(owner_client, who):
+    response = owner_client.post("/settings/members/", {"who": who})
+    match = re.search(r'<code id="invitation-link">http://testserver(/invitations/[^"<]+/)</code>', response.content.decode())
+    assert match, response.content.decode()
+    return match.group(1)
+
+
+def test_an_owner_invites_by_username_and_the_invitee_accepts(owner_client, carol_client, carol, project):
+    link = invite(owner_client, "carol")
+    page = carol_client.get(link)
+    assert page.status_code == 200 and "Join alice&#x27;s project?" in page.content.decode()
+    response = carol_client.post(link, {"answer": "accept"}, follow=True)
+    assert Membership.objects.get(project=project, user=carol).role == "member"
+    # The accepted project becomes the current one.
+    assert "<h1>alice&#x27;s project</h1>" in response.content.decode()
+
+
+def test_an_owner_invites_by_email_ignoring_case(owner_client, carol, project):
+    invite(owner_client, "carol@example.COM")
+    assert Invitation.objects.get(project=project).user == carol
+
+
+def test_inviting_an_unknown_user_or_a_member_is_refused(owner_client, member):
+    body = owner_client.post("/settings/members/", {"who": "nobody"}).content.decode()
+    assert "No user &#x27;nobody&#x27;" in body
+    body = owner_client.post("/settings/members/", {"who": "bob"}).content.decode()
+    assert "bob is already a member" in body
+    assert not Invitation.objects.exists()
+
+
+def test_the_invitee_declines(owner_client, carol_client, carol, project):
+    link = invite(owner_client, "carol")
+    carol_client.post(link, {"answer": "decline"})
+    assert not Membership.objects.filter(project=project, user=carol).exists()
+    assert Invitation.objects.get().state == "declined"
+    assert "This invitation is declined" in carol_client.post(link, {"answer": "accept"}).content.decode()
+
+
+def test_an_invitation_is_single_use(owner_client, carol_client, carol, project):
+    link = invite(owner_client, "carol")
+    carol_client.post(link, {"answer": "accept"})
+    Membership.objects.filter(project=project, user=carol).delete()
+    again = carol_client.post(link, {"answer": "accept"})
+    assert again.status_code == 410 and "is accepted and can no longer be used" in again.content.decode()
+    assert not Membership.objects.filter(project=project, user=carol).exists()
+
+
+def test_an_invitation_expires(owner_client, carol_client, carol, project, settings):
+    settings.INVITATION_MAX_AGE_DAYS = 2
+    link = invite(owner_client, "carol")
+    with time_machine.travel(timezone.now() + timedelta(days=2, minutes=1)):
+        assert carol_client.get(link).status_code == 410
+        response = carol_client.post(link, {"answer": "accept"})
+    assert response.status_code == 410 and "is expired" in response.content.decode()
+    assert not Membership.objects.filter(project=project, user=carol).exists()
+
+
+def test_only_the_invited_user_can_use_the_link(owner_client, outsider_client, project):
+    create_account(username="carol", password=None)
+    link = invite(owner_client, "carol")
+    assert outsider_client.post(link, {"answer": "accept"}).status_code == 404
+    assert Membership.objects.filter(project=project).count() == 1
+
+
+def test_removing_a_member_revokes_their_keys_for_that_project_only(owner_client, member, project, member_api):
+    own_project = Membership.objects.get(user=member, role="owner").project
+    _, other_raw = ApiKey.issue(project=own_project, user=member, name="elsewhere")
+    assert member_api.get("/api/v1/me").status_code == 200
+    membership = Membership.objects.get(project=project, user=member)
+    owner_client.post(f"/settings/members/{membership.pk}/remove/")
+    assert not Membership.objects.filter(project=project, user=member).exists()
+    assert member_api.get("/api/v1/me").status_code == 401
+    assert ApiKey.objects.get(project=own_project, user=member).revoked_at is None
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {other_raw}").get("/api/v1/me").status_code == 200
+
+
+def test_a_member_leaves_and_lands_in_their_own_project(member_client, member, project):
+    response = member_client.post("/settings/members/leave/", follow=True)
+    assert not Membership.objects.filter(project=project, user=member).exists()
+    assert "<h1>bob&#x27;s project</h1>" in response.content.decode()
+
+
+def test_the_last_owner_cannot_leave(owner_client, owner, project):
+    response = owner_client.post("/settings/members/leave/", follow=True)
+    assert "hand over ownership first" in response.content.decode()
+    assert Membership.objects.filter(project=project, user=owner, role="owner").exists()
+
+
+def test_an_owner_hands_over_ownership(owner_client, owner, member, project):
+    membership = Membership.objects.get(project=project, user=member)
+    owner_client.post(f"/settings/members/{membership.pk}/make-owner/")
+    roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
+    assert roles == {"alice": "member", "bob": "owner"}
+    # Alice is now a member: owner-only pages are closed to her.
+    assert owner_client.get("/settings/balance/").status_code == 403
+
+
+def test_a_user_creates_a_project_and_switches_between_projects(owner_client, owner, project):
+    response = owner_client.post("/projects/new/", {"name": "Research"}, follow=True)
+    research = Project.objects.get(name="Research")
+    assert Membership.objects.get(project=research, user=owner).role == "owner"
+    body = response.content.decode()
+    assert "<h1>Research</h1>" in body and 'id="project-switcher"' in body
+    response = owner_client.post("/projects/switch/", {"project": project.pk}, follow=True)
+    assert "<h1>alice&#x27;s project</h1>" in response.content.decode()
+
+
+def test_switching_to_someone_elses_project_is_not_found(owner_client, outsider_project):
+    assert owner_client.post("/projects/switch/", {"project": outsider_project.pk}).status_code == 404
+    assert owner_client.post("/projects/switch/", {"project": "x"}).status_code == 404
+
+
+def test_an_owner_deletes_the_project_after_confirming_its_name(owner_client, owner, project):
+    from billing.actions import post_entry
+    from billing.models import Account
+
+    post_entry(Account.for_project(project), kind="coupon", amount_cents=100, reference="c1", user=owner)
+    owner_client.post("/settings/project/delete/", {"confirm": "wrong"})
+    assert Project.objects.filter(pk=project.pk).exists()
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
+    assert not Project.objects.filter(pk=project.pk).exists()
+    assert response.status_code == 200  # a fresh default project is made for the next page
+
+
+def test_members_work_but_owner_only_pages_are_403(member_client, project):
+    for url in ["/settings/balance/", "/settings/secrets/"]:
+        assert member_client.get(url).status_code == 403
+    for url in ["/", "/harnesses/", "/evals/", "/traces/", "/settings/api-keys/", "/settings/members/"]:
+        assert member_client.get(url).status_code == 200, url
+    assert member_client.post("/settings/members/", {"who": "alice"}).status_code == 403
+    assert member_client.post("/settings/project/delete/", {"confirm": "alice's project"}).status_code == 403
+    assert Project.objects.filter(pk=project.pk).exists()
+
+
+def test_a_member_revokes_only_their_own_keys(member_client, owner, project):
+    owners_key = ApiKey.issue(project=project, user=owner, name="owner's")[0]
+    assert member_client.post(f"/settings/api-keys/{owners_key.pk}/revoke/").status_code == 404
+    owners_key.refresh_from_db()
+    assert owners_key.revoked_at is None
+
+
+def test_invite_action_hashes_the_token(project, owner, carol):
+    invitation, raw = invite_member(project, owner, "carol")
+    assert raw not in invitation.token_hash and len(invitation.token_hash) == 64
+
+
+def test_members_are_not_shown_owner_only_links(member_client, member, owner, project):
+    ApiKey.issue(project=project, user=owner, name="owner's")
+    own = ApiKey.issue(project=project, user=member, name="mine")[0]
+    settings_page = member_client.get("/settings/").content.decode()
+    assert "/settings/balance/" not in settings_page and "/settings/secrets/" not in settings_page and "/settings/members/" in settings_page
+    keys_page = member_client.get("/settings/api-keys/").content.decode()
+    assert keys_page.count("Revoke</button>") == 1  # their own key, not the owner's
+    assert f"/settings/api-keys/{own.pk}/revoke/" in keys_page
+
+
+def test_deleting_a_project_takes_everything_but_waits_for_running_work(owners_objects, owner_client, project):
+    from evals.models import Eval
+    from harnesses.models import Run
+    from traces.models import Span, Task, TraceSession
+
+    session = TraceSession.objects.get(project=project)
+    task = Task.objects.create(project=project, session=session, key="k", name="t", started_at=session.first_span_at, ended_at=session.last_span_at)
+    Span.objects.create(project=project, trace_id="a" * 32, span_id="b" * 16, name="s", start_time=session.first_span_at, end_time=session.first_span_at,
+                        start_unix_nano=1, end_unix_nano=2, latency_ms=1, task=task)
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
+    assert "still in progress" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
+    Run.objects.update(status="succeeded")
+    Eval.objects.update(status="succeeded")
+    owner_client.post("/settings/project/delete/", {"confirm": "alice's project"})
+    assert not Project.objects.filter(pk=project.pk).exists()
+    assert not Span.objects.exists() and not Run.objects.exists() and not Eval.objects.exists()
