@@ -242,6 +242,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Runs, evals and top-ups each have a `status` with their own choices: named apart.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "harnesses.models.Run.Status",
+        "EvalStatusEnum": "evals.models.Eval.Status",
+        "TopUpStatusEnum": "billing.models.TopUp.Status",
+    },
 }
 
 # Queue. Timeouts nest: sandbox deadline < task timeout < retry, because

@@ -104,6 +104,14 @@ def _checked(scheme: str, host: str, port: int) -> Target:
 def clone(url: str, ref: str, dest: str, timeout: int, credentials: Credentials = Credentials()) -> str:
     """Clone `url` into `dest` at `ref` (default branch when empty); return the commit SHA."""
     target = check_url(url)
+    try:
+        return _clone_checked(url, ref, dest, timeout, target, credentials)
+    except RepoError:
+        shutil.rmtree(dest, ignore_errors=True)  # nothing half-cloned stays on the worker
+        raise
+
+
+def _clone_checked(url, ref, dest, timeout, target: Target, credentials: Credentials) -> str:
     with tempfile.TemporaryDirectory(prefix="bv-git-home-") as home:
         env, config = _isolated(home, target, credentials)
         _clone(["clone", "--quiet", "--no-checkout", "--no-recurse-submodules", *config, "--", url.strip(), dest], env, dest, timeout, url)
@@ -188,7 +196,6 @@ def _clone(args, env, dest, timeout, url):
                     pass
         except RepoError:
             _kill(process)
-            shutil.rmtree(dest, ignore_errors=True)
             raise
         stderr.seek(0)
         message = stderr.read().decode(errors="replace").strip()

@@ -174,7 +174,7 @@ class Invitation(models.Model):
         return not (self.accepted_at or self.declined_at or self.revoked_at) and self.expires_at > timezone.now()
 
     @property
-    def state(self):
+    def state(self) -> str:
         if self.accepted_at:
             return "accepted"
         if self.declined_at:

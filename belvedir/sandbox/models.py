@@ -115,5 +115,5 @@ class EgressDestination(models.Model):
         return f"{self.host}:{self.port}"
 
     @property
-    def allowed(self):
+    def allowed(self) -> bool:
         return not self.reason
