@@ -140,6 +140,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "belvedir.core.uploads.UploadLimitMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -205,6 +206,22 @@ MEDIA_ROOT = VAR_DIR / "media"
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", not DEBUG)
+# HTTPS in production, from the environment; the defaults pass
+# `manage.py check --deploy`. gunicorn binds 127.0.0.1 behind a TLS proxy,
+# which says the request's scheme in SECURE_PROXY_SSL_HEADER (the proxy must
+# set or strip that header; empty trusts no header).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+# The header alone lists nothing: a domain joins browsers' preload lists only when submitted.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+_proxy_header = env_str("SECURE_PROXY_SSL_HEADER", "" if DEBUG else "X-Forwarded-Proto").strip()
+SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
+# Origins allowed to POST forms (scheme://host[:port]); the platform's own URL always is.
+CSRF_TRUSTED_ORIGINS = sorted(
+    {o.strip().rstrip("/") for o in env_str("CSRF_TRUSTED_ORIGINS").split(",") if o.strip()}
+    | ({BELVEDIR_BASE_URL} if urlparse(BELVEDIR_BASE_URL).scheme in {"http", "https"} else set())
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -225,6 +242,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Runs, evals and top-ups each have a `status` with their own choices: named apart.
+    "ENUM_NAME_OVERRIDES": {
+        "RunStatusEnum": "harnesses.models.Run.Status",
+        "EvalStatusEnum": "evals.models.Eval.Status",
+        "TopUpStatusEnum": "billing.models.TopUp.Status",
+    },
 }
 
 # Queue. Timeouts nest: sandbox deadline < task timeout < retry, because
@@ -241,7 +264,14 @@ Q_CLUSTER = {
     "catch_up": False,
     "ack_failures": True,
     "save_limit": 1000,
+    # Evals have their own queue and cluster (`Q_CLUSTER_NAME=evals manage.py
+    # qcluster`), so a flood of them never delays a paid run on the default one.
+    "ALT_CLUSTERS": {"evals": {"workers": env_int("Q_EVAL_WORKERS", 2, minimum=1)}},
 }
+EVAL_QUEUE = "evals"
+# One project cannot hold every worker: work in progress (queued or running) per project.
+PROJECT_MAX_ACTIVE_RUNS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_RUNS", 10, minimum=1)
+PROJECT_MAX_ACTIVE_EVALS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_EVALS", 10, minimum=1)
 if REDIS_URL:
     Q_CLUSTER["redis"] = REDIS_URL
 else:
@@ -273,6 +303,8 @@ HARNESS_SANDBOX_NETWORK = env_str("BELVEDIR_HARNESS_NETWORK", "egress")
 HARNESS_LOG_TAIL_BYTES = 16 * 1024
 HARNESS_RESULTS_MAX_BYTES = 256 * 1024
 HARNESS_CLONE_TIMEOUT_SECONDS = env_int("BELVEDIR_CLONE_TIMEOUT_SECONDS", 300, minimum=5)
+# A harness checkout (history included) larger than this stops while cloning.
+HARNESS_CLONE_MAX_BYTES = env_int("BELVEDIR_CLONE_MAX_MB", 1024, minimum=1) * 1024 * 1024
 # The worker beats every HEARTBEAT seconds; a run silent for STALE seconds
 # lost its worker and is reaped.
 HARNESS_HEARTBEAT_SECONDS = 2.0
@@ -305,11 +337,19 @@ EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, min
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
+# A stalled eval is resumed this many times in a row, then ends `error`.
+EVAL_MAX_AUTO_RESUMES = env_int("BELVEDIR_EVAL_MAX_AUTO_RESUMES", 3, minimum=0)
+# A user's regex pattern gets this long per sample (the `regex` engine's
+# timeout): well under the 100 ms the engine's event loop may be held.
+EVAL_REGEX_TIMEOUT_SECONDS = 0.05
 # Deployments on loopback, private or link-local addresses would let users
 # probe the platform's own network; allowed only in development and tests.
 EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)
 HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
 HUMANEVAL_TIMEOUT_SECONDS = 10
+
+# Any upload but an adapter (datasets): refused while streaming past this.
+UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024
 
 # Fine-tuned models.
 MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024

@@ -5,6 +5,7 @@ so concurrent charges serialise on it; the ledger's unique (kind, reference)
 makes a repeated charge, refund, redemption or credit a no-op.
 """
 
+import logging
 import secrets
 import uuid
 from decimal import Decimal, InvalidOperation
@@ -16,6 +17,8 @@ from django.utils import timezone
 
 from .errors import CouponError, InsufficientBalance, TopUpError
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, TopUp, normalize_code
+
+logger = logging.getLogger(__name__)
 
 # No 0/O, 1/I/L, 2/Z, 5/S, 8/B: codes are read off paper and typed by people.
 COUPON_ALPHABET = "ACDEFGHJKMNPQRTUVWXY34679"
@@ -169,7 +172,15 @@ def parse_dollars(raw, *, minimum_cents: int = 1, maximum_cents: int | None = No
         value = Decimal(str(raw).strip().lstrip("$"))
     except (InvalidOperation, ValueError):
         raise TopUpError(f"{raw!r} is not an amount in dollars.") from None
-    if not value.is_finite() or value != value.quantize(Decimal("0.01")):
+    # Huge exponents (1e999999) are finite Decimals that quantize cannot
+    # represent: refuse anything past a trillion dollars before touching it.
+    if not value.is_finite() or value.adjusted() > 12:
+        raise TopUpError(f"{str(raw)[:40]!r} is not an amount in dollars.")
+    try:
+        whole_cents = value == value.quantize(Decimal("0.01"))
+    except InvalidOperation:
+        whole_cents = False
+    if not whole_cents:
         raise TopUpError("Amounts are in dollars with at most two decimals.")
     cents = int(value * 100)
     if cents < minimum_cents:
@@ -214,33 +225,51 @@ CREDITING_EVENTS = {"checkout.session.completed", "checkout.session.async_paymen
 def handle_stripe_event(event: dict) -> str:
     """Record a verified webhook event once and credit a paid Checkout Session once.
 
-    Amounts come from Stripe's event, never from the browser. Returns what
-    was done, for the response and the logs.
+    Only a top-up this platform created is credited, and only for the amount
+    and currency it recorded: a signature proves the event came from Stripe,
+    not that the session was ours (anyone can create sessions on the same
+    Stripe account with their own amount, currency and client_reference_id).
+    Storing the event and crediting it are one transaction, so a crash
+    between them leaves neither and Stripe's retry credits.
+    Returns what was done, for the response and the logs.
     """
     from .models import StripeEvent
 
-    try:
-        with transaction.atomic():
-            StripeEvent.objects.create(event_id=event["id"], type=event["type"], payload=event)
-    except IntegrityError:
-        return "duplicate event"
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                stored = StripeEvent.objects.create(event_id=event["id"], type=event["type"], payload=event)
+        except IntegrityError:
+            return "duplicate event"
+        outcome = _credit_topup(event)
+        StripeEvent.objects.filter(pk=stored.pk).update(outcome=outcome)
+    if outcome.startswith("refused"):
+        logger.warning("Stripe event %s not credited: %s", event["id"], outcome)
+    return outcome
+
+
+def _credit_topup(event: dict) -> str:
     if event["type"] not in CREDITING_EVENTS:
         return "ignored"
     session = event["data"]["object"]
     if session.get("payment_status") != "paid":
         return "not paid yet"
-    topup = TopUp.objects.select_related("account").filter(checkout_session_id=session["id"]).first()
-    account = topup.account if topup else Account.objects.filter(pk=session.get("client_reference_id") or 0).first()
-    if account is None:
-        return "unknown account"
+    session_id = session.get("id")
+    topup = TopUp.objects.select_for_update().select_related("account").filter(checkout_session_id=session_id).first() if session_id else None
+    if topup is None:
+        return "refused: no top-up of ours has this checkout session"
+    currency, amount = str(session.get("currency") or "").lower(), session.get("amount_total")
+    if currency != settings.STRIPE_CURRENCY:
+        return f"refused: paid in {currency or 'no currency'}, not {settings.STRIPE_CURRENCY}"
+    if amount != topup.amount_cents:
+        return f"refused: paid {amount!r} cents where the top-up recorded {topup.amount_cents}"
     _, created = post_entry(
-        account,
+        topup.account,
         kind=LedgerEntry.Kind.TOPUP,
-        amount_cents=int(session["amount_total"]),
-        reference=session["id"],
+        amount_cents=topup.amount_cents,
+        reference=topup.checkout_session_id,
         memo="Stripe top-up",
-        user=topup.created_by if topup else None,
+        user=topup.created_by,
     )
-    if topup:
-        TopUp.objects.filter(pk=topup.pk).update(status=TopUp.Status.PAID)
+    TopUp.objects.filter(pk=topup.pk).update(status=TopUp.Status.PAID)
     return "credited" if created else "already credited"

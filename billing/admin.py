@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
@@ -47,7 +48,10 @@ class AccountAdmin(admin.ModelAdmin):
     def balance(self, account):
         return cents(account.balance_cents)
 
-    @admin.action(description="Grant credit (an adjustment with a memo)")
+    def has_grant_credit_permission(self, request):
+        return request.user.has_perm("billing.grant_credit")
+
+    @admin.action(description="Grant credit (an adjustment with a memo)", permissions=["grant_credit"])
     def grant_credit_action(self, request, queryset):
         form = GrantCreditForm(request.POST if "apply" in request.POST else None)
         if form.is_valid():
@@ -139,6 +143,9 @@ class CouponBatchAdmin(admin.ModelAdmin):
         return [path("<int:pk>/csv/", self.admin_site.admin_view(self.csv_view), name="billing_couponbatch_csv")] + super().get_urls()
 
     def csv_view(self, request, pk):
+        # The codes are money: only staff who may see coupons get them.
+        if not request.user.has_perm("billing.view_coupon"):
+            raise PermissionDenied
         batch = get_object_or_404(CouponBatch, pk=pk)
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="coupons-{batch.pk}.csv"'
@@ -168,6 +175,6 @@ class TopUpAdmin(ReadOnlyAdmin):
 
 @admin.register(StripeEvent)
 class StripeEventAdmin(ReadOnlyAdmin):
-    list_display = ["event_id", "type", "received_at"]
+    list_display = ["event_id", "type", "outcome", "received_at"]
     list_filter = ["type", "received_at"]
     search_fields = ["event_id"]

@@ -1,11 +1,12 @@
-import csv
 from datetime import date, datetime, time
 
 from django.utils import timezone
 
+from belvedir.core.csvsafe import SafeWriter
+
 
 def write_coupons_csv(stream, coupons):
-    writer = csv.writer(stream)
+    writer = SafeWriter(stream)
     writer.writerow(["code", "amount_usd", "expires_at", "max_redemptions"])
     for coupon in coupons:
         writer.writerow([coupon.code, f"{coupon.amount_cents / 100:.2f}", coupon.expires_at.isoformat() if coupon.expires_at else "", coupon.max_redemptions])

@@ -20,6 +20,7 @@ class Account(models.Model):
 
     class Meta:
         constraints = [models.CheckConstraint(condition=models.Q(balance_cents__gte=0), name="balance_never_negative")]
+        permissions = [("grant_credit", "Can grant credit (adjust a balance)")]
 
     def __str__(self):
         return f"{self.project} ({self.balance_cents / 100:.2f} USD)"
@@ -164,6 +165,8 @@ class StripeEvent(models.Model):
     event_id = models.CharField(max_length=255, unique=True)
     type = models.CharField(max_length=100)
     payload = models.JSONField()
+    # What handling it did: credited, ignored, or why it was refused credit.
+    outcome = models.CharField(max_length=200, blank=True)
     received_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

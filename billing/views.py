@@ -29,6 +29,10 @@ def ledger_page(account, page=None):
 @login_required
 @owner_required
 def balance(request):
+    return _balance_page(request)
+
+
+def _balance_page(request, status=200):
     account = Account.for_project(request.project)
     entries = ledger_page(account, request.GET.get("page"))
     return render(
@@ -43,6 +47,7 @@ def balance(request):
             "stripe_configured": stripe_client.configured(),
             "prices": {"cpu": settings.RUN_PRICE_CPU_CENTS, "gpu": settings.RUN_PRICE_GPU_CENTS},
         },
+        status=status,
     )
 
 
@@ -78,8 +83,9 @@ def redeem(request):
 def topup(request):
     form = TopUpForm(request.POST)
     if not form.is_valid():
+        # A bad amount is the request's fault: 400, with the page and the reason.
         messages.error(request, form.errors["amount"][0])
-        return redirect("billing:balance")
+        return _balance_page(request, status=400)
     try:
         created = start_topup(
             Account.for_project(request.project),

@@ -1,13 +1,15 @@
 import secrets
 
 import yaml
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from . import benchmarks
 from .models import Dataset, Deployment, Eval
-from .scoring import DATASET_SCORERS, LLM_JUDGE
+from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
 
 MAX_SAMPLES_PER_PROBLEM = 20
@@ -15,6 +17,10 @@ MAX_SAMPLES_PER_PROBLEM = 20
 
 class EvalConfigError(ValueError):
     """An eval request that breaks a rule; the message names the rule."""
+
+
+class EvalLimitReached(EvalConfigError):
+    """The project already has as many evals in progress as one project may."""
 
 
 def create_eval(
@@ -45,6 +51,10 @@ def create_eval(
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     with transaction.atomic():
+        project.lock()
+        active = Eval.objects.filter(project=project, status__in=Eval.ACTIVE).count()
+        if active >= settings.PROJECT_MAX_ACTIVE_EVALS:
+            raise EvalLimitReached(f"This project already has {active} evals queued or running, its limit; start this one when one ends.")
         ev = Eval.objects.create(
             project=project,
             deployment=deployment,
@@ -89,6 +99,11 @@ def _check_scorers(project, scorers) -> list:
             options = scorer.get("options", {}) if isinstance(scorer, dict) else {}
             if name == "regex" and not options.get("pattern"):
                 raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
+            if name == "regex":
+                try:
+                    compile_pattern(str(options["pattern"]).replace("{expected}", "x"))
+                except timed_regex.error as exc:
+                    raise EvalConfigError(f"The regex scorer's pattern is invalid: {exc}.") from None
             checked.append({"name": name, "options": options} if options else name)
         else:
             raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
@@ -96,7 +111,9 @@ def _check_scorers(project, scorers) -> list:
 
 
 def enqueue(ev: Eval):
-    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}")
+    # Their own queue, worked by their own cluster (Q_CLUSTER_NAME=evals):
+    # a flood of evals never delays a paid run.
+    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}", cluster=settings.EVAL_QUEUE)
 
 
 def cancel_eval(ev: Eval) -> bool:
@@ -108,20 +125,23 @@ def cancel_eval(ev: Eval) -> bool:
     )
 
 
-def resume_eval(ev: Eval, *, max_cost=None) -> bool:
+def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     """Queue an interrupted eval again; it scores only the rows it has not stored.
 
     A new `max_cost` replaces the budget: how an eval stopped at its budget goes on.
+    An automatic resume (after a stall) counts against EVAL_MAX_AUTO_RESUMES;
+    one a person asks for starts the count again.
     """
     if max_cost is not None and max_cost < 0:
         raise EvalConfigError("max_cost must not be negative.")
     changes = {"max_cost": max_cost} if max_cost is not None else {}
     stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
-    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED]) | Eval.objects.filter(
+    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR]) | Eval.objects.filter(
         pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
     )
+    count = F("auto_resumes") + 1 if automatic else 0
     with transaction.atomic():
-        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", **changes):
+        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", auto_resumes=count, **changes):
             return False
         transaction.on_commit(lambda: enqueue(ev))
     return True

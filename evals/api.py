@@ -13,7 +13,7 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
 from . import benchmarks
-from .actions import EvalConfigError, cancel_eval, create_eval, dataset_for, resume_eval
+from .actions import EvalConfigError, EvalLimitReached, cancel_eval, create_eval, dataset_for, resume_eval
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -95,6 +95,8 @@ class DeploymentViewSet(
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet
 ):
     serializer_class = DeploymentSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Deployment.objects.none()
     pagination_class = None
 
     def get_queryset(self):
@@ -118,6 +120,8 @@ class DeploymentViewSet(
 
 class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = EvalSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Eval.objects.none()
 
     def get_queryset(self):
         return Eval.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment")
@@ -143,6 +147,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
                 scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
                 same_rows_as=source, samples_per_problem=data["samples_per_problem"], max_cost=data["max_cost"],
             )
+        except EvalLimitReached as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         except EvalConfigError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
@@ -221,6 +227,8 @@ def delete_protected(instance, message):
 
 class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
     serializer_class = DatasetSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Dataset.objects.none()
     pagination_class = None
 
     def get_queryset(self):
@@ -233,7 +241,7 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
         if not form.is_valid():
             return Response(form.errors, status=400)
         try:
-            dataset = create_dataset(request_project(request), request.user, form.cleaned_data["name"], form.cleaned_data["file"].read())
+            dataset = create_dataset(request_project(request), request.user, form.cleaned_data["name"], form.cleaned_data["file"])
         except DatasetError as exc:
             return Response({"detail": str(exc)}, status=400)
         return Response(DatasetSerializer(dataset).data, status=201)

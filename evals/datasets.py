@@ -17,23 +17,31 @@ class DatasetError(ValueError):
     pass
 
 
-def parse_jsonl(data: bytes) -> list[dict]:
-    """Rows with `input` and `expected`; an error names the first bad line."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DatasetError("The file is not UTF-8 text.") from None
+def parse_jsonl(data) -> list[dict]:
+    """Rows with `input` and `expected`; an error names the first bad line.
+
+    `data` is bytes or a file, read line by line (an uploaded file is never
+    read whole into memory).
+    """
+    lines = data.splitlines() if isinstance(data, bytes) else data
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(lines, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DatasetError("The file is not UTF-8 text." if number == 1 else f"Line {number} is not UTF-8 text.") from None
         if not line.strip():
             continue
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"Line {number} is not valid JSON ({exc.msg}).") from None
+        except (ValueError, RecursionError):
+            # A number too long to convert, or nesting deeper than Python recurses.
+            raise DatasetError(f"Line {number} is not valid JSON here (a number too long or nesting too deep).") from None
         if not isinstance(item, dict) or "input" not in item or "expected" not in item:
             raise DatasetError(f'Line {number} needs an object with "input" and "expected".')
-        rows.append({"input": str(item["input"]).replace("\x00", ""), "expected": str(item["expected"]).replace("\x00", "")})
+        rows.append({"input": _text(item["input"]), "expected": _text(item["expected"])})
         if len(rows) > MAX_ROWS:
             raise DatasetError(f"A dataset holds at most {MAX_ROWS:,} rows.")
     if not rows:
@@ -41,7 +49,12 @@ def parse_jsonl(data: bytes) -> list[dict]:
     return rows
 
 
-def create_dataset(project, user, name: str, data: bytes) -> Dataset:
+def _text(value) -> str:
+    # Stored as text: no NUL, and lone surrogates (valid as JSON escapes) replaced.
+    return str(value).replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def create_dataset(project, user, name: str, data) -> Dataset:
     rows = parse_jsonl(data)
     dataset = Dataset.objects.create(project=project, name=name, created_by=user, row_count=len(rows))
     DatasetRow.objects.bulk_create(

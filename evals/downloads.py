@@ -1,6 +1,7 @@
-import csv
 import io
 import json
+
+from belvedir.core.csvsafe import SafeWriter
 
 FIELDS = ["row_index", "input", "output", "extracted", "reference", "score", "error", "latency_ms", "prompt_tokens", "completion_tokens"]
 
@@ -11,7 +12,7 @@ def samples_jsonl(samples) -> str:
 
 def samples_csv(samples) -> str:
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = SafeWriter(out)
     writer.writerow(FIELDS)
     for s in samples.iterator():
         writer.writerow([getattr(s, f) for f in FIELDS])

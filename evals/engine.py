@@ -20,10 +20,13 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from belvedir.core.netpolicy import Refused, outbound_policy
 from belvedir.sandbox.errors import SandboxPlatformError
 
 from . import statistics
 from .models import Deployment, Eval, Sample
+from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
+from .scoring import ScoringError
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -56,19 +59,34 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
     if deployment.api_key:
         headers["Authorization"] = f"Bearer {deployment.api_key}"
     data = orjson.dumps(payload)
+    try:
+        check_literal(url, outbound_policy())
+    except Refused as exc:
+        raise RequestFailed(f"Refused: {exc}") from None
     attempts = settings.EVAL_MAX_ATTEMPTS
     for attempt in range(1, attempts + 1):
         started = time.monotonic()
         try:
-            async with client.post(url, data=data, headers=headers) as response:
+            # Never follow a redirect: a public endpoint answering 307 would
+            # otherwise have this worker re-send the body to wherever it names.
+            async with client.post(url, data=data, headers=headers, allow_redirects=False) as response:
+                public = peer_is_public(response)
                 body = await response.read()
                 status = response.status
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, RefusedConnection):
+                raise RequestFailed(f"Refused: {exc.os_error.strerror}") from None
+            problem = f"{type(exc).__name__}: {exc}"[:300]
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             problem = f"{type(exc).__name__}: {exc}"[:300]
         else:
             if status == 200:
                 return _parse(body, deployment, (time.monotonic() - started) * 1000)
-            problem = f"HTTP {status}: {body[:200].decode(errors='replace')}"
+            if 300 <= status < 400:
+                raise RequestFailed(f"HTTP {status}: the endpoint redirects, and redirects are not followed; use the final URL.")
+            # An error page from a private address (an operator-allowed network,
+            # development) is not repeated to the user: it may be internal.
+            problem = f"HTTP {status}: {body[:200].decode(errors='replace')}" if public else f"HTTP {status} (from a private address; body not shown)"
             if status not in RETRY_STATUSES:
                 raise RequestFailed(problem)
         if attempt < attempts:
@@ -92,7 +110,8 @@ def http_session(limit: int) -> aiohttp.ClientSession:
     # aiohttp rather than httpx here: at 100 requests in flight httpx's
     # connection pool added seconds per few hundred requests (bench/eval_engine.py).
     timeout = aiohttp.ClientTimeout(total=settings.EVAL_REQUEST_TIMEOUT_SECONDS, connect=10)
-    return aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=limit))
+    connector = aiohttp.TCPConnector(limit=limit, resolver=PolicyResolver(outbound_policy()))
+    return aiohttp.ClientSession(timeout=timeout, connector=connector)
 
 
 class EvalRun:
@@ -179,6 +198,8 @@ class EvalRun:
         except SandboxPlatformError as exc:
             # The platform's fault, not the completion's: an error, not a wrong answer.
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
+        except ScoringError as exc:
+            sample.score, sample.error = None, str(exc)
 
     async def _score_each(self, sample, row, outputs: list[str]):
         """pass@k: every completion sandboxed one by one; the row scores c/n, the unbiased pass@1."""

@@ -93,6 +93,7 @@ class Eval(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+        ERROR = "error"
 
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
@@ -126,6 +127,9 @@ class Eval(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Resumes after a stall since the last one a person asked for: bounded,
+    # so an eval that kills its worker every time stops being re-queued.
+    auto_resumes = models.PositiveSmallIntegerField(default=0)
 
     objects = ProjectScopedQuerySet.as_manager()
 

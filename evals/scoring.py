@@ -1,7 +1,14 @@
 """Answer extraction and the dataset scorers."""
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
+
+# The third-party `regex` engine for users' patterns: unlike `re`, it takes a
+# timeout, so a catastrophic pattern such as ^(a+)+$ stops within it instead
+# of holding the eval engine's event loop for seconds (or forever).
+import regex as timed_regex
+from django.conf import settings
 
 NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+")
 FENCE = re.compile(r"```[ \t]*[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -55,10 +62,25 @@ def contains(output: str, expected: str, **_) -> float:
     return float(expected.strip().lower() in output.lower())
 
 
+class ScoringError(Exception):
+    """A sample that could not be scored; the message is its error."""
+
+
+@functools.lru_cache(maxsize=256)
+def compile_pattern(source: str):
+    return timed_regex.compile(source)
+
+
 def regex(output: str, expected: str, *, pattern: str = "", **_) -> float:
     # The pattern may refer to the expected answer as {expected}.
-    compiled = re.compile(pattern.replace("{expected}", re.escape(expected.strip())) if pattern else re.escape(expected.strip()))
-    return float(bool(compiled.search(output)))
+    source = pattern.replace("{expected}", re.escape(expected.strip())) if pattern else re.escape(expected.strip())
+    limit = settings.EVAL_REGEX_TIMEOUT_SECONDS
+    try:
+        return float(bool(compile_pattern(source).search(output, timeout=limit)))
+    except TimeoutError:
+        raise ScoringError(f"The regex scorer's pattern took longer than {limit * 1000:g} ms on this output; the sample was not scored.") from None
+    except timed_regex.error as exc:
+        raise ScoringError(f"The regex scorer's pattern is invalid: {exc}.") from None
 
 
 def last_number_match(output: str, expected: str, **_) -> float:

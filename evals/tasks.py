@@ -71,9 +71,23 @@ def _fail(ev, message):
 
 
 def resume_stale_evals() -> int:
-    """Scheduled: an eval whose worker died (no heartbeat) resumes through the queue."""
+    """Scheduled: an eval whose worker died (no heartbeat) resumes through the queue,
+    a bounded number of times; then it ends `error` with the reason."""
     from .actions import resume_eval
 
     stale_before = timezone.now() - timezone.timedelta(seconds=settings.EVAL_STALE_SECONDS)
     stale = Eval.objects.filter(status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before)[:50]
-    return sum(resume_eval(ev) for ev in stale)
+    resumed = 0
+    for ev in stale:
+        if ev.auto_resumes >= settings.EVAL_MAX_AUTO_RESUMES:
+            Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before).update(
+                status=Eval.Status.ERROR,
+                finished_at=timezone.now(),
+                status_message=(
+                    f"Its worker stopped {ev.auto_resumes + 1} times in a row (no heartbeat for {settings.EVAL_STALE_SECONDS} s each time); "
+                    "finished samples are kept. Resume to try again."
+                ),
+            )
+        else:
+            resumed += resume_eval(ev, automatic=True)
+    return resumed

@@ -210,7 +210,7 @@ def datasets(request):
     form = DatasetUploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            dataset = create_dataset(request.project, request.user, form.cleaned_data["name"], form.cleaned_data["file"].read())
+            dataset = create_dataset(request.project, request.user, form.cleaned_data["name"], form.cleaned_data["file"])
         except DatasetError as exc:
             form.add_error("file", str(exc))
         else:

@@ -34,6 +34,8 @@ class BenchmarkSerializer(serializers.Serializer):
 
 class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = ModelSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = FineTunedModel.objects.none()
     pagination_class = None
     parser_classes = [JSONParser, MultiPartParser]
 

@@ -2,7 +2,10 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from django.conf import settings
+
 from belvedir.sandbox import egress
+from belvedir.sandbox.errors import ProjectAtLimit
 from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
 
@@ -21,6 +24,12 @@ def start_run(harness, user, *, env_for=None) -> Run:
     if harness.compute_type == "gpu":
         check_gpu_available(harness.gpu_type)
     with transaction.atomic():
+        harness.project.lock()
+        active = Run.objects.filter(project=harness.project, status__in=Run.ACTIVE).count()
+        if active >= settings.PROJECT_MAX_ACTIVE_RUNS:
+            raise ProjectAtLimit(
+                f"This project already has {active} runs queued or running, its limit; start this one when one ends. Nothing was charged."
+            )
         run = Run.objects.create(
             project=harness.project,
             harness=harness,
@@ -32,6 +41,7 @@ def start_run(harness, user, *, env_for=None) -> Run:
             run.extra_env, run.secret_env = env_for(run)
             run.save(update_fields=["extra_env", "secret_env"])
         charge_for_run(run)
+        # Paid runs have their own queue (the default cluster): evals never wait ahead of them.
         transaction.on_commit(lambda: async_task("harnesses.tasks.execute_run", run.pk, task_name=f"run-{run.pk}"))
     return run
 

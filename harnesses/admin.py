@@ -40,18 +40,26 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status", "compute_type", "host", "created_at"]
     search_fields = ["=id", "harness__name", "project__name", "model_label", "commit_sha"]
     list_select_related = ["harness", "project", "host"]
-    readonly_fields = [f.name for f in Run._meta.fields]
+    # secret_env holds HF tokens and signed URLs: never rendered, not even to staff.
+    exclude = ["secret_env"]
+    readonly_fields = [f.name for f in Run._meta.fields if f.name != "secret_env"]
     actions = ["cancel_runs", "refund_runs"]
 
     def has_add_permission(self, request):
         return False
 
-    @admin.action(description="Cancel selected runs")
+    def has_refund_permission(self, request):
+        return request.user.has_perm("harnesses.refund_run")
+
+    def has_cancel_permission(self, request):
+        return request.user.has_perm("harnesses.change_run")
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
     def cancel_runs(self, request, queryset):
         cancelled = sum(cancel_run(run) for run in queryset.filter(status__in=Run.ACTIVE))
         self.message_user(request, f"Cancelled {cancelled} run(s).")
 
-    @admin.action(description="Refund selected runs")
+    @admin.action(description="Refund selected runs", permissions=["refund"])
     def refund_runs(self, request, queryset):
         refunded = sum(refund_run(run, f"refunded by {request.user.username}") is not None for run in queryset)
         self.message_user(request, f"Refunded {refunded} run(s) (each at most once).")

@@ -1,5 +1,5 @@
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -74,18 +74,20 @@ class HarnessSerializer(serializers.ModelSerializer):
         return harness
 
     def _save_env(self, harness, env_vars):
-        # A secret sent back as the mask keeps its stored value.
-        existing = {v.name: v.value for v in harness.env_vars.all()}
+        # The mask sent back for a stored secret keeps its stored value,
+        # whether or not it stays secret (un-ticking "secret" must not turn
+        # the mask into the value); the mask for anything else is refused.
+        secrets = {v.name: v.value for v in harness.env_vars.all() if v.secret}
+        rows = []
+        for v in env_vars:
+            value = v["value"]
+            if value == MASK:
+                if v["name"] not in secrets:
+                    raise serializers.ValidationError({"env_vars": [f"{v['name']}: {MASK} is the mask of a stored secret, not a value."]})
+                value = secrets[v["name"]]
+            rows.append(HarnessEnvVar(harness=harness, name=v["name"], secret=v["secret"], value=value))
         harness.env_vars.all().delete()
-        HarnessEnvVar.objects.bulk_create(
-            HarnessEnvVar(
-                harness=harness,
-                name=v["name"],
-                secret=v["secret"],
-                value=existing.get(v["name"], "") if v["secret"] and v["value"] == MASK else v["value"],
-            )
-            for v in env_vars
-        )
+        HarnessEnvVar.objects.bulk_create(rows)
 
 
 class StartRunsSerializer(serializers.Serializer):
@@ -168,6 +170,8 @@ class PresetSerializer(serializers.ModelSerializer):
 
 class HarnessViewSet(viewsets.ModelViewSet):
     serializer_class = HarnessSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Harness.objects.none()
     http_method_names = ["get", "post", "patch", "delete"]
 
     def get_queryset(self):
@@ -207,6 +211,8 @@ class HarnessViewSet(viewsets.ModelViewSet):
 
 class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = RunSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Run.objects.none()
 
     def get_serializer_class(self):
         return RunDetailSerializer if self.action == "retrieve" else RunSerializer
@@ -219,7 +225,13 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             qs = qs.filter(status=run_status)
         return qs
 
-    @extend_schema(responses={200: serializers.DictField()})
+    @extend_schema(
+        responses={
+            200: inline_serializer(
+                "RunLog", {"id": serializers.IntegerField(), "status": serializers.CharField(), "finished": serializers.BooleanField(), "log": serializers.CharField()}
+            )
+        }
+    )
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
         """The last 16 KB of the run's output (secrets masked)."""

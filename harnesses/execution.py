@@ -17,11 +17,12 @@ from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress, scheduler
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import (
+    SandboxError,
     SandboxFileMissing,
     SandboxFileTooLarge,
-    SandboxOutOfMemory,
     SandboxPlatformError,
     SandboxTimeout,
+    SandboxUserError,
 )
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
@@ -64,7 +65,9 @@ class RunExecution:
                 self._end(Status.LAUNCH_FAILED, exc.message, refund=True)
         except SandboxTimeout:
             self._end(Status.TIMED_OUT, f"Killed after the harness time limit of {self.harness.time_limit_seconds} s.")
-        except SandboxOutOfMemory as exc:
+        except SandboxUserError as exc:
+            # Out of memory, or the sandbox killed from inside: the workload's
+            # doing, so charged (a refund here would make any run free).
             self._end(Status.FAILED, exc.message)
         except Exception:
             logger.exception("run %s crashed the worker", run.pk)
@@ -84,7 +87,9 @@ class RunExecution:
         Run.objects.filter(pk=run.pk).update(host=lease.host)
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
-            sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS)
+            credentials = repo.Credentials.for_project(run.project)
+            self.secrets += tuple(v for v in (credentials.token, credentials.ssh_key) if v)
+            sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS, credentials)
             Run.objects.filter(pk=run.pk).update(commit_sha=sha)
             self._say(f"Checked out {sha[:12]}.")
             key, raw_key = ApiKey.issue(
@@ -105,7 +110,16 @@ class RunExecution:
                 if harness.tasks:
                     box.put_files(TASKS_FILE.rsplit("/", 1)[0], {"tasks.txt": harness.tasks.encode()})
                 self.launched = True
-                self._collect(box, env)
+                try:
+                    self._collect(box, env)
+                except SandboxError:
+                    raise
+                except Exception as exc:
+                    # An error of ours, unless the evidence (read while the
+                    # container still exists) says the workload stopped it.
+                    if died := box.diagnose():
+                        raise died from exc
+                    raise
 
     def _collect(self, box: Sandbox, env: dict):
         harness = self.harness

@@ -59,9 +59,13 @@ class EnvVarForm(forms.ModelForm):
             self.initial["value"] = MASK
 
     def clean_value(self):
+        # The mask always stands for the stored secret, whatever the "secret"
+        # box now says (the instance still holds the stored flag here).
         value = self.cleaned_data["value"]
-        if value == MASK and self.instance.pk and self.instance.secret:
-            return self.instance.value
+        if value == MASK:
+            if self.instance.pk and self.instance.secret:
+                return self.instance.value
+            raise forms.ValidationError(f"{MASK} is the mask of a stored secret, not a value.")
         return value
 
 

@@ -167,6 +167,7 @@ class Run(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         indexes = [models.Index(fields=["project", "-created_at"])]
+        permissions = [("refund_run", "Can refund runs")]
 
     def __str__(self):
         return f"Run #{self.pk} of {self.harness_id}"

@@ -21,9 +21,14 @@ def parse_results(raw: bytes) -> ParsedResults:
         return ParsedResults(error=f"results.json is not valid JSON ({exc.msg}, line {exc.lineno}).")
     except ValueError as exc:
         return ParsedResults(error=f"results.json is not valid JSON ({exc}).")
+    except RecursionError:
+        return ParsedResults(error="results.json is not valid here: it nests too deeply.")
     if not isinstance(data, dict):
         return ParsedResults(error=f"results.json must be a JSON object, not {type(data).__name__}.")
-    parsed = ParsedResults(results=_storable(data))
+    try:
+        parsed = ParsedResults(results=storable(data))
+    except RecursionError:
+        return ParsedResults(error="results.json is not valid here: it nests too deeply.")
     score = data.get("score")
     if score is None:
         parsed.error = "results.json has no top-level \"score\"."
@@ -31,7 +36,7 @@ def parse_results(raw: bytes) -> ParsedResults:
         parsed.error = f"\"score\" must be a finite number, not {json.dumps(score)[:40]}."
     else:
         parsed.score = float(score)
-    model = data.get("model")
+    model = parsed.results.get("model")
     if isinstance(model, str):
         parsed.model = model[:200]
     return parsed
@@ -41,7 +46,17 @@ def _reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _storable(data: dict) -> dict:
-    # PostgreSQL's jsonb refuses NUL characters; everything else is kept verbatim.
-    text = json.dumps(data)
-    return json.loads(text.replace("\\u0000", "")) if "\\u0000" in text else data
+def storable(value):
+    """The value with text PostgreSQL's jsonb accepts: no NUL, no lone
+    surrogates (JSON can spell both as escapes); the rest kept verbatim."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            value = value.replace("\x00", "")
+        if not value.isascii():
+            value = value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [storable(v) for v in value]
+    return value

@@ -23,9 +23,11 @@ $py manage.py reap_runs
 pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
+# Evals have their own queue and worker, so they never hold up paid runs.
+Q_CLUSTER_NAME=evals $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
 # Harness sandboxes (network `egress`) reach the platform and the internet only through it.
 $py manage.py egress_proxy & pids+=($!)
 scripts/web.sh & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker, the trace segmenter and the egress proxy)."
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers, the trace segmenter and the egress proxy)."
 wait -n

@@ -2,6 +2,8 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 
+from .pages import shown
+
 pytestmark = pytest.mark.django_db
 
 
@@ -46,8 +48,9 @@ def test_secrets_never_show_in_admin(staff_client, project):
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://x.example/v1", model="m", api_key="sk-admin-hidden-123")
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="env-admin-hidden-456", secret=True)
-    assert b"sk-admin-hidden-123" not in staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/").content
-    assert b"env-admin-hidden-456" not in staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/").content
+    assert "sk-admin-hidden-123" not in shown(staff_client.get(f"/admin/evals/deployment/{deployment.pk}/change/"))
+    harness_page = shown(staff_client.get(f"/admin/harnesses/harness/{harness.pk}/change/"))
+    assert "TOKEN" in harness_page and "env-admin-hidden-456" not in harness_page
 
 
 def test_admin_env_vars_follow_the_dashboard_rules(owner, project):
@@ -100,3 +103,91 @@ def test_spans_are_found_by_trace_id_or_session_id_across_projects(staff_client,
     assert found(trace.upper()) == ["mine"]
     assert found("no-such-session") == []
     assert Span.objects.count() == 4
+
+
+def staff_with(*perms):
+    """A staff member holding exactly these permissions ('app.codename')."""
+    from django.contrib.auth.models import Permission
+
+    from belvedir.core.actions import create_account
+
+    user = create_account(username=f"staff-{len(perms)}-{abs(hash(perms)) % 10**6}", password="pw-staffer-123")
+    user.is_staff = True
+    user.save()
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def run_action(client, model_url, action, pks, **extra):
+    return client.post(model_url, {"action": action, "_selected_action": [str(pk) for pk in pks], "index": "0", **extra})
+
+
+def test_grant_credit_needs_its_own_permission(project):
+    from billing.models import Account
+
+    account = Account.for_project(project)
+    form = {"apply": "1", "amount": "1000", "memo": "free money"}
+    viewer = staff_with("billing.view_account")
+    assert viewer.get("/admin/billing/account/").status_code == 200
+    run_action(viewer, "/admin/billing/account/", "grant_credit_action", [account.pk], **form)
+    assert Account.balance_for(project) == 0
+    granter = staff_with("billing.view_account", "billing.grant_credit")
+    run_action(granter, "/admin/billing/account/", "grant_credit_action", [account.pk], **form)
+    assert Account.balance_for(project) == 100_000
+
+
+def test_refund_revoke_and_drain_need_their_permissions(owner, project, tmp_path):
+    from belvedir.core.models import ApiKey
+    from belvedir.sandbox.models import SandboxHost
+    from billing.actions import charge_for_run
+    from billing.models import Account, LedgerEntry
+    from harnesses.models import Run
+
+    from .harness_fixtures import fund, harness
+
+    fund(project, 500)
+    run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, status="failed")
+    charge_for_run(run)
+    key, _ = ApiKey.issue(project=project, user=owner, name="k")
+    host = SandboxHost.objects.create(name="gpu-1", docker_url="unix:///nowhere.sock")
+    viewer = staff_with("harnesses.view_run", "core.view_apikey", "sandbox.view_sandboxhost", "sandbox.change_sandboxhost")
+
+    run_action(viewer, "/admin/harnesses/run/", "refund_runs", [run.pk])
+    run_action(viewer, "/admin/core/apikey/", "revoke", [key.pk])
+    run_action(viewer, "/admin/sandbox/sandboxhost/", "drain", [host.pk])
+    # Nor through the change form: draining is read-only without its permission.
+    viewer.post(f"/admin/sandbox/sandboxhost/{host.pk}/change/", {"name": "gpu-1", "kind": host.kind, "docker_url": host.docker_url, "capacity": host.capacity, "gpu_count": host.gpu_count, "enabled": "on", "draining": "on"})
+    key.refresh_from_db()
+    host.refresh_from_db()
+    assert not LedgerEntry.objects.filter(kind="refund").exists()
+    assert key.revoked_at is None
+    assert host.draining is False
+
+    allowed = staff_with("harnesses.view_run", "harnesses.refund_run", "core.view_apikey", "core.revoke_apikey", "sandbox.view_sandboxhost", "sandbox.drain_sandboxhost")
+    run_action(allowed, "/admin/harnesses/run/", "refund_runs", [run.pk])
+    run_action(allowed, "/admin/core/apikey/", "revoke", [key.pk])
+    run_action(allowed, "/admin/sandbox/sandboxhost/", "drain", [host.pk])
+    key.refresh_from_db()
+    host.refresh_from_db()
+    assert Account.balance_for(project) == 500
+    assert key.revoked_at is not None
+    assert host.draining is True
+
+
+def test_a_runs_secret_env_never_renders_in_admin(staff_client, owner, project, tmp_path):
+    from harnesses.models import Run
+
+    from .harness_fixtures import harness
+
+    run = Run.objects.create(
+        project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner,
+        secret_env={"HF_TOKEN": "hf_admin_hidden_789", "ADAPTER_URL": "https://x/adapter?sig=signed-admin-hidden"},
+    )
+    for url in (f"/admin/harnesses/run/{run.pk}/change/", "/admin/harnesses/run/", f"/admin/harnesses/run/?q={run.pk}"):
+        response = staff_client.get(url)
+        assert response.status_code == 200, url
+        assert b"hf_admin_hidden_789" not in response.content and b"signed-admin-hidden" not in response.content, url

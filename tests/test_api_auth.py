@@ -92,3 +92,30 @@ def test_it_serves_the_openapi_schema_and_its_page(owner_client):
     assert b"swagger" in page.content.lower()
     # The UI's assets are served locally, never from a CDN.
     assert b"cdn" not in page.content.lower()
+
+
+@pytest.mark.parametrize("path", ["/api/v1/me", "/api/v1/traces"])
+def test_it_refuses_a_key_whose_owner_left_the_project(owner, project, path):
+    from belvedir.core.actions import create_account
+    from belvedir.core.models import Membership
+
+    member = create_account(username="bob", password="pw-bob-12345")
+    Membership.objects.create(project=project, user=member, role=Membership.Role.MEMBER)
+    _, raw = ApiKey.issue(project=project, user=member, name="bob's", scope=ApiKey.Scope.INGEST if "traces" in path else ApiKey.Scope.FULL)
+    client = bearer(raw)
+    send = (lambda: client.post(path, {"resourceSpans": []}, format="json")) if "traces" in path else (lambda: client.get(path))
+    assert send().status_code == 200
+    # Removed some way that leaves the key itself untouched (admin, a script).
+    Membership.objects.filter(project=project, user=member).delete()
+    response = send()
+    assert response.status_code == 401
+    assert "no longer a member" in response.json()["detail"]
+
+
+def test_the_schema_offers_bearer_key_authentication(owner_client):
+    response = owner_client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    schemes = response.json()["components"]["securitySchemes"]
+    assert schemes["ApiKeyAuth"] == {"type": "http", "scheme": "bearer", "bearerFormat": "bv_live_…"}
+    me = response.json()["paths"]["/api/v1/me"]["get"]
+    assert {"ApiKeyAuth": []} in me["security"]

@@ -147,3 +147,42 @@ def test_admin_grant_credit_action(owner, project):
     assert (entry.amount_cents, entry.memo, entry.user) == (1250, "support", owner)
     assert client.get(f"/admin/billing/ledgerentry/{entry.pk}/change/").status_code == 200
     assert client.post(f"/admin/billing/ledgerentry/{entry.pk}/delete/").status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_charge_delivered_at_once_charges_once(project, owner):
+    fund(project, 500)
+    run = FakeRun(77, project, owner)
+    results = run_concurrently(lambda i: charge_for_run(run), 6)
+    assert all(isinstance(r, LedgerEntry) for r in results), results
+    assert len({r.pk for r in results}) == 1
+    assert LedgerEntry.objects.filter(kind="run_charge", reference="run:77").count() == 1
+    assert Account.balance_for(project) == 450
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reaper_and_the_worker_racing_over_one_run_refund_it_once(project, owner, tmp_path, settings):
+    from django.utils import timezone
+
+    from harnesses.actions import finish_run, start_run
+    from harnesses.models import Run
+    from harnesses.tasks import reap_runs
+
+    from .harness_fixtures import harness
+
+    fund(project, 1000)
+    run = start_run(harness(project, owner, tmp_path), owner)
+    # A run whose worker looks dead to the reaper just as the worker ends it
+    # with a platform error (both refund).
+    Run.objects.filter(pk=run.pk).update(status="running", heartbeat_at=timezone.now() - timezone.timedelta(hours=1))
+    settings.HARNESS_STALE_SECONDS = 1
+
+    def race(i):
+        if i % 2:
+            return reap_runs()["reaped"]
+        return int(finish_run(Run.objects.get(pk=run.pk), Run.Status.ERROR, refund_reason="engine lost", from_statuses=Run.IN_SANDBOX))
+
+    ended = run_concurrently(race, 6)
+    assert sum(ended) == 1, ended  # exactly one of them ended the run
+    assert LedgerEntry.objects.filter(kind="refund", reference=f"run:{run.pk}").count() == 1
+    assert Account.balance_for(project) == 1000

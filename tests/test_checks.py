@@ -75,3 +75,25 @@ def test_env_helpers_parse_or_record_an_error(monkeypatch, helper, raw, default,
     kwargs = {"minimum": 0} if helper is settings_module.env_int else {}
     assert helper("BV_TEST_VALUE", default, **kwargs) == expected
     assert bool(settings_module.CONFIG_ERRORS) is error
+
+
+def test_the_readme_production_recipe_passes_check_deploy(subprocess_env):
+    import re
+    import subprocess
+    import sys
+
+    from django.conf import settings as django_settings
+
+    readme = (django_settings.BASE_DIR / "README.md").read_text()
+    recipe = next(line for line in readme.splitlines() if line.startswith("Four processes"))
+    recipe += readme.split(recipe, 1)[1].split("\n\n", 1)[0]
+    names = re.findall(r"`([A-Z_]+)(?:=([^`]*))?`", recipe)
+    assert {name for name, _ in names} >= {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL"}, recipe
+    values = {"SECRET_KEY": "production-check-" + "x" * 50, "DATABASE_URL": subprocess_env["DATABASE_URL"], "REDIS_URL": "redis://127.0.0.1:6379/15"}
+    env = {key: value for key, value in subprocess_env.items() if not key.startswith(("SECURE_", "CSRF_", "DEBUG"))}
+    env.update({name: value or values[name] for name, value in names})
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout

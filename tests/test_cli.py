@@ -69,8 +69,23 @@ def test_no_key_at_all(bv):
 
 
 def test_catalog_listings(bv, project):
+    from harnesses.models import Preset
+
+    # The test owns its catalog: a transactional test earlier in the run may
+    # have flushed the seeded one.
+    Preset.objects.all().delete()
+    Preset.objects.create(slug="cli-cpu", name="CLI CPU", description="d", repo_url="https://x.example/a", install_command="true", run_command="true", position=1)
+    Preset.objects.create(
+        slug="cli-gpu", name="CLI GPU", description="d", repo_url="https://x.example/b", install_command="true", run_command="true",
+        compute_type="gpu", gpu_type="A10G", env_var_names=["HF_TOKEN"], needs_tasks=True, position=2,
+    )
     presets = json.loads(bv("presets", "list", "--json").stdout)
-    assert len(presets) == 0 or "slug" in presets[0]  # transactional tests flush the seeded catalog
+    assert [(p["slug"], p["compute_type"], p["env_var_names"], p["needs_tasks"]) for p in presets] == [
+        ("cli-cpu", "cpu", [], False),
+        ("cli-gpu", "gpu", ["HF_TOKEN"], True),
+    ]
+    table = bv("presets", "list").output
+    assert "CLI CPU" in table and "CLI GPU" in table
     benchmarks = {b["name"] for b in json.loads(bv("benchmarks", "list", "--json").stdout)}
     assert benchmarks == {"gsm8k", "humaneval"}
     assert "gsm8k" in bv("benchmarks", "list").output

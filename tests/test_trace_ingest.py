@@ -55,13 +55,15 @@ def test_newer_token_names_and_other_session_keys(api):
 
 
 def test_the_number_of_queries_does_not_grow_with_spans(api):
+    # Warm-up: a key's first request also records when it was first used.
+    assert post(api, body([span("warm-up")])).status_code == 200
     counts = []
     for n in (10, 1000):
         spans = [span(f"s{i}", session_id=f"sess-{i % 3}") for i in range(n)]
         with CaptureQueriesContext(connection) as queries:
             assert post(api, body(spans)).status_code == 200
         counts.append(len(queries))
-    assert Span.objects.count() == 1010
+    assert Span.objects.count() == 1011
     assert counts[0] == counts[1] <= 25
 
 
@@ -221,3 +223,65 @@ def test_another_projects_sessions_are_invisible(api, outsider_api):
     assert outsider_api.post("/api/v1/outcomes", {"session_id": "private", "outcome": "fail"}, format="json").status_code == 404
     assert outsider_api.get("/api/v1/sessions").json()["results"] == []
     assert api.get("/api/v1/sessions").json()["results"][0]["session_id"] == "private"
+
+
+@pytest.fixture
+def run_key(project, owner, tmp_path):
+    """A run's own ingest key, as the worker issues it."""
+    from harnesses.models import Run
+
+    from .harness_fixtures import harness
+
+    key, raw = ApiKey.issue(project=project, user=owner, name="run", scope="ingest", per_run=True)
+    run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, api_key=key)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client, str(run.pk)
+
+
+def test_a_runs_key_writes_spans_only_into_its_own_session(run_key, api):
+    client, own = run_key
+    post(api, body([span("someone's chat", session_id="chat-7")]))
+    response = post(client, body([span("mine", session_id=own), span("unnamed"), span("forged", session_id="chat-7")]))
+    assert response.status_code == 200
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert sorted(Span.objects.filter(session_id=own).values_list("name", flat=True)) == ["mine", "unnamed"]
+    assert list(Span.objects.filter(session_id="chat-7").values_list("name", flat=True)) == ["someone's chat"]
+    assert TraceSession.objects.get(session_id="chat-7").span_count == 1
+
+
+def test_a_runs_key_reports_the_outcome_of_its_own_session_only(run_key, api):
+    client, own = run_key
+    post(api, body([span("someone's chat", session_id="chat-7")]))
+    post(client, body([span("mine", session_id=own)]))
+    refused = client.post("/api/v1/outcomes", {"session_id": "chat-7", "outcome": "fail"}, format="json")
+    assert refused.status_code == 403
+    assert TraceSession.objects.get(session_id="chat-7").outcome == ""
+    allowed = client.post("/api/v1/outcomes", {"session_id": own, "outcome": "success"}, format="json")
+    assert allowed.status_code == 200 and TraceSession.objects.get(session_id=own).outcome == "success"
+
+
+def test_otlp_json_nested_338_deep_answers_400(api):
+    value = '{"arrayValue": {"values": [' * 338 + '{"stringValue": "x"}' + "]}}" * 338
+    span_json = f'{{"traceId": "{"ab" * 16}", "spanId": "{"cd" * 8}", "startTimeUnixNano": "1", "endTimeUnixNano": "2", "attributes": [{{"key": "k", "value": {value}}}]}}'
+    response = post(api, f'{{"resourceSpans": [{{"scopeSpans": [{{"spans": [{span_json}]}}]}}]}}'.encode())
+    assert response.status_code == 400
+    assert "nested deeper than" in response.json()["detail"]
+    assert not Span.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_batch_sent_twice_at_once_is_stored_and_counted_once(api_key, project):
+    from .concurrency import run_concurrently
+
+    payload = body([span(f"dup-{i}", session_id="twice", tokens=(10, 5)) for i in range(200)])
+
+    def send(i):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key}")
+        return post(client, payload).status_code
+
+    assert run_concurrently(send, 2) == [200, 200]
+    assert Span.objects.filter(session_id="twice").count() == 200
+    session = TraceSession.objects.get(session_id="twice")
+    assert (session.span_count, session.input_tokens, session.output_tokens) == (200, 2000, 1000)

@@ -14,7 +14,7 @@ from belvedir.core.throttle import IngestThrottle
 from . import otlp
 from .actions import report_outcome
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, store_spans
+from .ingest import collector_paused, run_session_of, store_spans
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
@@ -66,8 +66,13 @@ class TraceIngest(APIView):
                 return Response({"detail": exc.message}, status=exc.status)
             # A database that is down answers 503 (DatabaseUnavailableMiddleware):
             # the spans were not stored, and the exporter sends them again.
-            store_spans(request_project(request), parsed.spans)
-        content, media = otlp.success_response(parsed.rejected, parsed.reasons, as_protobuf)
+            own_session = run_session_of(request.auth)
+            stored = store_spans(request_project(request), parsed.spans, confine_to=own_session)
+        rejected, reasons = parsed.rejected, parsed.reasons
+        if stored < len(parsed.spans):
+            rejected += len(parsed.spans) - stored
+            reasons = [*reasons, f"A run's key writes only its own session ({own_session})."]
+        content, media = otlp.success_response(rejected, reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
 
 
@@ -83,7 +88,11 @@ def outcomes(request):
     """Report a session's real outcome; the latest report wins. 404 for an unknown session."""
     payload = OutcomeSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
-    session = TraceSession.objects.filter(project=request_project(request), session_id=payload.validated_data["session_id"]).first()
+    session_id = payload.validated_data["session_id"]
+    own_session = run_session_of(request.auth)
+    if own_session is not None and session_id != own_session:
+        return Response({"detail": f"A run's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
+    session = TraceSession.objects.filter(project=request_project(request), session_id=session_id).first()
     if session is None:
         return Response({"detail": "No such session in this project (flush spans before reporting)."}, status=status.HTTP_404_NOT_FOUND)
     report_outcome(session, payload.validated_data["outcome"])

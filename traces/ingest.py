@@ -45,18 +45,39 @@ def collector_paused():
             gc.enable()
 
 
-def store_spans(project, raw_spans: list[dict]) -> int:
+def store_spans(project, raw_spans: list[dict], *, confine_to: str | None = None) -> int:
+    """Store spans; returns how many were kept.
+
+    `confine_to` (a per-run key's session): spans naming another session are
+    dropped, and spans naming none join it, so a run can write only its own
+    session, never decide another session's data.
+    """
     now = timezone.now()
     rows = [_row(project.pk, raw, now) for raw in raw_spans]
-    sessions = _session_totals(rows)
+    if confine_to is not None:
+        for row in rows:
+            row["session_id"] = row["session_id"] or confine_to
+        rows = [row for row in rows if row["session_id"] == confine_to]
     with transaction.atomic():
         if connection.vendor == "postgresql":
-            _copy_spans(rows)
-            _upsert_sessions_postgres(project, sessions, now)
+            inserted = _copy_spans(rows)
+            # Totals of the spans actually stored: a batch sent twice (an
+            # exporter retrying, or two at once) counts once.
+            _upsert_sessions_postgres(project, _session_totals(inserted), now)
         else:
             Span.objects.bulk_create([Span(**{k: row[k] for k in SPAN_FIELDS}) for row in rows], batch_size=500, ignore_conflicts=True)
-            _upsert_sessions_portable(project, sessions, now)
+            _upsert_sessions_portable(project, _session_totals(rows), now)
     return len(rows)
+
+
+def run_session_of(key) -> str | None:
+    """The one session a per-run key may write (its run's id); None for other keys."""
+    from harnesses.models import Run
+
+    if not getattr(key, "per_run", False):
+        return None
+    run_id = Run.objects.filter(api_key=key).values_list("pk", flat=True).first()
+    return str(run_id) if run_id else ""
 
 
 def _row(project_id, raw: dict, now) -> dict:
@@ -102,9 +123,10 @@ def _session_totals(rows) -> dict[str, dict]:
     return totals
 
 
-def _copy_spans(rows):
+def _copy_spans(rows) -> list[dict]:
+    """Store the rows; return those that were new (the rest were stored before)."""
     if not rows:
-        return
+        return rows
     table = connection.ops.quote_name(Span._meta.db_table)
     names = ", ".join(connection.ops.quote_name(f.column) for f in SPAN_COLUMNS)
     json_columns = [isinstance(f, JSONField) for f in SPAN_COLUMNS]
@@ -116,14 +138,17 @@ def _copy_spans(rows):
         # going through a temporary table.
         with transaction.atomic(), connection.cursor() as cursor:
             _copy(cursor, table, names, values)
+        return rows
     except UniqueViolation:
         # Some spans are stored already (an exporter re-sending a batch whose
         # answer it never got): stage them and keep only the new ones.
         with connection.cursor() as cursor:
             cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS span_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {table} WITH NO DATA")
             _copy(cursor, "span_incoming", names, values)
-            cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM span_incoming ON CONFLICT DO NOTHING")
+            cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM span_incoming ON CONFLICT DO NOTHING RETURNING trace_id, span_id")
+            new = set(cursor.fetchall())
             cursor.execute("TRUNCATE span_incoming")
+        return [row for row in rows if (row["trace_id"], row["span_id"]) in new]
 
 
 def _copy(cursor, table, names, values):
@@ -146,8 +171,6 @@ def _upsert_sessions_postgres(project, sessions, now):
     for session_id, t in sessions.items():
         values.append("(%s, %s, %s, %s, %s, %s, %s, %s, '', true, %s, %s, %s)")
         params += [project.pk, session_id, runs.get(session_id), t["first"], t["last"], t["n"], t["inp"], t["out"], now, t["user"], Jsonb(t["metadata"])]
-    # Counts are approximate (a re-sent span counts again) until segmentation
-    # recomputes them from the stored spans.
     sql = f"""
         INSERT INTO traces_tracesession (project_id, session_id, run_id, first_span_at, last_span_at, span_count,
                                          input_tokens, output_tokens, outcome, needs_processing, last_received_at, user_id, metadata)

@@ -21,6 +21,10 @@ MAX_SPANS = 1000
 # One attribute value longer than this is cut (and says so): a span is
 # context for a person reading it, not a blob store.
 MAX_VALUE_CHARS = 64 * 1024
+# Array and kvlist values nest; a body nesting deeper is refused (400), so
+# it cannot exhaust the parser's recursion (338 levels crashed it).
+MAX_VALUE_DEPTH = 32
+TOO_DEEP = f"An attribute value is nested deeper than {MAX_VALUE_DEPTH} levels."
 TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
 SPAN_ID = re.compile(r"[0-9a-f]{16}\Z")
 SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
@@ -113,7 +117,7 @@ def _parse_json(body: bytes) -> Parsed:
         for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
             if not isinstance(ss, dict):
                 raise IngestError(400, "Each scopeSpans entry must be an object.")
-            scope = str((_get(ss, "scope", default={}) or {}).get("name", ""))[:255]
+            scope = str(_get(_get(ss, "scope", default={}), "name", default=""))[:255]
             for span in _list(_get(ss, "spans", default=[])):
                 _add(parsed, _json_span(span), resource, scope)
     return parsed
@@ -141,11 +145,11 @@ def _json_span(span) -> dict | str:
                 if isinstance(e, dict)
             ],
         }
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         return f"span has a malformed field ({exc})"
 
 
-def _json_attributes(items) -> dict:
+def _json_attributes(items, depth: int = 0) -> dict:
     attributes = {}
     for item in _list(items):
         if isinstance(item, dict) and "key" in item:
@@ -157,7 +161,7 @@ def _json_attributes(items) -> dict:
             if type(value) is dict and type(inner := value.get("stringValue")) is str and _plain(inner) and len(inner) <= MAX_VALUE_CHARS:
                 attributes[key] = inner
             else:
-                attributes[key] = _json_value(value)
+                attributes[key] = _json_value(value, depth)
     return attributes
 
 
@@ -166,24 +170,26 @@ def _plain(text: str) -> bool:
     return text.isascii() and "\x00" not in text
 
 
-def _json_value(value):
+def _json_value(value, depth: int = 0):
     if not isinstance(value, dict):
-        return _clean_value(value)
+        return _clean_value(value) if isinstance(value, str | int | float | bool) or value is None else _clean_value(str(value))
+    if depth >= MAX_VALUE_DEPTH:
+        raise IngestError(400, TOO_DEEP)
     # An AnyValue holds one key; camelCase per OTLP/JSON, snake_case tolerated.
     for key, inner in value.items():
         if handler := _JSON_VALUE_HANDLERS.get(key):
-            return handler(inner)
+            return handler(inner, depth + 1)
     return None
 
 
-def _json_int(raw):
+def _json_int(raw, depth=0):
     try:
         return int(raw)
     except (TypeError, ValueError):
         return _clean_value(str(raw))
 
 
-def _json_double(raw):
+def _json_double(raw, depth=0):
     try:
         number = float(raw)
     except (TypeError, ValueError):
@@ -191,23 +197,23 @@ def _json_double(raw):
     return number if number == number and abs(number) != float("inf") else str(number)
 
 
-def _json_array(raw):
-    return [_json_value(v) for v in _list((raw or {}).get("values", []))]
+def _json_array(raw, depth):
+    return [_json_value(v, depth) for v in _list(_get(raw, "values", default=[]))]
 
 
-def _json_kvlist(raw):
-    return _json_attributes((raw or {}).get("values", []))
+def _json_kvlist(raw, depth):
+    return _json_attributes(_get(raw, "values", default=[]), depth)
 
 
 _JSON_VALUE_HANDLERS = {}
 for _names, _handler in [
-    (("stringValue", "string_value"), lambda raw: _clean_value(str(raw))),
-    (("boolValue", "bool_value"), bool),
+    (("stringValue", "string_value"), lambda raw, depth: _clean_value(str(raw))),
+    (("boolValue", "bool_value"), lambda raw, depth: bool(raw)),
     (("intValue", "int_value"), _json_int),
     (("doubleValue", "double_value"), _json_double),
     (("arrayValue", "array_value"), _json_array),
     (("kvlistValue", "kvlist_value"), _json_kvlist),
-    (("bytesValue", "bytes_value"), lambda raw: _clean_value(str(raw))),
+    (("bytesValue", "bytes_value"), lambda raw, depth: _clean_value(str(raw))),
 ]:
     for _name in _names:
         _JSON_VALUE_HANDLERS[_name] = _handler
@@ -251,12 +257,14 @@ def _parse_protobuf(body: bytes) -> Parsed:
     return parsed
 
 
-def _pb_attributes(items) -> dict:
-    return {_clean(kv.key)[:255]: _pb_value(kv.value) for kv in items}
+def _pb_attributes(items, depth: int = 0) -> dict:
+    return {_clean(kv.key)[:255]: _pb_value(kv.value, depth) for kv in items}
 
 
-def _pb_value(value):
+def _pb_value(value, depth: int = 0):
     which = value.WhichOneof("value")
+    if depth >= MAX_VALUE_DEPTH and which in {"array_value", "kvlist_value"}:
+        raise IngestError(400, TOO_DEEP)
     if which == "string_value":
         return _clean_value(value.string_value)
     if which == "bool_value":
@@ -267,9 +275,9 @@ def _pb_value(value):
         number = value.double_value
         return number if number == number and abs(number) != float("inf") else str(number)
     if which == "array_value":
-        return [_pb_value(v) for v in value.array_value.values]
+        return [_pb_value(v, depth + 1) for v in value.array_value.values]
     if which == "kvlist_value":
-        return _pb_attributes(value.kvlist_value.values)
+        return _pb_attributes(value.kvlist_value.values, depth + 1)
     if which == "bytes_value":
         return value.bytes_value.hex()
     return None

@@ -45,7 +45,10 @@ class ApiKeyAdmin(admin.ModelAdmin):
         # The only moment the raw key exists; the admin shows it once.
         messages.warning(request, f"New API key (copy it now, it is not stored): {raw}")
 
-    @admin.action(description="Revoke selected keys")
+    def has_revoke_permission(self, request):
+        return request.user.has_perm("core.revoke_apikey")
+
+    @admin.action(description="Revoke selected keys", permissions=["revoke"])
     def revoke(self, request, queryset):
         for key in queryset.filter(revoked_at__isnull=True):
             key.revoke()

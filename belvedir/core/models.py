@@ -29,6 +29,11 @@ class Project(models.Model):
     def __str__(self):
         return self.name
 
+    def lock(self) -> "Project":
+        """Lock this project's row for the rest of the transaction: actions that
+        count the project's active work (to hold it to a limit) serialise here."""
+        return Project.objects.select_for_update().get(pk=self.pk)
+
 
 class Membership(models.Model):
     class Role(models.TextChoices):
@@ -96,6 +101,7 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "API key"
+        permissions = [("revoke_apikey", "Can revoke API keys")]
 
     def __str__(self):
         return f"{self.prefix}… ({self.name})"
@@ -168,7 +174,7 @@ class Invitation(models.Model):
         return not (self.accepted_at or self.declined_at or self.revoked_at) and self.expires_at > timezone.now()
 
     @property
-    def state(self):
+    def state(self) -> str:
         if self.accepted_at:
             return "accepted"
         if self.declined_at:
@@ -176,3 +182,18 @@ class Invitation(models.Model):
         if self.revoked_at:
             return "revoked"
         return "pending" if self.expires_at > timezone.now() else "expired"
+
+
+class RateCounter(models.Model):
+    """One rate-limit window's count, when there is no Redis to INCR in.
+
+    Increments are a single UPDATE ... SET count = count + 1 (row-locked),
+    never a read followed by a write, so parallel attempts cannot overshoot.
+    """
+
+    key = models.CharField(max_length=255, unique=True)
+    count = models.PositiveIntegerField(default=0)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self):
+        return f"{self.key}: {self.count}"

@@ -99,6 +99,11 @@ def platform_origins() -> tuple[Origin, ...]:
     return (Origin.from_url(settings.BELVEDIR_BASE_URL),)
 
 
+def is_origin_url(url: str) -> bool:
+    """Whether a URL points at the platform itself (BELVEDIR_BASE_URL's host and port)."""
+    return Origin.from_url(url) in platform_origins()
+
+
 def egress_policy(domains=None) -> Policy:
     """Harness sandboxes: the public internet on the egress ports, and the platform."""
     return Policy(

@@ -34,6 +34,8 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
     """The project's members. Everyone lists them; owners remove and hand over; anyone removes themselves (leaves)."""
 
     serializer_class = MembershipSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Membership.objects.none()
     pagination_class = None
 
     def get_queryset(self):
@@ -88,6 +90,8 @@ class InvitationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     """Owners invite, list and revoke; the invited user accepts or declines with the link's token."""
 
     serializer_class = InvitationSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Invitation.objects.none()
     pagination_class = None
 
     def get_permissions(self):
@@ -158,6 +162,8 @@ class SecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Ge
     """Project secrets (owners only); values are write-only, never returned."""
 
     serializer_class = SecretSerializer
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = ProjectSecret.objects.none()
     permission_classes = [IsProjectOwner]
     pagination_class = None
 

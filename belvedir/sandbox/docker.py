@@ -42,12 +42,14 @@ from .errors import (
     DockerUnavailable,
     ImageMissing,
     LaunchFailed,
+    SandboxDied,
     SandboxError,
     SandboxFileMissing,
     SandboxFileTooLarge,
     SandboxOutOfMemory,
     SandboxPlatformError,
     SandboxTimeout,
+    SandboxUserError,
 )
 from .output import TailBuffer
 from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, SandboxSpec
@@ -82,6 +84,8 @@ class Sandbox:
         self.client: docker.DockerClient | None = None
         self.container = None
         self._oom_kills = 0
+        self._killed = False  # by the platform: a timeout, a cancel
+        self._started_at = 0
         self.runtime = "runc"
         self._forwarder: ExecSession | None = None
 
@@ -93,6 +97,7 @@ class Sandbox:
             self._remove_stale()
             self.runtime = self._runtime()
             self.container = self._create()
+            self._started_at = int(time.time()) - 1  # the engine's events are read from here on
             self.container.start()
             if self.spec.network == egress.NETWORK:
                 self._start_egress()
@@ -211,7 +216,7 @@ class Sandbox:
         argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
         api = self.client.api
         started = time.monotonic()
-        with engine_errors("start a command"):
+        with self.engine_errors("start a command"):
             exec_id = api.exec_create(
                 self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=user or self.spec.user
             )["Id"]
@@ -246,9 +251,16 @@ class Sandbox:
         if self._stopped():
             if self._oom_killed():
                 raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
+            # Stopped by the workload (charged) or by the platform (refunded): the evidence decides.
+            if died := self.diagnose(check_pids=False):
+                died.output = output
+                raise died
             raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
-        with engine_errors("finish a command"):
+        with self.engine_errors("finish a command"):
             exit_code = api.exec_inspect(exec_id)["ExitCode"]
+        if exit_code != 0 and (died := self.diagnose(check_pids=False)):
+            died.output = output
+            raise died
         if exit_code != 0 and self._new_oom_kill():
             raise SandboxOutOfMemory(
                 f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output
@@ -258,7 +270,7 @@ class Sandbox:
     def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "ExecSession":
         """A long-lived process fed through stdin and read line by line from stdout."""
         api = self.client.api
-        with engine_errors("start a session"):
+        with self.engine_errors("start a session"):
             exec_id = api.exec_create(
                 self.container.id, argv, stdin=True, environment=env or {}, user=user or self.spec.user, workdir=workdir or self.spec.workdir
             )["Id"]
@@ -281,7 +293,7 @@ class Sandbox:
         Docker's own archive API writes beneath tmpfs mounts, not into them,
         so the tar goes in as a stream instead.
         """
-        with engine_errors("place files"):
+        with self.engine_errors("place files"):
             self._put_archive(directory, chunks)
 
     def _put_archive(self, directory: str, chunks: Iterable[bytes]):
@@ -307,7 +319,7 @@ class Sandbox:
 
     def read_file(self, path: str, max_bytes: int) -> bytes:
         """A file's content; SandboxFileMissing or SandboxFileTooLarge otherwise."""
-        with engine_errors("read a file"):
+        with self.engine_errors("read a file"):
             result = self._exec_bytes(["sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
         if result is None:
             raise SandboxFileMissing(f"{path} was not written.")
@@ -337,10 +349,75 @@ class Sandbox:
         return False
 
     def kill(self):
+        self._killed = True
         try:
             self.container.kill()
         except (docker_errors.DockerException, requests.RequestException):
             pass
+
+    @contextmanager
+    def engine_errors(self, doing: str):
+        """Docker failing under a running sandbox: the workload's doing when the
+        evidence says so (see `diagnose`), otherwise the platform's."""
+        try:
+            yield
+        except (docker_errors.DockerException, requests.RequestException) as exc:
+            died = self.diagnose()
+            if died:
+                raise died from exc
+            raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
+
+    def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
+        """Why the sandbox stopped or chokes, if the workload caused it; None otherwise.
+
+        The evidence, in order: an engine that does not answer is a platform
+        fault (host lost, dockerd down); a container that is gone, or that
+        the engine was asked to kill (its `kill` event: an operator, the
+        reaper, a daemon shutdown), was stopped by the platform; one this
+        Sandbox killed (timeout, cancel) is reported by whoever killed it. A
+        container that stopped with no such request stopped from inside:
+        PID 1 or its keep-alive killed, or the kernel OOM-killed the cgroup.
+        A running one at its pids limit can start no exec: a fork bomb.
+        """
+        try:
+            self.client.ping()
+            self.container.reload()
+        except (docker_errors.DockerException, requests.RequestException):
+            return None
+        if self._killed:
+            return None
+        state = self.container.attrs.get("State", {})
+        if not state.get("Running"):
+            actions = self._engine_actions()
+            if actions is None or "kill" in actions:
+                return None
+            if state.get("OOMKilled") or "oom" in actions:
+                return SandboxOutOfMemory(f"The sandbox was stopped: out of memory (limit {self.spec.limits.memory_mb} MB).")
+            return SandboxDied(
+                f"The sandbox stopped from inside while running (its main process exited with code {state.get('ExitCode')}), "
+                "e.g. a command killed its PID 1 or keep-alive process."
+            )
+        if check_pids and self._pids_exhausted():
+            return SandboxDied(f"The sandbox reached its limit of {self.spec.limits.pids} processes and could start no more.")
+        return None
+
+    def _engine_actions(self) -> set[str] | None:
+        """What the engine recorded happening to this container (kill, oom, die…); None if unknown."""
+        try:
+            events = self.client.api.events(
+                since=self._started_at, until=int(time.time()) + 1, filters={"container": [self.container.id], "type": ["container"]}, decode=True
+            )
+            return {event.get("Action", "") for event in events}
+        except (docker_errors.DockerException, requests.RequestException):
+            return None
+
+    def _pids_exhausted(self) -> bool:
+        try:
+            pids = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
+        except (docker_errors.DockerException, requests.RequestException):
+            return False
+        limit = pids.get("limit") or self.spec.limits.pids
+        return bool(pids.get("current")) and pids["current"] >= limit
 
     def _new_oom_kill(self) -> bool:
         """Whether the kernel OOM-killed anything in this sandbox since the last look.
@@ -350,7 +427,8 @@ class Sandbox:
         paths; the cgroup files are read-only inside the sandbox).
         """
         script = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
-        output = self._exec_bytes(["sh", "-c", script]) or b""
+        with self.engine_errors("look for out-of-memory kills"):
+            output = self._exec_bytes(["sh", "-c", script]) or b""
         count = sum(int(line.split()[1]) for line in output.decode().splitlines() if line.startswith("oom_kill "))
         seen, self._oom_kills = self._oom_kills, count
         return count > seen
@@ -442,7 +520,7 @@ def _response_reader(sock):
 
 @contextmanager
 def engine_errors(doing: str):
-    """Docker failing under a running sandbox is the platform's fault: say so by name."""
+    """Docker failing where no sandbox's evidence applies (checking on one): the platform's fault."""
     try:
         yield
     except (docker_errors.DockerException, requests.RequestException) as exc:

@@ -26,6 +26,12 @@ class SandboxOutOfMemory(SandboxUserError):
     pass
 
 
+class SandboxDied(SandboxUserError):
+    """The container stopped, or could start no process, while the engine was
+    healthy and nobody on the platform stopped it: the workload's doing
+    (killing PID 1, exhausting pids). Charged like any other failure."""
+
+
 class SandboxFileMissing(SandboxUserError):
     pass
 
@@ -48,6 +54,10 @@ class ImageMissing(SandboxPlatformError):
 
 class NoCapacity(SandboxPlatformError):
     pass
+
+
+class ProjectAtLimit(NoCapacity):
+    """The project already has as much work in progress as one project may."""
 
 
 class LaunchFailed(SandboxPlatformError):

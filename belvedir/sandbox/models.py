@@ -33,6 +33,7 @@ class SandboxHost(models.Model):
 
     class Meta:
         ordering = ["name"]
+        permissions = [("drain_sandboxhost", "Can drain sandbox hosts")]
 
     def __str__(self):
         return f"{self.name} ({self.kind})"
@@ -114,5 +115,5 @@ class EgressDestination(models.Model):
         return f"{self.host}:{self.port}"
 
     @property
-    def allowed(self):
+    def allowed(self) -> bool:
         return not self.reason

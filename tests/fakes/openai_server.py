@@ -30,6 +30,9 @@ class FakeOpenAI:
         self.requests: list[dict] = []
         self.in_flight = 0
         self.peak_in_flight = 0
+        # Cleared: requests are received (and recorded) but not answered until it is set again.
+        self.answering = threading.Event()
+        self.answering.set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -43,6 +46,8 @@ class FakeOpenAI:
         try:
             if self.latency:
                 await asyncio.sleep(self.latency)
+            while not self.answering.is_set():
+                await asyncio.sleep(0.01)
             if self.reply is not None:
                 message = self.reply(body)
                 choice = {"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop", "message": message}

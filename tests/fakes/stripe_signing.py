@@ -12,7 +12,7 @@ def sign(payload: bytes, secret: str, timestamp: int | None = None) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def checkout_event(event_id, session_id, *, amount_total, client_reference_id, payment_status="paid", type="checkout.session.completed") -> bytes:
+def checkout_event(event_id, session_id, *, amount_total, client_reference_id, payment_status="paid", type="checkout.session.completed", currency="usd") -> bytes:
     return json.dumps(
         {
             "id": event_id,
@@ -23,7 +23,7 @@ def checkout_event(event_id, session_id, *, amount_total, client_reference_id, p
                     "id": session_id,
                     "object": "checkout.session",
                     "amount_total": amount_total,
-                    "currency": "usd",
+                    "currency": currency,
                     "client_reference_id": client_reference_id,
                     "payment_status": payment_status,
                 }
