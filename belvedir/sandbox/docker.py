@@ -531,14 +531,16 @@ def _process_limits(runtime: str, pids: int) -> dict:
     """The process limit, placed where it holds under each runtime.
 
     runc: the pids cgroup counts the sandbox's processes. runsc: the cgroup
-    counts the gVisor kernel's host threads instead (hundreds when busy), and
-    a fork bomb that exhausts it kills the whole sandbox, so the host bound is
-    loose and the sandbox's own processes are capped per uid by RLIMIT_NPROC,
-    which gVisor enforces inside.
+    counts the gVisor kernel's host threads instead, which a fork bomb held
+    at its limit still drives into the thousands, and a refused thread kills
+    the whole sandbox. So under runsc the host bound only guards the host
+    (at 32 threads a process it still killed sandboxes here), and the
+    sandbox's own processes are capped per uid by RLIMIT_NPROC, which gVisor
+    enforces inside.
     """
     nofile = Ulimit(name="nofile", soft=4096, hard=4096)
     if runtime == "runsc":
-        return {"pids_limit": pids * 32 + 256, "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
+        return {"pids_limit": max(pids * 64, 16384), "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
     return {"pids_limit": pids, "ulimits": [nofile]}
 
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F
 from django.utils import timezone
 
@@ -72,7 +72,16 @@ class Recorder:
         # proxy.py calls plugins inside an event loop, where Django refuses
         # blocking queries: lookups go to a thread of their own, which also
         # keeps one database connection for all of them.
-        return self._db.submit(lambda: EgressGrant.objects.filter(token_hash=token_hash).first()).result(timeout=30)
+        return self._db.submit(self._query_grant, token_hash).result(timeout=30)
+
+    @staticmethod
+    def _query_grant(token_hash: str):
+        try:
+            return EgressGrant.objects.filter(token_hash=token_hash).first()
+        except (OperationalError, InterfaceError):
+            # The database restarted under this long-lived connection: one retry on a fresh one.
+            connection.close()
+            return EgressGrant.objects.filter(token_hash=token_hash).first()
 
     # -- usage -------------------------------------------------------------
 
@@ -107,7 +116,7 @@ class Recorder:
                 self.flush()
             except Exception:
                 logger.exception("could not record egress usage; will retry")
-                close_old_connections()
+                connection.close()
 
     def flush(self):
         with self._lock:
@@ -115,6 +124,20 @@ class Recorder:
             capped, self._newly_capped = self._newly_capped, set()
         if not pending and not capped:
             return
+        try:
+            self._write(pending, capped)
+        except Exception:
+            # Kept for the next flush (the database may be restarting): nothing counted is lost.
+            with self._lock:
+                for key, (requests, up, down) in pending.items():
+                    entry = self._pending[key]
+                    entry[0] += requests
+                    entry[1] += up
+                    entry[2] += down
+                self._newly_capped |= capped
+            raise
+
+    def _write(self, pending, capped):
         now = timezone.now()
         totals = defaultdict(lambda: [0, 0])
         for (grant_id, host, port, reason), (requests, up, down) in pending.items():
