@@ -25,7 +25,6 @@ import os
 import queue
 import shlex
 import shutil
-import socket
 import tarfile
 import tempfile
 import threading
@@ -68,11 +67,26 @@ LIVENESS_SECONDS = 1.0
 def connect(engine: Engine | str, timeout: float = API_TIMEOUT) -> docker.DockerClient:
     engine = as_engine(engine)
     try:
-        client = docker.DockerClient(base_url=engine.url, timeout=timeout, tls=_tls(engine))
+        client = _Client(base_url=engine.url, timeout=timeout, tls=_tls(engine))
         client.ping()
     except (docker_errors.DockerException, requests.RequestException, OSError) as exc:
         raise DockerUnavailable(f"Docker engine at {engine.url} is unreachable: {exc}") from exc
     return client
+
+
+class _APIClient(docker.APIClient):
+    def merge_environment_settings(self, url, proxies, stream, verify, cert):
+        merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        # requests lets REQUESTS_CA_BUNDLE (set on many machines) replace the
+        # session's CA; an engine's own CA must win, or its certificate fails.
+        if isinstance(self.verify, str):
+            merged["verify"] = self.verify
+        return merged
+
+
+class _Client(docker.DockerClient):
+    def __init__(self, **kwargs):  # DockerClient.__init__ only makes its APIClient
+        self.api = _APIClient(**kwargs)
 
 
 def _tls(engine: Engine) -> TLSConfig | bool:
@@ -321,21 +335,25 @@ class Sandbox:
         """Unpack a tar stream into `directory` through an exec's stdin.
 
         Docker's own archive API writes beneath tmpfs mounts, not into them,
-        so the tar goes in as a stream instead.
+        so the tar goes in as a stream instead: in length-prefixed frames
+        ending with an empty one, because the end of stdin cannot be said by
+        half-closing the connection over TLS (a remote engine), only over a
+        plain socket.
         """
         with engine_errors("place files"):
             self._put_archive(directory, chunks)
 
     def _put_archive(self, directory: str, chunks: Iterable[bytes]):
         api = self.client.api
-        command = f"mkdir -p {shlex.quote(directory)} && tar -x --no-same-owner -C {shlex.quote(directory)}"
+        command = f"mkdir -p {shlex.quote(directory)} && python3 -c {shlex.quote(_UNFRAME)} | tar -x --no-same-owner -C {shlex.quote(directory)}"
         exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=self.spec.user)["Id"]
         sock = api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         try:
             for chunk in chunks:
-                raw.sendall(chunk)
-            raw.shutdown(socket.SHUT_WR)
+                if chunk:
+                    raw.sendall(len(chunk).to_bytes(4, "big") + chunk)
+            raw.sendall(bytes(4))
             output = _drain(raw)
         finally:
             sock.close()
@@ -502,6 +520,10 @@ def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
             if owned:
                 client.close()
     return _runtimes[url]
+
+
+# Runs in the sandbox: copies length-prefixed frames from stdin to stdout until an empty one.
+_UNFRAME = "import sys\ni, o = sys.stdin.buffer, sys.stdout.buffer\nwhile n := int.from_bytes(i.read(4), 'big'):\n    o.write(i.read(n))\n"
 
 
 def _drain(raw) -> bytes:

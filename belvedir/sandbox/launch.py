@@ -3,7 +3,7 @@ from contextlib import contextmanager
 
 from . import health, scheduler
 from .docker import Sandbox
-from .errors import DockerUnavailable
+from .errors import DockerUnavailable, NoCapacity
 from .models import SandboxLease
 from .spec import SandboxSpec
 
@@ -21,14 +21,17 @@ def open_sandbox(
 
     The silent host is marked unhealthy at once (the next run is not sent
     there) and the launch is tried once more on another healthy host, whose
-    lease `on_move` is told about. With none left, NoCapacity: a platform
-    fault, refunded at launch. The spec is made per host (runtime, GPU slot).
+    lease `on_move` is told about. With none left, DockerUnavailable: a
+    platform fault, refunded at launch. The spec is made per host (runtime, GPU slot).
     """
     try:
         box = Sandbox(spec_for(lease), lease.host.engine).__enter__()
     except DockerUnavailable as exc:
         health.mark_unhealthy(lease.host, exc.message)
-        lease = scheduler.move(lease, kind, gpu_type)
+        try:
+            lease = scheduler.move(lease, kind, gpu_type)
+        except NoCapacity as none_left:
+            raise DockerUnavailable(f"{exc.message} No other host could take it: {none_left.message}") from exc
         if on_move:
             on_move(lease)
         try:
