@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from belvedir.sandbox.health import check_hosts
+from belvedir.sandbox.models import SandboxHost
 
 
 class Command(BaseCommand):
@@ -10,5 +11,5 @@ class Command(BaseCommand):
         result = check_hosts()
         for name in result["healthy"]:
             self.stdout.write(f"{name}: healthy")
-        for name in result["unhealthy"]:
-            self.stdout.write(f"{name}: UNHEALTHY")
+        for host in SandboxHost.objects.filter(name__in=result["unhealthy"]):
+            self.stdout.write(f"{host.name}: UNHEALTHY: {host.last_error}")
