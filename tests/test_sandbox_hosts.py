@@ -112,6 +112,10 @@ def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
         result = box.exec("echo hello from $(uname -s)", timeout=60)
         assert result.exit_code == 0 and "hello from Linux" in result.output
         assert box.runtime == "runsc"
+        # Files go in over the TLS connection (framed stdin) and come back out.
+        box.put_files("/home/sandbox/work", {"a.txt": b"x" * 300_000, "sub/b.txt": b"second"})
+        assert box.read_file("/home/sandbox/work/a.txt", 400_000) == b"x" * 300_000
+        assert box.read_file("/home/sandbox/work/sub/b.txt", 100) == b"second"
     assert sandbox_docker.managed_containers(tls_engine(second_engine)) == []
 
 
@@ -160,38 +164,40 @@ def test_draining_a_host_sends_new_runs_to_the_other(hosts, owner, funded, tmp_p
 
 def test_a_stopped_engine_ends_its_runs_while_the_other_works_and_comes_back_after_restart(hosts, owner, funded, tmp_path, worker, second_engine):
     local, second = hosts
-    SandboxHost.objects.update(capacity=3)
+    # Four runs, two on each; then `second` has the most free places, so a new run would be sent there first.
+    SandboxHost.objects.filter(pk=local.pk).update(capacity=3)
+    SandboxHost.objects.filter(pk=second.pk).update(capacity=4)
     slow = quick_harness(funded, owner, tmp_path, sleep=20, name="slow")
+    quick = quick_harness(funded, owner, tmp_path, name="quick")
     before = Account.balance_for(funded)
     runs = [start_run(slow, owner) for _ in range(4)]
     wait_for(lambda: all(run_status(r) == "running" for r in runs), timeout=180, interval=0.5)
-    on_second = [r for r in Run.objects.filter(pk__in=[r.pk for r in runs], host=second)]
-    assert len(on_second) == 2
+    assert Run.objects.filter(pk__in=[r.pk for r in runs], host=second).count() == 2
 
     second_engine.stop()
-    result = health.check_hosts()
+    # The reported bug: the next run, sent to the dead engine before any health check, ended launch_failed.
+    after = wait_ended([start_run(quick, owner)])[0]
 
-    assert result == {"healthy": ["local"], "unhealthy": ["second"]}
+    assert (after.status, after.host.name) == ("succeeded", "local"), after.status_message
     second.refresh_from_db()
-    assert not second.healthy and second.last_error and second.last_checked_at
-    # The next run goes to the healthy host, while the runs there keep working.
-    quick = quick_harness(funded, owner, tmp_path, name="quick")
-    after = start_run(quick, owner)
-    ended = wait_ended([*runs, after])
-    by_host = {(r.host.name, r.status) for r in ended}
-    assert by_host == {("local", "succeeded"), ("second", "error")}, [(r.host.name, r.status, r.status_message) for r in ended]
-    assert Run.objects.get(pk=after.pk).host_id == local.pk
+    assert not second.healthy and "unreachable" in second.last_error
+    assert health.check_hosts() == {"healthy": ["local"], "unhealthy": ["second"]}
+    assert wait_ended([start_run(quick, owner)])[0].host_id == local.pk
+    # Its runs ended `error` and were refunded; the other host's runs kept working.
+    ended = wait_ended(runs)
+    assert {(r.host.name, r.status) for r in ended} == {("local", "succeeded"), ("second", "error")}, [(r.host.name, r.status, r.status_message) for r in ended]
     for run in ended:
         assert refunds(run) == (1 if run.host_id == second.pk else 0)
-    assert Account.balance_for(funded) == before - 2 * slow.price_cents - quick.price_cents
+    assert Account.balance_for(funded) == before - 2 * slow.price_cents - 2 * quick.price_cents
     wait_for(lambda: not SandboxLease.objects.exists(), timeout=30)  # workers release after the run's end
 
     # Restarted, it answers the next check and takes runs again.
     second_engine.start()
     assert health.check_hosts() == {"healthy": ["local", "second"], "unhealthy": []}
     # Its engine stopped the killed runs' containers but could not remove them then: the reaper does now.
-    assert reap_runs()["orphans_removed"] == 2
-    SandboxHost.objects.filter(pk=local.pk).update(draining=True)
+    assert [c["status"] for c in sandbox_docker.managed_containers(second.engine, "run")] == ["exited"] * 2
+    reap_runs()
+    assert sandbox_docker.managed_containers(second.engine, "run") == []
     back = wait_ended([start_run(quick, owner)])[0]
     assert (back.status, back.host.name) == ("succeeded", "second"), back.status_message
 
