@@ -130,6 +130,22 @@ def test_the_reaper_removes_orphans_on_the_remote_engine(hosts, second_engine):
         orphan.__exit__(None, None, None)
 
 
+def test_the_image_build_checks_a_remote_host_through_its_tls(hosts, second_engine):
+    import subprocess
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    # A tag only the second engine has: finding it proves the command asked that engine.
+    subprocess.run(["docker", "-H", second_engine.unix_url, "tag", "belvedir-sandbox:bookworm", "belvedir-sandbox:second-only"], check=True)
+    assert not sandbox_docker.image_exists(hosts[0].engine, "belvedir-sandbox:second-only")
+    out = StringIO()
+    call_command("build_sandbox_image", host="second", tag="belvedir-sandbox:second-only", stdout=out)
+    assert "already exists" in out.getvalue()
+    with pytest.raises(CommandError, match="No sandbox host is named 'nowhere'"):
+        call_command("build_sandbox_image", host="nowhere")
+
+
 # -- runs over two engines ------------------------------------------------------
 
 
