@@ -4,7 +4,6 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.test import Client
 from django.utils import timezone
 from django_q.models import Schedule
 
@@ -99,15 +98,6 @@ def test_the_command_checks_every_enabled_host(silent_host):
 
 
 # -- the admin -------------------------------------------------------------------
-
-
-@pytest.fixture
-def staff_client(owner):
-    owner.is_staff = owner.is_superuser = True
-    owner.save()
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def test_the_admin_lists_health_runtime_capacity_gpu_slots_use_and_drain(staff_client, silent_host):
