@@ -30,7 +30,6 @@ import json
 import threading
 
 from belvedir.sandbox.docker import Sandbox
-from belvedir.sandbox.engine import Engine
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
@@ -127,13 +126,13 @@ for line in sys.stdin:
 
 
 class CodeSandbox:
-    def __init__(self, owner_id: str, engine: Engine | str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512):
+    def __init__(self, owner_id: str, docker_url: str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512):
         self.slots = slots
         self.timeout = timeout
         self.memory_mb = memory_mb
         # Room for every slot's address-space limit, plus the runners and tmpfs.
         limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
-        self.sandbox = Sandbox(SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits), engine)
+        self.sandbox = Sandbox(SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits), docker_url)
         self._sessions: list = [None] * slots
         self._free = list(range(slots))
         self._lock = threading.Condition()
