@@ -285,6 +285,8 @@ SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
 SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
 SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
 SANDBOX_USER = "1000:1000"
+# How long a health check waits for an engine's answer (belvedir/sandbox/health.py).
+SANDBOX_HEALTH_TIMEOUT_SECONDS = env_int("BELVEDIR_SANDBOX_HEALTH_TIMEOUT_SECONDS", 5, minimum=1)
 # Labels every container with this installation, so the reaper of one
 # platform never removes another's sandboxes on a shared Docker engine.
 SANDBOX_INSTANCE = env_str("BELVEDIR_INSTANCE") or hashlib.sha256(str(DATABASES["default"].get("NAME")).encode()).hexdigest()[:12]

@@ -51,7 +51,7 @@ def run_eval(eval_id: int):
     try:
         if getattr(spec, "SANDBOXED", False):
             lease = scheduler.acquire_host(owner)
-            with CodeSandbox(str(ev.pk), lease.host.docker_url, slots=settings.HUMANEVAL_SLOTS, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+            with CodeSandbox(str(ev.pk), lease.host.engine, slots=settings.HUMANEVAL_SLOTS, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
                 run_async(EvalRun(ev, spec, rows, sandbox).run())
         else:
             run_async(EvalRun(ev, spec, rows).run())

@@ -81,3 +81,21 @@ def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=
 def cancel_run(run: Run) -> bool:
     """Cancel without refund; the worker's monitor kills the sandbox within seconds."""
     return finish_run(run, Run.Status.CANCELLED, status_message="Cancelled by a user.")
+
+
+def end_runs_on_lost_host(run_ids: list[str], host) -> int:
+    """A health check found the runs' engine silent: end them `error`, refunded (the platform's fault).
+
+    Registered with belvedir.sandbox.health. The worker of each run, if it
+    still lives, sees the run ended and stops; whoever ends it first wins.
+    """
+    ended = 0
+    for run in Run.objects.filter(pk__in=[i for i in run_ids if i.isdigit()], status__in=Run.IN_SANDBOX):
+        ended += finish_run(
+            run,
+            Run.Status.ERROR,
+            status_message="The sandbox host running this run stopped answering; the run was refunded.",
+            refund_reason="sandbox host lost",
+            from_statuses=Run.IN_SANDBOX,
+        )
+    return ended

@@ -16,6 +16,7 @@ from django.utils import timezone
 from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress, scheduler
 from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.launch import open_sandbox
 from belvedir.sandbox.errors import (
     SandboxError,
     SandboxFileMissing,
@@ -83,7 +84,8 @@ class RunExecution:
 
     def _execute(self):
         run, harness = self.run, self.harness
-        lease = scheduler.acquire_host(run.lease_owner, kind=run.compute_type, gpu_type=harness.gpu_type if run.compute_type == "gpu" else "")
+        gpu_type = harness.gpu_type if run.compute_type == "gpu" else ""
+        lease = scheduler.acquire_host(run.lease_owner, kind=run.compute_type, gpu_type=gpu_type)
         Run.objects.filter(pk=run.pk).update(host=lease.host)
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
@@ -104,7 +106,8 @@ class RunExecution:
                 _, token = egress.issue_grant("run", run.pk, domains=harness.egress_domain_list())
                 self.secrets += (token,)
                 env.update(egress.sandbox_env(egress.proxy_url("run", run.pk, token)))
-            with Sandbox(spec, lease.host.docker_url) as box:
+            # An engine that does not answer is marked unhealthy and the run moves to another host once.
+            with open_sandbox(lease, self._spec, kind=run.compute_type, gpu_type=gpu_type, on_move=self._moved) as box:
                 self.sandbox = box
                 box.put_archive(REPO_DIR, repo.tar_stream(checkout))
                 if harness.tasks:
@@ -143,6 +146,9 @@ class RunExecution:
             self._end(Status.FAILED, f"The run command exited with code {result.exit_code}.", **fields)
 
     # -- pieces ------------------------------------------------------------
+
+    def _moved(self, lease):
+        Run.objects.filter(pk=self.run.pk).update(host=lease.host)
 
     def _spec(self, lease) -> SandboxSpec:
         gpu = None

@@ -36,7 +36,7 @@ def reap_runs() -> dict:
         ):
             reaped += 1
         if run.host:
-            _remove_quietly(run.host.docker_url, f"bv-run-{run.pk}")
+            _remove_quietly(run.host.engine, f"bv-run-{run.pk}")
         scheduler.release(run.lease_owner)
     # Leases of runs that ended (a worker killed between finishing and releasing).
     ended = [lease.owner for lease in SandboxLease.objects.filter(owner__startswith="run:")[:1000]]
@@ -48,9 +48,10 @@ def reap_runs() -> dict:
 
 def _remove_orphan_containers() -> int:
     removed = 0
-    for host in SandboxHost.objects.filter(enabled=True):
+    # A silent engine would hold the reaper for a whole API timeout; its orphans go once it answers again.
+    for host in SandboxHost.objects.filter(enabled=True, healthy=True):
         try:
-            containers = sandbox_docker.managed_containers(host.docker_url, "run")
+            containers = sandbox_docker.managed_containers(host.engine, "run")
         except SandboxPlatformError as exc:
             logger.warning("reaper cannot reach %s: %s", host.name, exc.message)
             continue
@@ -58,13 +59,13 @@ def _remove_orphan_containers() -> int:
         active = {str(pk) for pk in Run.objects.active().filter(pk__in=ids).values_list("pk", flat=True)}
         for container in containers[:REAP_BATCH]:
             if container["owner_id"] not in active:
-                _remove_quietly(host.docker_url, container["name"])
+                _remove_quietly(host.engine, container["name"])
                 removed += 1
     return removed
 
 
-def _remove_quietly(docker_url, name):
+def _remove_quietly(engine, name):
     try:
-        sandbox_docker.remove_container(docker_url, name)
+        sandbox_docker.remove_container(engine, name)
     except SandboxPlatformError as exc:
         logger.warning("could not remove %s: %s", name, exc.message)

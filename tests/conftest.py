@@ -98,6 +98,15 @@ def owner_client(owner):
 
 
 @pytest.fixture
+def staff_client(owner):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
 def outsider_client(outsider):
     client = Client()
     client.force_login(outsider)

@@ -1,19 +1,9 @@
 import pytest
 from django.contrib import admin
-from django.test import Client
 
 from .pages import shown
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(owner):
-    owner.is_staff = owner.is_superuser = True
-    owner.save()
-    client = Client()
-    client.force_login(owner)
-    return client
 
 
 def test_every_model_admin_lists_searches_and_filters(staff_client, api_key):

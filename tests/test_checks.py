@@ -53,6 +53,16 @@ def test_it_warns_about_a_host_running_untrusted_code_under_runc(settings):
     assert len(messages) == 1 and "old-box" in messages[0].msg
 
 
+@pytest.mark.django_db
+def test_it_warns_about_a_tcp_host_without_a_tls_client_certificate(settings):
+    from belvedir.sandbox.models import SandboxHost
+
+    SandboxHost.objects.create(name="open-port", docker_url="tcp://10.1.2.3:2375")
+    SandboxHost.objects.create(name="mutual-tls", docker_url="tcp://10.1.2.4:2376", tls_cert="/etc/b/cert.pem", tls_key="/etc/b/key.pem")
+    messages = [m for m in run_checks() if m.id == "belvedir.W003"]
+    assert [m.msg.split("'")[1] for m in messages] == ["open-port"]
+
+
 def test_a_clean_configuration_has_no_belvedir_messages(settings):
     assert not {i for i in ids(settings) if i.startswith("belvedir.")}
 

@@ -54,3 +54,15 @@ def test_cpu_runs_never_land_on_gpu_hosts():
     SandboxHost.objects.create(name="gpu", docker_url="unix:///g.sock", kind="gpu", gpu_count=1)
     with pytest.raises(NoCapacity, match="No enabled CPU"):
         scheduler.acquire_host("run:1")
+
+
+def test_hosts_fill_in_proportion_to_their_free_places_and_unhealthy_ones_take_none():
+    SandboxHost.objects.filter(name="local").update(capacity=2)
+    SandboxHost.objects.create(name="big", docker_url="unix:///b.sock", capacity=6)
+    SandboxHost.objects.create(name="down", docker_url="unix:///d.sock", capacity=50, healthy=False)
+    first = [scheduler.acquire_host(f"run:{i}").host.name for i in range(4)]
+    assert first == ["big", "big", "big", "big"]  # 6 free beats 2 until they are level
+    rest = [scheduler.acquire_host(f"run:{i}").host.name for i in range(4, 8)]
+    assert sorted(rest) == ["big", "big", "local", "local"]
+    with pytest.raises(NoCapacity, match="busy"):
+        scheduler.acquire_host("run:8")

@@ -71,3 +71,25 @@ def check_sandbox_runtimes(app_configs, **kwargs):
         )
         for name in hosts
     ]
+
+
+@register(Tags.security)
+def check_sandbox_host_tls(app_configs, **kwargs):
+    """A Docker engine on plain TCP runs containers as root for anyone who can reach its port."""
+    from django.db import DatabaseError
+
+    from belvedir.sandbox.models import SandboxHost
+
+    try:
+        hosts = list(SandboxHost.objects.filter(enabled=True, docker_url__startswith="tcp://").values_list("name", "tls_cert", "tls_key"))
+    except (DatabaseError, RuntimeError):
+        return []
+    return [
+        Warning(
+            f"Sandbox host {name!r} reaches its Docker engine over TCP without a TLS client certificate.",
+            hint="Run the engine with --tlsverify and give the host its CA, client certificate and key (README, Many sandbox hosts).",
+            id="belvedir.W003",
+        )
+        for name, cert, key in hosts
+        if not (cert and key)
+    ]

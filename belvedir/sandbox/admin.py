@@ -1,20 +1,66 @@
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import Count
 
+from . import health
 from .models import EgressDestination, EgressGrant, SandboxHost, SandboxLease
+from .output import MASK
+
+TLS_FIELDS = ("tls_ca", "tls_cert", "tls_key")
+
+
+class SandboxHostForm(forms.ModelForm):
+    """TLS material is write-only: a stored value shows as the mask, and leaving the mask keeps it."""
+
+    class Meta:
+        model = SandboxHost
+        fields = "__all__"
+        widgets = {name: forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}) for name in TLS_FIELDS}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in TLS_FIELDS:
+            if name in self.fields:
+                self.initial[name] = MASK if getattr(self.instance, name) else ""
+
+    def _clean_secret(self, name):
+        value = self.cleaned_data.get(name, "")
+        if value.strip() == MASK and self.instance.pk:
+            return SandboxHost.objects.values_list(name, flat=True).get(pk=self.instance.pk)
+        return value.strip()
+
+    def clean_tls_ca(self):
+        return self._clean_secret("tls_ca")
+
+    def clean_tls_cert(self):
+        return self._clean_secret("tls_cert")
+
+    def clean_tls_key(self):
+        return self._clean_secret("tls_key")
+
+    def clean(self):
+        data = super().clean()
+        if bool(data.get("tls_cert")) != bool(data.get("tls_key")):
+            raise forms.ValidationError("A TLS client certificate and its key go together: give both or neither.")
+        return data
 
 
 @admin.register(SandboxHost)
 class SandboxHostAdmin(admin.ModelAdmin):
-    list_display = ["name", "kind", "runtime", "gpu_type", "gpu_count", "capacity", "in_use", "enabled", "draining", "docker_url"]
-    list_filter = ["kind", "runtime", "enabled", "draining", "gpu_type"]
+    form = SandboxHostForm
+    list_display = [
+        "name", "kind", "healthy", "runtime", "capacity", "in_use", "gpu_type", "gpu_count", "enabled", "draining",
+        "last_checked_at", "last_error_short", "docker_url",
+    ]
+    list_filter = ["healthy", "kind", "runtime", "enabled", "draining", "gpu_type"]
     list_editable = ["enabled", "capacity"]
     search_fields = ["name", "docker_url"]
-    actions = ["drain", "undrain"]
+    actions = ["check_now", "drain", "undrain"]
 
     def get_readonly_fields(self, request, obj=None):
         # Draining is its own permission, not a side door through the change form.
-        return [] if self.has_drain_permission(request) else ["draining"]
+        health = ["healthy", "last_checked_at", "last_error"]
+        return health if self.has_drain_permission(request) else [*health, "draining"]
 
     def has_drain_permission(self, request):
         return request.user.has_perm("sandbox.drain_sandboxhost")
@@ -33,6 +79,18 @@ class SandboxHostAdmin(admin.ModelAdmin):
     @admin.display(description="In use", ordering="lease_count")
     def in_use(self, host):
         return host.lease_count
+
+    @admin.display(description="Last error")
+    def last_error_short(self, host):
+        return host.last_error[:120]
+
+    @admin.action(description="Check health now")
+    def check_now(self, request, queryset):
+        for host in queryset:
+            if health.check_host(host):
+                self.message_user(request, f"{host.name}: healthy.", messages.SUCCESS)
+            else:
+                self.message_user(request, f"{host.name}: unhealthy: {host.last_error}", messages.ERROR)
 
 
 @admin.register(SandboxLease)

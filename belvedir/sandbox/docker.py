@@ -17,12 +17,16 @@ A sandbox is one locked-down container whose main process is an init
 whatever happened, and on entry it removes a stale one of the same name.
 """
 
+import atexit
+import hashlib
 import io
 import logging
+import os
 import queue
 import shlex
-import socket
+import shutil
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -34,10 +38,11 @@ import docker
 import requests
 from django.conf import settings
 from docker import errors as docker_errors
+from docker.tls import TLSConfig
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from . import egress
-
+from .engine import Engine, as_engine, is_pem
 from .errors import (
     DockerUnavailable,
     ImageMissing,
@@ -61,13 +66,64 @@ API_TIMEOUT = 60
 LIVENESS_SECONDS = 1.0
 
 
-def connect(docker_url: str) -> docker.DockerClient:
+def connect(engine: Engine | str, timeout: float = API_TIMEOUT) -> docker.DockerClient:
+    engine = as_engine(engine)
     try:
-        client = docker.DockerClient(base_url=docker_url, timeout=API_TIMEOUT)
+        client = _Client(base_url=engine.url, timeout=timeout, tls=_tls(engine))
         client.ping()
-    except (docker_errors.DockerException, requests.RequestException) as exc:
-        raise DockerUnavailable(f"Docker engine at {docker_url} is unreachable: {exc}") from exc
+    except (docker_errors.DockerException, requests.RequestException, OSError) as exc:
+        raise DockerUnavailable(f"Docker engine at {engine.url} is unreachable: {exc}") from exc
     return client
+
+
+class _APIClient(docker.APIClient):
+    def merge_environment_settings(self, url, proxies, stream, verify, cert):
+        merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        # requests lets REQUESTS_CA_BUNDLE (set on many machines) replace the
+        # session's CA; an engine's own CA must win, or its certificate fails.
+        if isinstance(self.verify, str):
+            merged["verify"] = self.verify
+        return merged
+
+
+class _Client(docker.DockerClient):
+    def __init__(self, **kwargs):  # DockerClient.__init__ only makes its APIClient
+        self.api = _APIClient(**kwargs)
+
+
+def _tls(engine: Engine) -> TLSConfig | bool:
+    """Client certificate and CA for a remote engine (mutual TLS, as `dockerd --tlsverify` requires)."""
+    if not engine.uses_tls:
+        return False
+    cert = (_pem_file(engine.cert), _pem_file(engine.key)) if engine.cert else None
+    # Without a CA of its own, the engine's certificate is checked against the system's CAs.
+    return TLSConfig(client_cert=cert, ca_cert=_pem_file(engine.ca) if engine.ca else None, verify=True)
+
+
+_pem_dir: str | None = None
+
+
+def _pem_file(value: str) -> str:
+    """A path for TLSConfig: a path as given, or a PEM written once to a private temp dir.
+
+    requests reads the files at every new connection, so they live as long as
+    the process: mode 0600 in a 0700 directory, named by content hash, removed
+    at exit.
+    """
+    global _pem_dir
+    if not is_pem(value):
+        return value
+    if _pem_dir is None:
+        _pem_dir = tempfile.mkdtemp(prefix="bv-engine-tls-")  # 0700
+        atexit.register(shutil.rmtree, _pem_dir, True)
+    path = os.path.join(_pem_dir, hashlib.sha256(value.encode()).hexdigest()[:32] + ".pem")
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.{threading.get_ident()}"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(value)
+        os.replace(partial, path)  # another thread never reads half a key
+    return path
 
 
 @dataclass
@@ -78,9 +134,9 @@ class ExecResult:
 
 
 class Sandbox:
-    def __init__(self, spec: SandboxSpec, docker_url: str):
+    def __init__(self, spec: SandboxSpec, engine: Engine | str):
         self.spec = spec
-        self.docker_url = docker_url
+        self.engine = as_engine(engine)
         self.client: docker.DockerClient | None = None
         self.container = None
         self._oom_kills = 0
@@ -92,7 +148,7 @@ class Sandbox:
     # -- lifecycle ---------------------------------------------------------
 
     def __enter__(self) -> "Sandbox":
-        self.client = connect(self.docker_url)
+        self.client = connect(self.engine)
         try:
             self._remove_stale()
             self.runtime = self._runtime()
@@ -135,7 +191,7 @@ class Sandbox:
     def _runtime(self) -> str:
         if self.spec.runtime != "auto":
             return self.spec.runtime
-        return "runsc" if "runsc" in engine_runtimes(self.docker_url, self.client) else "runc"
+        return "runsc" if "runsc" in engine_runtimes(self.engine, self.client) else "runc"
 
     def _create(self):
         spec, limits = self.spec, self.spec.limits
@@ -149,7 +205,7 @@ class Sandbox:
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
         mounts = []
         if spec.network == egress.NETWORK:
-            if self.docker_url.startswith("unix://") and not egress.socket_path().exists():
+            if self.engine.is_local_socket and not egress.socket_path().exists():
                 raise LaunchFailed("The egress proxy is not running on this host; start it with `python manage.py egress_proxy`.")
             mounts.append(Mount(egress.MOUNT_DIR, str(egress.socket_path().parent), type="bind", read_only=True))
         return self.client.containers.create(
@@ -291,21 +347,25 @@ class Sandbox:
         """Unpack a tar stream into `directory` through an exec's stdin.
 
         Docker's own archive API writes beneath tmpfs mounts, not into them,
-        so the tar goes in as a stream instead.
+        so the tar goes in as a stream instead: in length-prefixed frames
+        ending with an empty one, because the end of stdin cannot be said by
+        half-closing the connection over TLS (a remote engine), only over a
+        plain socket.
         """
         with self.engine_errors("place files"):
             self._put_archive(directory, chunks)
 
     def _put_archive(self, directory: str, chunks: Iterable[bytes]):
         api = self.client.api
-        command = f"mkdir -p {shlex.quote(directory)} && tar -x --no-same-owner -C {shlex.quote(directory)}"
+        command = f"mkdir -p {shlex.quote(directory)} && python3 -c {shlex.quote(_UNFRAME)} | tar -x --no-same-owner -C {shlex.quote(directory)}"
         exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=self.spec.user)["Id"]
         sock = api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         try:
             for chunk in chunks:
-                raw.sendall(chunk)
-            raw.shutdown(socket.SHUT_WR)
+                if chunk:
+                    raw.sendall(len(chunk).to_bytes(4, "big") + chunk)
+            raw.sendall(bytes(4))
             output = _drain(raw)
         finally:
             sock.close()
@@ -547,17 +607,22 @@ def _process_limits(runtime: str, pids: int) -> dict:
 _runtimes: dict[str, frozenset[str]] = {}
 
 
-def engine_runtimes(docker_url: str, client=None) -> frozenset[str]:
+def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
     """The runtimes an engine offers (asked once per engine and process)."""
-    if docker_url not in _runtimes:
+    url = as_engine(engine).url
+    if url not in _runtimes:
         owned = client is None
-        client = client or connect(docker_url)
+        client = client or connect(engine)
         try:
-            _runtimes[docker_url] = frozenset(client.info().get("Runtimes", {}))
+            _runtimes[url] = frozenset(client.info().get("Runtimes", {}))
         finally:
             if owned:
                 client.close()
-    return _runtimes[docker_url]
+    return _runtimes[url]
+
+
+# Runs in the sandbox: copies length-prefixed frames from stdin to stdout until an empty one.
+_UNFRAME = "import sys\ni, o = sys.stdin.buffer, sys.stdout.buffer\nwhile n := int.from_bytes(i.read(4), 'big'):\n    o.write(i.read(n))\n"
 
 
 def _drain(raw) -> bytes:
@@ -577,8 +642,21 @@ def _explain(exc: Exception) -> str:
 # -- images and housekeeping ------------------------------------------------
 
 
-def image_exists(docker_url: str, tag: str) -> bool:
-    client = connect(docker_url)
+def check_engine(engine: Engine | str, image: str, timeout: float):
+    """DockerUnavailable when the engine does not answer in time, ImageMissing when it lacks `image`."""
+    client = connect(engine, timeout)
+    try:
+        client.images.get(image)
+    except docker_errors.ImageNotFound as exc:
+        raise ImageMissing(f"The sandbox image {image!r} is missing on this host.") from exc
+    except (docker_errors.DockerException, requests.RequestException) as exc:
+        raise DockerUnavailable(f"Docker engine at {as_engine(engine).url} failed: {_explain(exc)}") from exc
+    finally:
+        client.close()
+
+
+def image_exists(engine: Engine | str, tag: str) -> bool:
+    client = connect(engine)
     try:
         client.images.get(tag)
         return True
@@ -588,8 +666,8 @@ def image_exists(docker_url: str, tag: str) -> bool:
         client.close()
 
 
-def import_image(docker_url: str, rootfs_tar: str, tag: str):
-    client = connect(docker_url)
+def import_image(engine: Engine | str, rootfs_tar: str, tag: str):
+    client = connect(engine)
     try:
         repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
         with open(rootfs_tar, "rb") as data:
@@ -598,8 +676,8 @@ def import_image(docker_url: str, rootfs_tar: str, tag: str):
         client.close()
 
 
-def build_image(docker_url: str, context_dir: str, tag: str) -> list[str]:
-    client = connect(docker_url)
+def build_image(engine: Engine | str, context_dir: str, tag: str) -> list[str]:
+    client = connect(engine)
     try:
         # network_mode none: the build needs nothing from outside, and this
         # engine may run without a bridge at all.
@@ -611,9 +689,9 @@ def build_image(docker_url: str, context_dir: str, tag: str) -> list[str]:
         client.close()
 
 
-def managed_containers(docker_url: str, owner_kind: str | None = None) -> list[dict]:
+def managed_containers(engine: Engine | str, owner_kind: str | None = None) -> list[dict]:
     """Every container this installation labelled on that engine: name, owner and state."""
-    client = connect(docker_url)
+    client = connect(engine)
     labels = [f"{LABEL_MANAGED}=1", f"{LABEL_INSTANCE}={settings.SANDBOX_INSTANCE}"]
     filters = {"label": labels + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
     try:
@@ -630,8 +708,8 @@ def managed_containers(docker_url: str, owner_kind: str | None = None) -> list[d
         client.close()
 
 
-def remove_container(docker_url: str, name: str):
-    client = connect(docker_url)
+def remove_container(engine: Engine | str, name: str):
+    client = connect(engine)
     try:
         client.containers.get(name).remove(force=True)
     except docker_errors.NotFound:

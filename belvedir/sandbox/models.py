@@ -2,6 +2,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from .engine import Engine
+
 
 class Runtime(models.TextChoices):
     AUTO = "auto", "Auto (runsc when available)"
@@ -16,6 +18,11 @@ class SandboxHost(models.Model):
 
     name = models.CharField(max_length=100, unique=True)
     docker_url = models.CharField(max_length=255, help_text="unix:///var/run/docker.sock or tcp://host:2376")
+    # A remote engine (dockerd --tlsverify) takes a client certificate signed
+    # by a CA it trusts. Each field: a PEM, or the path of a PEM file on the workers.
+    tls_ca = models.TextField("TLS CA certificate", blank=True, help_text="PEM or path. The CA that signed the engine's certificate.")
+    tls_cert = models.TextField("TLS client certificate", blank=True, help_text="PEM or path.")
+    tls_key = models.TextField("TLS client key", blank=True, help_text="PEM or path. A secret: never shown again.")
     kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.CPU)
     gpu_type = models.CharField(max_length=40, default="A10G", blank=True)
     gpu_count = models.PositiveIntegerField(default=0, help_text="GPUs on a GPU host, tracked as slots 0..n-1.")
@@ -29,6 +36,9 @@ class SandboxHost(models.Model):
     )
     enabled = models.BooleanField(default=True)
     draining = models.BooleanField(default=False, help_text="Finish running sandboxes, take no new ones.")
+    healthy = models.BooleanField(default=True, help_text="Answered its last health check. An unhealthy host takes no new sandboxes.")
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -40,7 +50,11 @@ class SandboxHost(models.Model):
 
     @property
     def accepting(self):
-        return self.enabled and not self.draining
+        return self.enabled and not self.draining and self.healthy
+
+    @property
+    def engine(self) -> Engine:
+        return Engine(self.docker_url, ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key)
 
 
 class SandboxLease(models.Model):

@@ -7,11 +7,12 @@ from .models import SandboxHost, SandboxLease
 
 
 def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "") -> SandboxLease:
-    """Reserve a place on an enabled host of `kind` with free capacity.
+    """Reserve a place on an enabled, healthy host of `kind` with free capacity.
 
     Candidate hosts are locked for the whole choice so two workers cannot both
-    take the last place. The least loaded host wins. A GPU lease also takes a
-    free GPU slot, so two runs never share one GPU.
+    take the last place. The host with the most free places wins, so hosts
+    fill in proportion to their capacity. A GPU lease also takes a free GPU
+    slot, so two runs never share one GPU.
     """
     existing = SandboxLease.objects.select_related("host").filter(owner=owner).first()
     if existing:
@@ -23,7 +24,7 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
         load = dict(
             SandboxLease.objects.filter(host__in=hosts).values("host").annotate(n=Count("pk")).values_list("host", "n")
         )
-        for host in sorted(hosts, key=lambda h: load.get(h.pk, 0)):
+        for host in sorted(hosts, key=lambda h: load.get(h.pk, 0) - h.capacity):
             if load.get(host.pk, 0) >= host.capacity:
                 continue
             # A GPU run takes a GPU slot; a CPU run allowed onto a GPU host takes none.
@@ -39,8 +40,8 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
 
 
 def candidate_hosts(kind: str, gpu_type: str = ""):
-    """Enabled, non-draining hosts that may take a sandbox of this kind."""
-    accepting = SandboxHost.objects.filter(enabled=True, draining=False)
+    """Enabled, healthy, non-draining hosts that may take a sandbox of this kind."""
+    accepting = SandboxHost.objects.filter(enabled=True, draining=False, healthy=True)
     if kind == SandboxHost.Kind.GPU:
         return accepting.filter(kind=kind, **({"gpu_type": gpu_type} if gpu_type else {}))
     if settings.GPU_HOSTS_TAKE_CPU_RUNS:
@@ -57,6 +58,12 @@ def check_gpu_available(gpu_type: str):
         raise NoCapacity(f"Every {gpu_type or 'GPU'} GPU is in use; try again when a run finishes.")
 
 
+def move(lease: SandboxLease, kind: str, gpu_type: str = "") -> SandboxLease:
+    """Give up a lease and take a place elsewhere (the old host must no longer be a candidate)."""
+    release(lease.owner)
+    return acquire_host(lease.owner, kind, gpu_type)
+
+
 def release(owner: str):
     SandboxLease.objects.filter(owner=owner).delete()
 
@@ -71,4 +78,4 @@ def _gpu_suffix(gpu_type):
 
 
 def _no_host_message(kind, gpu_type):
-    return f"No enabled {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is configured."
+    return f"No enabled {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is configured and healthy."

@@ -21,9 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="Rebuild even if the image exists.")
         parser.add_argument("--tag", default=settings.SANDBOX_IMAGE)
         parser.add_argument("--mirror", default=MIRROR, help="Debian mirror for mmdebstrap.")
+        parser.add_argument("--host", help="Build on this sandbox host's engine (through its TLS settings) instead of DOCKER_HOST.")
 
-    def handle(self, *args, force, tag, mirror, **options):
-        docker_url = settings.SANDBOX_DOCKER_URL
+    def handle(self, *args, force, tag, mirror, host=None, **options):
+        docker_url = self._engine(host)
         try:
             if not force and sandbox_docker.image_exists(docker_url, tag):
                 self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
@@ -45,6 +46,16 @@ class Command(BaseCommand):
         except SandboxError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(self.style.SUCCESS(f"Sandbox image {tag} is ready."))
+
+    def _engine(self, name):
+        from belvedir.sandbox.models import SandboxHost
+
+        if not name:
+            return settings.SANDBOX_DOCKER_URL
+        try:
+            return SandboxHost.objects.get(name=name).engine
+        except SandboxHost.DoesNotExist:
+            raise CommandError(f"No sandbox host is named {name!r}.") from None
 
     def _build_base(self, docker_url, base_tag, packages, mirror):
         self.stdout.write(f"Building a Debian bookworm root filesystem with {', '.join(packages)} (about a minute)…")
