@@ -8,13 +8,14 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
 
-from . import otlp
+from . import batches, otlp
 from .actions import report_outcome
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, store_spans
+from .ingest import collector_paused
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
@@ -48,7 +49,11 @@ def read_body(django_request) -> bytes:
 
 
 class TraceIngest(APIView):
-    """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys."""
+    """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys.
+
+    Answers once the body is checked and kept (traces/batches.py); a worker
+    stores its spans, normally within a second or two.
+    """
 
     permission_classes = [HasIngestScope]
     throttle_classes = [IngestThrottle]
@@ -57,17 +62,20 @@ class TraceIngest(APIView):
     @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})
     def post(self, request):
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
         with collector_paused():
             try:
                 raw = read_body(request._request)
-                body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
-                parsed = otlp.parse(body, request.content_type)
+                checked = otlp.check(otlp.decode_body(raw, encoding), request.content_type)
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
-            # A database that is down answers 503 (DatabaseUnavailableMiddleware):
-            # the spans were not stored, and the exporter sends them again.
-            store_spans(request_project(request), parsed.spans)
-        content, media = otlp.success_response(parsed.rejected, parsed.reasons, as_protobuf)
+            if checked.accepted:
+                # A database that is down answers 503 (DatabaseUnavailableMiddleware):
+                # nothing was kept, and the exporter sends the batch again.
+                key = request.auth if isinstance(request.auth, ApiKey) else None
+                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted)
+                batches.process_inline(batch_id)
+        content, media = otlp.success_response(checked.rejected, checked.reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
 
 

@@ -1,4 +1,7 @@
-"""Storing one ingest request: its spans in one COPY, its sessions in one upsert.
+"""Storing one ingest batch's spans: one COPY, its sessions in one upsert.
+
+The request path only checks and keeps the raw batch (traces/batches.py); a
+worker parses it and calls `store_spans`.
 
 PostgreSQL gets the fast path (COPY straight into the span table, then a
 single INSERT ... ON CONFLICT for the sessions); other databases (SQLite in
@@ -45,9 +48,14 @@ def collector_paused():
             gc.enable()
 
 
-def store_spans(project, raw_spans: list[dict]) -> int:
+def store_spans(project, raw_spans: list[dict], received_at=None) -> int:
+    """Store parsed spans and update their sessions, in one transaction; returns how many spans.
+
+    `received_at`: when the platform accepted them (a batch's arrival, which
+    can be a little before a worker stores it); now by default.
+    """
     now = timezone.now()
-    rows = [_row(project.pk, raw, now) for raw in raw_spans]
+    rows = [_row(project.pk, raw, received_at or now) for raw in raw_spans]
     sessions = _session_totals(rows)
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -59,7 +67,7 @@ def store_spans(project, raw_spans: list[dict]) -> int:
     return len(rows)
 
 
-def _row(project_id, raw: dict, now) -> dict:
+def _row(project_id, raw: dict, received_at) -> dict:
     return {
         "project_id": project_id,
         "trace_id": raw["trace_id"],
@@ -76,7 +84,7 @@ def _row(project_id, raw: dict, now) -> dict:
         "events": raw["events"],
         "resource": raw["resource"],
         "scope": raw["scope"],
-        "received_at": now,
+        "received_at": received_at,
         "task_id": None,
         **extract(raw),
     }

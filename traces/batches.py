@@ -1,0 +1,145 @@
+"""Ingest that answers before it stores: accepted request bodies, then spans.
+
+The request checks a body cheaply (`otlp.check`), keeps it whole as one
+`TraceBatch` row and answers. A worker (`manage.py process_trace_batches`,
+with a django-q2 schedule as the fallback) claims batches with
+`FOR UPDATE SKIP LOCKED`, parses them, stores their spans and deletes them
+in one transaction. So a batch is stored exactly once: a worker that dies
+mid-batch rolls back, its lock goes with its connection, and the next
+worker takes the batch whole; spans already stored (a client re-sending) are
+skipped by the span table's unique constraint.
+"""
+
+import logging
+from datetime import datetime
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
+from psycopg.errors import CheckViolation
+
+from . import otlp, partitions
+from .extract import to_datetime
+from .ingest import collector_paused, store_spans
+from .models import IngestRejection, TraceBatch
+
+logger = logging.getLogger(__name__)
+
+# Batches per transaction: one commit (and one round of session upserts'
+# locking) for several requests, few enough that a transaction stays short.
+BATCHES_PER_PASS = 8
+
+
+class _NeedPartitions(Exception):
+    def __init__(self, months):
+        self.months = months
+
+
+def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int) -> int:
+    """Keep one checked request body; returns the batch's id. Durable on return (committed)."""
+    received_at = timezone.now()
+    key_id = getattr(api_key, "pk", None)
+    if connection.vendor != "postgresql":
+        return TraceBatch.objects.create(
+            project=project, api_key_id=key_id, body=raw, content_type=content_type[:100],
+            content_encoding=content_encoding[:20], span_count=span_count, received_at=received_at,
+        ).pk
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id'))")
+        (batch_id,) = cursor.fetchone()
+        # Binary COPY: the body travels as bytes. As a query parameter it
+        # would be escaped to hex text twice its size, then parsed back.
+        columns = "id, project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
+        with cursor.cursor.copy(f"COPY traces_tracebatch ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int8", "int8", "bytea", "varchar", "varchar", "int4", "timestamptz"])
+            copy.write_row([batch_id, project.pk, key_id, raw, content_type[:100], content_encoding[:20], span_count, received_at])
+    return batch_id
+
+
+def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None) -> int:
+    """Store up to `limit` waiting batches (or just those in `only`); returns how many it took."""
+    for _ in range(3):
+        try:
+            return _process(limit, only)
+        except _NeedPartitions as need:
+            # Made outside the claiming transaction, which let its batches go.
+            partitions.ensure_months(need.months)
+        except (IntegrityError, CheckViolation) as exc:
+            # A partition this process believed in is gone (dropped by
+            # retention, or its creation rolled back): look again.
+            if "no partition of relation" not in str(exc):
+                raise
+            partitions.forget_known()
+    return _process(limit, only)
+
+
+def drain(stop=None) -> int:
+    """Every waiting batch, pass after pass, unless `stop` (an Event) is set."""
+    total = 0
+    while not (stop and stop.is_set()):
+        done = process_pending()
+        total += done
+        if done < BATCHES_PER_PASS:
+            break
+    return total
+
+
+def _process(limit: int, only: list[int] | None) -> int:
+    with transaction.atomic(), collector_paused():
+        claimed = TraceBatch.objects.select_for_update(skip_locked=True, of=("self",)).select_related("project", "api_key").order_by("pk")
+        if only is not None:
+            claimed = claimed.filter(pk__in=only)
+        batches = list(claimed[:limit])
+        if not batches:
+            return 0
+        work = [(batch, _parse(batch)) for batch in batches]
+        months = {partitions.month_of(to_datetime(span["start"])) for _, parsed in work if parsed for span in parsed.spans}
+        if missing := partitions.missing_months(months):
+            raise _NeedPartitions(missing)
+        for batch, parsed in work:
+            stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at) if parsed else 0
+            if stored < batch.span_count:
+                _record_rejection(batch, batch.span_count - stored, parsed.reasons if parsed else batch.error)
+        TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
+    return len(batches)
+
+
+def _parse(batch: TraceBatch) -> otlp.Parsed | None:
+    """The batch's spans, or None (with `batch.error` set) when the whole batch cannot be stored.
+
+    The request has checked the body, so this fails only for what its cheap
+    check does not look at. Parsing is deterministic: a batch that fails now
+    would fail on every retry, so it is recorded and let go, not retried.
+    """
+    try:
+        body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
+        parsed = otlp.parse(body, batch.content_type)
+    except otlp.IngestError as exc:
+        batch.error = [exc.message]
+        return None
+    except (DatabaseError, MemoryError):
+        raise
+    except Exception as exc:
+        logger.exception("Trace batch %s could not be parsed", batch.pk)
+        batch.error = [f"The platform could not read this batch ({type(exc).__name__})."]
+        return None
+    # The hook for keys that may write only part of the project (a run's key,
+    # its own session): filter `parsed.spans` here; what is dropped is
+    # recorded as rejected below, since the client already has its answer.
+    return parsed
+
+
+def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):
+    logger.warning("Trace batch %s: %s of %s spans rejected after acceptance: %s", batch.pk, rejected, batch.span_count, reasons)
+    IngestRejection.objects.create(project=batch.project, api_key=batch.api_key, received_at=batch.received_at, rejected=rejected, reasons=reasons[:5])
+
+
+def oldest_waiting() -> datetime | None:
+    """When the oldest batch not yet stored arrived: how far behind the workers are."""
+    return TraceBatch.objects.order_by("pk").values_list("received_at", flat=True).first()
+
+
+def process_inline(batch_id: int):
+    """Store a just-accepted batch before answering (TRACE_INGEST_INLINE: tests and debugging)."""
+    if settings.TRACE_INGEST_INLINE:
+        process_pending(only=[batch_id])
