@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: set up and run the whole platform on embedded defaults
-# (SQLite under var/, the ORM broker): web server, worker and trace
-# segmenter together.
+# (SQLite under var/, the ORM broker): web server, worker, trace
+# segmenter and batch processor together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements.txt
@@ -24,8 +24,10 @@ pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
 $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
+# Trace ingest answers once a batch is kept; this stores its spans.
+$py manage.py process_trace_batches & pids+=($!)
 # Harness sandboxes (network `egress`) reach the platform and the internet only through it.
 $py manage.py egress_proxy & pids+=($!)
 scripts/web.sh & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker, the trace segmenter and the egress proxy)."
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the worker, the trace segmenter, the trace batch processor and the egress proxy)."
 wait -n

@@ -54,6 +54,15 @@ def test_a_batch_sent_twice_is_stored_once(api, deferred):
     assert Span.objects.count() == 2 and not TraceBatch.objects.exists()
 
 
+def test_an_outcome_reported_right_after_sending_finds_its_session(api, deferred):
+    # An SDK flushes, then reports: the spans are accepted, not yet stored.
+    post(api, body([span("x", session_id="chat-1")]))
+    response = api.post("/api/v1/outcomes", {"session_id": "chat-1", "outcome": "success"}, format="json")
+    assert response.status_code == 200 and response.json()["outcome"] == "success"
+    assert not TraceBatch.objects.exists() and Span.objects.filter(session_id="chat-1").exists()
+    assert api.post("/api/v1/outcomes", {"session_id": "never-sent", "outcome": "fail"}, format="json").status_code == 404
+
+
 def test_garbage_is_refused_and_nothing_is_kept(api, deferred):
     assert post(api, b"{not json").status_code == 400
     assert post(api, body([span(f"s{i}") for i in range(1001)])).status_code == 413

@@ -91,7 +91,12 @@ def outcomes(request):
     """Report a session's real outcome; the latest report wins. 404 for an unknown session."""
     payload = OutcomeSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
-    session = TraceSession.objects.filter(project=request_project(request), session_id=payload.validated_data["session_id"]).first()
+    project = request_project(request)
+    session = TraceSession.objects.filter(project=project, session_id=payload.validated_data["session_id"]).first()
+    if session is None:
+        # Its spans may be accepted and not stored yet (a client flushes, then reports).
+        batches.store_waiting(project)
+        session = TraceSession.objects.filter(project=project, session_id=payload.validated_data["session_id"]).first()
     if session is None:
         return Response({"detail": "No such session in this project (flush spans before reporting)."}, status=status.HTTP_404_NOT_FOUND)
     report_outcome(session, payload.validated_data["outcome"])

@@ -11,7 +11,7 @@ skipped by the span table's unique constraint.
 """
 
 import logging
-from datetime import datetime
+import time
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
@@ -134,9 +134,19 @@ def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):
     IngestRejection.objects.create(project=batch.project, api_key=batch.api_key, received_at=batch.received_at, rejected=rejected, reasons=reasons[:5])
 
 
-def oldest_waiting() -> datetime | None:
-    """When the oldest batch not yet stored arrived: how far behind the workers are."""
-    return TraceBatch.objects.order_by("pk").values_list("received_at", flat=True).first()
+def store_waiting(project, timeout: float = 5.0):
+    """Store this project's accepted batches now, or wait (bounded) for the workers holding them.
+
+    For answers that depend on spans a client has just sent: an SDK that
+    flushes and then reports a session's outcome must find the session.
+    """
+    deadline = time.monotonic() + timeout
+    while waiting := list(TraceBatch.objects.filter(project=project).order_by("pk").values_list("pk", flat=True)[: BATCHES_PER_PASS * 4]):
+        process_pending(limit=len(waiting), only=waiting)
+        if time.monotonic() > deadline:
+            return
+        if TraceBatch.objects.filter(pk__in=waiting).exists():
+            time.sleep(0.05)  # held by a worker that is storing them right now
 
 
 def process_inline(batch_id: int):
