@@ -63,6 +63,41 @@ def test_an_outcome_reported_right_after_sending_finds_its_session(api, deferred
     assert api.post("/api/v1/outcomes", {"session_id": "never-sent", "outcome": "fail"}, format="json").status_code == 404
 
 
+def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import batches
+
+    monkeypatch.setattr(batches, "LAG_LOOK_SECONDS", 0)
+    post(api, body([span("old")]))
+    TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=5))
+    refused = post(api, body([span("new")]))
+    assert refused.status_code == 503 and refused["Retry-After"] == "1" and "behind" in refused.json()["detail"]
+    assert TraceBatch.objects.count() == 1
+    process_pending()
+    assert post(api, body([span("new")])).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        [span("ok"), {**span("bad id"), "traceId": "xyz"}, {**span("null id"), "spanId": None}],
+        ["a string", 7, None, [1], span("fine")],
+        [{**span("snake"), "trace_id": "ab" * 16}, {k: v for k, v in span("only snake").items() if k != "traceId"} | {"trace_id": "cd" * 16}],
+        [{**span("times"), "startTimeUnixNano": "later"}, {**span("backwards"), "endTimeUnixNano": "1"}, {**span("huge"), "endTimeUnixNano": str(2**64)}],
+    ],
+)
+def test_the_requests_check_counts_what_the_full_parse_keeps(spans):
+    from traces import otlp
+
+    payload = body(spans)
+    checked, parsed = otlp.check(payload, "application/json"), otlp.parse(payload, "application/json")
+    assert (checked.accepted, checked.rejected) == (len(parsed.spans), parsed.rejected)
+    assert checked.reasons == parsed.reasons
+
+
 def test_garbage_is_refused_and_nothing_is_kept(api, deferred):
     assert post(api, b"{not json").status_code == 400
     assert post(api, body([span(f"s{i}") for i in range(1001)])).status_code == 413

@@ -25,6 +25,10 @@ from .models import IngestRejection, TraceBatch
 
 logger = logging.getLogger(__name__)
 
+# How long a web process trusts its last look at the oldest waiting batch.
+LAG_LOOK_SECONDS = 0.1
+_last_look = (float("-inf"), None)
+
 # Batches per transaction: one commit (and one round of session upserts'
 # locking) for several requests, few enough that a transaction stays short.
 BATCHES_PER_PASS = 8
@@ -147,6 +151,26 @@ def store_waiting(project, timeout: float = 5.0):
             return
         if TraceBatch.objects.filter(pk__in=waiting).exists():
             time.sleep(0.05)  # held by a worker that is storing them right now
+
+
+def lag_past_limit() -> float | None:
+    """How long the oldest waiting batch has waited, when past TRACE_INGEST_MAX_LAG_SECONDS; else None.
+
+    Past it, ingest answers 503 with Retry-After (OTLP exporters retry): when
+    clients send faster than the processors store, refusing keeps accepted
+    spans fresh and the waiting table bounded, where accepting would let
+    both grow without end.
+    """
+    global _last_look
+    if settings.TRACE_INGEST_INLINE:
+        return None
+    now = time.monotonic()
+    if now - _last_look[0] > LAG_LOOK_SECONDS:
+        _last_look = (now, TraceBatch.objects.order_by("pk").values_list("received_at", flat=True).first())
+    if _last_look[1] is None:
+        return None
+    lag = (timezone.now() - _last_look[1]).total_seconds()
+    return lag if lag > settings.TRACE_INGEST_MAX_LAG_SECONDS else None
 
 
 def process_inline(batch_id: int):
