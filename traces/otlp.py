@@ -37,8 +37,9 @@ class IngestError(Exception):
 
 
 @dataclass
-class Parsed:
-    spans: list[dict] = field(default_factory=list)
+class Rejections:
+    """Spans refused one by one, counted, with the first few reasons (OTLP's partialSuccess)."""
+
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
 
@@ -46,6 +47,11 @@ class Parsed:
         self.rejected += 1
         if len(self.reasons) < 5:
             self.reasons.append(reason)
+
+
+@dataclass
+class Parsed(Rejections):
+    spans: list[dict] = field(default_factory=list)
 
 
 def decode_body(raw: bytes, content_encoding: str) -> bytes:
@@ -79,17 +85,10 @@ def parse(body: bytes, content_type: str) -> Parsed:
 
 
 @dataclass
-class Checked:
+class Checked(Rejections):
     """What the request learns about a body before storing it: enough to answer honestly."""
 
     accepted: int = 0
-    rejected: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    def reject(self, reason: str):
-        self.rejected += 1
-        if len(self.reasons) < 5:
-            self.reasons.append(reason)
 
 
 def check(body: bytes, content_type: str) -> Checked:

@@ -14,6 +14,20 @@ NEW_UNIQUE = models.UniqueConstraint(fields=["project", "trace_id", "span_id", "
 INDEXES = ["traces_span_pkey", "span_once_per_project", "span_task_assigned", "span_trace_id", "traces_span_project_cd8a91_idx"]
 
 
+def _keys_and_indexes(run, partition_key: str):
+    """The span table's keys, indexes and foreign keys, under the names Django knows them by."""
+    run(f"ALTER TABLE traces_span ADD CONSTRAINT traces_span_pkey PRIMARY KEY (id{partition_key})")
+    run(f"ALTER TABLE traces_span ADD CONSTRAINT span_once_per_project UNIQUE (project_id, trace_id, span_id{partition_key})")
+    run("CREATE INDEX traces_span_project_cd8a91_idx ON traces_span (project_id, session_id, start_unix_nano)")
+    run("CREATE INDEX span_trace_id ON traces_span (trace_id)")
+    run("CREATE INDEX span_task_assigned ON traces_span (task_id) WHERE task_id IS NOT NULL")
+    for column, target in [("project_id", "core_project"), ("task_id", "traces_task")]:
+        run(
+            f"ALTER TABLE traces_span ADD CONSTRAINT traces_span_{column}_fk_{target}_id FOREIGN KEY ({column}) "
+            f"REFERENCES {target} (id) DEFERRABLE INITIALLY DEFERRED"
+        )
+
+
 def _months(cursor, table):
     cursor.execute(
         f"SELECT DISTINCT date_trunc('month', start_time AT TIME ZONE 'UTC') FROM {table} "
@@ -35,19 +49,6 @@ def partition(apps, schema_editor):
     run("CREATE TABLE traces_span (LIKE traces_span_plain INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE (start_time)")
     # Set at the end from a new sequence: the plain table's goes with it.
     run("ALTER TABLE traces_span ALTER COLUMN id DROP DEFAULT")
-    run("ALTER TABLE traces_span ADD CONSTRAINT traces_span_pkey PRIMARY KEY (id, start_time)")
-    run("ALTER TABLE traces_span ADD CONSTRAINT span_once_per_project UNIQUE (project_id, trace_id, span_id, start_time)")
-    run("CREATE INDEX traces_span_project_cd8a91_idx ON traces_span (project_id, session_id, start_unix_nano)")
-    run("CREATE INDEX span_trace_id ON traces_span (trace_id)")
-    run("CREATE INDEX span_task_assigned ON traces_span (task_id) WHERE task_id IS NOT NULL")
-    run(
-        "ALTER TABLE traces_span ADD CONSTRAINT traces_span_project_id_fk_core_project_id FOREIGN KEY (project_id) "
-        "REFERENCES core_project (id) DEFERRABLE INITIALLY DEFERRED"
-    )
-    run(
-        "ALTER TABLE traces_span ADD CONSTRAINT traces_span_task_id_fk_traces_task_id FOREIGN KEY (task_id) "
-        "REFERENCES traces_task (id) DEFERRABLE INITIALLY DEFERRED"
-    )
     with schema_editor.connection.cursor() as cursor:
         for month in _months(cursor, "traces_span_plain"):
             cursor.execute(
@@ -62,6 +63,9 @@ def partition(apps, schema_editor):
     run("CREATE SEQUENCE traces_span_id_seq OWNED BY traces_span.id")
     run(f"SELECT setval('traces_span_id_seq', {int(last_id) + 1}, false)")
     run("ALTER TABLE traces_span ALTER COLUMN id SET DEFAULT nextval('traces_span_id_seq')")
+    # After the rows: one pass per index instead of one insertion per row, and
+    # no deferred foreign-key checks pending when the table is altered.
+    _keys_and_indexes(run, partition_key=", start_time")
 
 
 def unpartition(apps, schema_editor):
@@ -79,19 +83,7 @@ def unpartition(apps, schema_editor):
     run("DROP TABLE traces_span_partitioned")
     run("ALTER TABLE traces_span ALTER COLUMN id SET DEFAULT nextval('traces_span_id_seq')")
     run("ALTER SEQUENCE traces_span_id_seq OWNED BY traces_span.id")
-    run("ALTER TABLE traces_span ADD CONSTRAINT traces_span_pkey PRIMARY KEY (id)")
-    run("ALTER TABLE traces_span ADD CONSTRAINT span_once_per_project UNIQUE (project_id, trace_id, span_id)")
-    run("CREATE INDEX traces_span_project_cd8a91_idx ON traces_span (project_id, session_id, start_unix_nano)")
-    run("CREATE INDEX span_trace_id ON traces_span (trace_id)")
-    run("CREATE INDEX span_task_assigned ON traces_span (task_id) WHERE task_id IS NOT NULL")
-    run(
-        "ALTER TABLE traces_span ADD CONSTRAINT traces_span_project_id_fk_core_project_id FOREIGN KEY (project_id) "
-        "REFERENCES core_project (id) DEFERRABLE INITIALLY DEFERRED"
-    )
-    run(
-        "ALTER TABLE traces_span ADD CONSTRAINT traces_span_task_id_fk_traces_task_id FOREIGN KEY (task_id) "
-        "REFERENCES traces_task (id) DEFERRABLE INITIALLY DEFERRED"
-    )
+    _keys_and_indexes(run, partition_key="")
 
 
 class Migration(migrations.Migration):
