@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from traces.batches import process_pending
+from traces.batches import drain, process_pending
 from traces.models import IngestRejection, Span, TraceBatch, TraceSession
 
 from .harness_fixtures import wait_for
@@ -50,7 +50,7 @@ def test_a_batch_sent_twice_is_stored_once(api, deferred):
     post(api, payload)
     post(api, payload)
     assert TraceBatch.objects.count() == 2
-    process_pending()
+    assert drain() == 2
     assert Span.objects.count() == 2 and not TraceBatch.objects.exists()
 
 
