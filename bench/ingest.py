@@ -167,7 +167,7 @@ def main():
     baseline = direct_copy(bodies[1])
     baseline_rate = total / baseline
     print(
-        f"machine: {os.cpu_count()} CPUs; gunicorn {workers} workers, {args.processors} batch processors; {args.requests} requests x "
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; gunicorn {workers} workers, {args.processors} batch processors; {args.requests} requests x "
         f"{args.spans} spans of ~{span_bytes:.0f} B per client count, every span counted in the table after"
     )
     for clients, (wall, latencies, refused, stored_wall, freshness) in results.items():

@@ -1,4 +1,5 @@
 import logging
+import os
 import signal
 import threading
 
@@ -20,8 +21,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--every", type=float, default=settings.TRACE_BATCH_POLL_SECONDS, help="Seconds between looks when idle.")
+        parser.add_argument("--nice", type=int, default=5, help="Scheduling niceness added to this process (0 for none).")
 
-    def handle(self, *args, every, **options):
+    def handle(self, *args, every, nice, **options):
+        # On a machine shared with the web server, requests (ingest answers,
+        # dashboard pages) come first; storing catches up in the gaps, and
+        # ingest pushes back if it falls too far behind (TRACE_INGEST_MAX_LAG_SECONDS).
+        if nice:
+            os.nice(nice)
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
