@@ -71,6 +71,7 @@ def ensure_months(months: set[tuple[int, int]]):
         try:
             with transaction.atomic():
                 with connection.cursor() as cursor:
+                    _short_lock_wait(cursor)
                     cursor.execute(
                         f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF {PARENT} FOR VALUES FROM (%s) TO (%s)",
                         [_start(month), _start(_shift(month, 1))],
@@ -80,6 +81,13 @@ def ensure_months(months: set[tuple[int, int]]):
             if month not in existing_months():
                 raise
         _known.add(month)
+
+
+def _short_lock_wait(cursor):
+    # Attaching or dropping a partition locks the whole span table; queued
+    # behind a long dashboard query it would block every read after it.
+    # Give up quickly instead: the batch waits, the next pass tries again.
+    cursor.execute("SET LOCAL lock_timeout = '2s'")
 
 
 def retention_cutoff(now: datetime) -> datetime | None:
@@ -114,6 +122,7 @@ def _drop_before(cutoff: datetime) -> list[str]:
     names = [f"{PARENT}_{y:04d}_{m:02d}" for y, m in old]
     for name in names:
         with transaction.atomic(), connection.cursor() as cursor:
+            _short_lock_wait(cursor)
             cursor.execute(f"DROP TABLE {name}")
         logger.info("Trace retention dropped partition %s", name)
     _known.difference_update(old)
