@@ -31,8 +31,7 @@ _last_look = (float("-inf"), None)
 
 # Batches per transaction. One: with several processors, a processor that
 # claimed a few at once would leave the others idle while it works through
-# them (measured: two processors then stored no faster than one), and a
-# commit (~6 ms) is small beside storing 1,000 spans (~70 ms).
+# them, and a commit (~6 ms) is small beside storing 1,000 spans (~70 ms).
 BATCHES_PER_PASS = 1
 
 
