@@ -63,7 +63,7 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
 
 def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None) -> int:
     """Store up to `limit` waiting batches (or just those in `only`); returns how many it took."""
-    for _ in range(3):
+    for _ in range(4):
         try:
             return _process(limit, only)
         except _NeedPartitions as need:

@@ -11,6 +11,7 @@ a span already stored (a client retrying a batch) is skipped, not duplicated.
 """
 
 import gc
+import re
 from collections import defaultdict
 from contextlib import contextmanager
 
@@ -135,9 +136,17 @@ def _copy_spans(rows):
 
 
 def _copy(cursor, table, names, values):
-    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+    # Binary: no text escaping of every value, which was half of COPY's time
+    # in this process (write_row ~14 ms per 1,000 spans instead of ~22-38).
+    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(_column_types())
         for row in values:
             copy.write_row(row)
+
+
+def _column_types() -> list[str]:
+    """The span columns' PostgreSQL types, as binary COPY must be told them ("varchar(32)" -> "varchar")."""
+    return [re.sub(r"\(.*?\)", "", f.db_type(connection)).split(" CHECK")[0].strip() for f in SPAN_COLUMNS]
 
 
 def _dumps(value) -> str:

@@ -60,6 +60,7 @@ def missing_months(months: set[tuple[int, int]]) -> set[tuple[int, int]]:
     """Months among these without a partition (asks the database only about months not seen before)."""
     if not partitioned() or months <= _known:
         return set()
+    _known.clear()
     _known.update(existing_months())
     return months - _known
 
