@@ -62,7 +62,7 @@ class TraceIngest(APIView):
     @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})
     def post(self, request):
         if (lag := batches.lag_past_limit()) is not None:
-            detail = f"Trace storage is {lag:.1f} s behind; send this batch again shortly."
+            detail = f"Trace storage is {lag:.1f} s behind (is `manage.py process_trace_batches` running?); send this batch again shortly."
             return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
         encoding = request.headers.get("Content-Encoding", "").strip().lower()
