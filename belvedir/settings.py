@@ -332,6 +332,17 @@ TRACE_QUIET_SECONDS = env_int("BELVEDIR_TRACE_QUIET_SECONDS", 30, minimum=1)
 # How often `manage.py segment_sessions` looks for quiet sessions.
 TRACE_SEGMENT_EVERY_SECONDS = env_int("BELVEDIR_TRACE_SEGMENT_EVERY_SECONDS", 5, minimum=1)
 TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, minimum=1)
+# Ingest answers once a request's body is kept; `manage.py process_trace_batches`
+# stores its spans, looking for new batches this often when idle.
+TRACE_BATCH_POLL_SECONDS = env_float("BELVEDIR_TRACE_BATCH_POLL_SECONDS", 0.1)
+# Past this many seconds of backlog (the oldest batch not yet stored), ingest
+# answers 503 with Retry-After instead of piling up more: spans stay fresh.
+TRACE_INGEST_MAX_LAG_SECONDS = env_float("BELVEDIR_TRACE_INGEST_MAX_LAG_SECONDS", 1.5)
+# Store each batch inside its request instead (tests; a one-process debug setup).
+TRACE_INGEST_INLINE = env_bool("BELVEDIR_TRACE_INGEST_INLINE", False)
+# Spans are kept this many whole months (PostgreSQL drops each month's
+# partition once all of it is older); 0 keeps everything.
+TRACE_RETENTION_MONTHS = env_int("BELVEDIR_TRACE_RETENTION_MONTHS", 0, minimum=0)
 
 # Evals.
 EVAL_MAX_IN_FLIGHT = 100

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: set up and run the whole platform on embedded defaults
-# (SQLite under var/, the ORM broker): web server, worker and trace
-# segmenter together.
+# (SQLite under var/, the ORM broker): web server, worker, trace
+# segmenter and batch processor together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements.txt
@@ -26,8 +26,10 @@ $py manage.py qcluster & pids+=($!)
 # Evals have their own queue and worker, so they never hold up paid runs.
 Q_CLUSTER_NAME=evals $py manage.py qcluster & pids+=($!)
 $py manage.py segment_sessions & pids+=($!)
+# Trace ingest answers once a batch is kept; this stores its spans.
+$py manage.py process_trace_batches & pids+=($!)
 # Harness sandboxes (network `egress`) reach the platform and the internet only through it.
 $py manage.py egress_proxy & pids+=($!)
 scripts/web.sh & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers, the trace segmenter and the egress proxy)."
+echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers, the trace segmenter, the trace batch processor and the egress proxy)."
 wait -n

@@ -17,6 +17,16 @@ def _fast_hasher(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _trace_batches_stored_inline(settings):
+    """Ingest stores each accepted batch inside its request, so a test reads spans right after posting.
+
+    Tests of the asynchronous path (and the real-client tests, which start
+    `manage.py process_trace_batches` beside their server) turn this off.
+    """
+    settings.TRACE_INGEST_INLINE = True
+
+
 @pytest.fixture
 def owner(db):
     return create_account(username="alice", password="pw-alice-123", email="alice@example.com")

@@ -55,16 +55,30 @@ def web_server(kind: str, result: dict | None = None):
     # Two workers: enough to serve concurrent exporters, light on a 2-core machine.
     env = {**subprocess_environ(), **env, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
     server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Ingest answers before it stores: the batch processor production and
+    # `make run` start beside the server stores the spans.
+    processor = subprocess.Popen(
+        [sys.executable, "manage.py", "process_trace_batches"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for(lambda: server.poll() is not None or _answers(f"{url}/login/"), timeout=60)
         assert server.poll() is None, server.communicate()[0][-3000:]
         yield url
     finally:
+        processor.send_signal(signal.SIGTERM)
         server.send_signal(signal.SIGTERM)
         output, _ = server.communicate(timeout=30)
+        processor.wait(30)
         if result is not None:
             result.update(returncode=server.returncode, output=output)
+
+
+def batches_stored(timeout=30):
+    """Wait until the batch processor has stored every accepted trace batch."""
+    from traces.models import TraceBatch
+
+    wait_for(lambda: not TraceBatch.objects.exists(), timeout=timeout, interval=0.05)
 
 
 def _answers(url) -> bool:

@@ -6,7 +6,7 @@ import requests
 from traces.models import Span
 
 from .otlp_builders import body, span
-from .servers import web_server
+from .servers import batches_stored, web_server
 
 
 @pytest.mark.django_db(transaction=True)
@@ -19,6 +19,7 @@ def test_gunicorn_with_the_repository_config_serves_ingest(api_key, kind):
             f"{url}/api/v1/traces", data=body(spans), headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}, timeout=10
         )
         assert response.status_code == 200 and response.json() == {}
+        batches_stored()
         assert Span.objects.filter(session_id="prod").count() == 50
     assert stopped["returncode"] == 0, stopped["output"]
 

@@ -23,8 +23,10 @@ from traces.models import Span, Task, TraceSession
 from traces.segmentation import segment
 
 from .fakes.openai_server import FakeOpenAI
-from .servers import web_server
+from .servers import batches_stored, web_server
 
+# Through the asynchronous path, as deployed: each server has the real
+# `process_trace_batches` beside it (tests/servers.py), nothing inline.
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TESTS = Path(__file__).resolve().parent
@@ -60,6 +62,7 @@ def run_client(args, cwd, timeout=120) -> str:
 
 def assert_lands_whole(session_id, prompt, owner_client, api, *, user, metadata, tool=None):
     """The session's messages on its page and in the API; its task's first user message; who and what."""
+    batches_stored()
     session = TraceSession.objects.get(session_id=session_id)
     assert segment(session)
     assert (session.user_id, session.metadata) == (user, metadata)
@@ -98,6 +101,7 @@ def test_the_belvedir_sdk_lands_spans_under_its_session(server, fake_openai, api
     # Run outside the repo: this project's own `belvedir` package would shadow the SDK's module.
     out = run_client([sys.executable, "-c", textwrap.dedent(SDK_SCRIPT), server, api_key, fake_openai.url], cwd=tmp_path)
     assert "OUTCOME True" in out and "MISSING False" in out
+    batches_stored()
     assert TraceSession.objects.get(project=project, session_id="sdk-session-1").outcome == "success"
     spans = {s.name: s for s in Span.objects.filter(session_id="sdk-session-1")}
     assert {"send_email.workflow", "openai.chat"} <= set(spans)
@@ -124,6 +128,7 @@ def test_the_opentelemetry_python_protobuf_exporter_lands_too(server, api_key, p
         llm.add_event("gen_ai.user.message", {"content": "Summarise my inbox"})
         llm.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"role": "assistant", "content": "Three unread mails."})})
     provider.shutdown()
+    batches_stored()
     stored = Span.objects.get(session_id="otel-session")
     assert (stored.name, stored.input_tokens, stored.output_tokens) == ("chat gpt-4o", 4, 2)
     assert stored.resource["service.name"] == "otel-test"
@@ -136,6 +141,7 @@ def test_the_javascript_exporters_chunked_bodies_land(server, protocol, api_key,
     session_id = f"js-{protocol}"
     out = run_client(["node", str(TESTS / "js" / "export.mjs"), server, api_key, protocol, session_id], cwd=TESTS / "js", timeout=60)
     assert "EXPORTED" in out
+    batches_stored()
     spans = {s.name: s for s in Span.objects.filter(session_id=session_id)}
     assert set(spans) == {"book_flight.workflow", "openai.chat"}
     llm = spans["openai.chat"]
@@ -148,6 +154,7 @@ def test_the_javascript_exporters_chunked_bodies_land(server, protocol, api_key,
 def test_traceloop_openai_instrumentation_lands_messages_and_tool_calls(server, fake_openai, api_key, owner_client, api):
     out = run_client([sys.executable, str(TESTS / "clients" / "traceloop_agent.py"), server, api_key, fake_openai.url, "traceloop-session"], cwd=TESTS)
     assert "ANSWER It is sunny in Lisbon" in out
+    batches_stored()
     names = sorted(Span.objects.filter(session_id="traceloop-session").values_list("name", flat=True))
     assert names == ["get_weather.tool", "openai.chat", "openai.chat", "weather_question.workflow"]
     detail = assert_lands_whole(

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Span, Task, TaskGroup, TraceSession
+from .models import IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
 from .otlp import TRACE_ID
 
 
@@ -52,3 +52,36 @@ class TaskGroupAdmin(admin.ModelAdmin):
     search_fields = ["name", "key"]
     list_filter = ["created_at"]
     list_select_related = ["project"]
+
+
+@admin.register(TraceBatch)
+class TraceBatchAdmin(admin.ModelAdmin):
+    """Accepted ingest requests not stored yet: a long list means the batch processors are behind or down."""
+
+    list_display = ["pk", "project", "span_count", "content_type", "content_encoding", "received_at"]
+    list_filter = ["content_type"]
+    search_fields = ["project__name"]
+    list_select_related = ["project"]
+    exclude = ["body"]
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(IngestRejection)
+class IngestRejectionAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "project", "api_key", "rejected", "reasons", "received_at"]
+    list_filter = ["created_at"]
+    search_fields = ["project__name"]
+    list_select_related = ["project", "api_key"]
+    raw_id_fields = ["project", "api_key"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

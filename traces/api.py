@@ -8,13 +8,14 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
 
-from . import otlp
+from . import batches, otlp
 from .actions import report_outcome
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, run_session_of, store_spans
+from .ingest import collector_paused, foreign_spans, run_session_of
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
@@ -48,7 +49,11 @@ def read_body(django_request) -> bytes:
 
 
 class TraceIngest(APIView):
-    """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys."""
+    """OTLP/HTTP trace export (JSON or protobuf, optionally gzip). Project or per-run ingest keys.
+
+    Answers once the body is checked and kept (traces/batches.py); a worker
+    stores its spans, normally within a second or two.
+    """
 
     permission_classes = [HasIngestScope]
     throttle_classes = [IngestThrottle]
@@ -56,22 +61,29 @@ class TraceIngest(APIView):
 
     @extend_schema(request={"application/json": dict, "application/x-protobuf": bytes}, responses={200: dict})
     def post(self, request):
+        if (lag := batches.lag_past_limit()) is not None:
+            detail = f"Trace storage is {lag:.1f} s behind (is `manage.py process_trace_batches` running?); send this batch again shortly."
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
+        encoding = request.headers.get("Content-Encoding", "").strip().lower()
         with collector_paused():
             try:
                 raw = read_body(request._request)
-                body = otlp.decode_body(raw, request.headers.get("Content-Encoding", ""))
-                parsed = otlp.parse(body, request.content_type)
+                checked = otlp.check(otlp.decode_body(raw, encoding), request.content_type)
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
-            # A database that is down answers 503 (DatabaseUnavailableMiddleware):
-            # the spans were not stored, and the exporter sends them again.
+            rejected, reasons = checked.rejected, checked.reasons
             own_session = run_session_of(request.auth)
-            stored = store_spans(request_project(request), parsed.spans, confine_to=own_session)
-        rejected, reasons = parsed.rejected, parsed.reasons
-        if stored < len(parsed.spans):
-            rejected += len(parsed.spans) - stored
-            reasons = [*reasons, f"A run's key writes only its own session ({own_session})."]
+            if own_session is not None and (foreign := foreign_spans(otlp.parse(otlp.decode_body(raw, encoding), request.content_type).spans, own_session)):
+                # A run's key (a small share of traffic) pays the full parse
+                # here so its answer counts what the worker will refuse to store.
+                rejected, reasons = rejected + foreign, [*reasons, f"A run's key writes only its own session ({own_session})."]
+            if checked.accepted:
+                # A database that is down answers 503 (DatabaseUnavailableMiddleware):
+                # nothing was kept, and the exporter sends the batch again.
+                key = request.auth if isinstance(request.auth, ApiKey) else None
+                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted)
+                batches.process_inline(batch_id)
         content, media = otlp.success_response(rejected, reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
 
@@ -92,7 +104,12 @@ def outcomes(request):
     own_session = run_session_of(request.auth)
     if own_session is not None and session_id != own_session:
         return Response({"detail": f"A run's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
-    session = TraceSession.objects.filter(project=request_project(request), session_id=session_id).first()
+    project = request_project(request)
+    session = TraceSession.objects.filter(project=project, session_id=session_id).first()
+    if session is None:
+        # Its spans may be accepted and not stored yet (a client flushes, then reports).
+        batches.store_waiting(project)
+        session = TraceSession.objects.filter(project=project, session_id=session_id).first()
     if session is None:
         return Response({"detail": "No such session in this project (flush spans before reporting)."}, status=status.HTTP_404_NOT_FOUND)
     report_outcome(session, payload.validated_data["outcome"])

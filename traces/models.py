@@ -151,7 +151,11 @@ class Span(models.Model):
 
     class Meta:
         ordering = ["start_unix_nano"]
-        constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id"], name="span_once_per_project")]
+        # On PostgreSQL the table is partitioned by month of start_time
+        # (traces/partitions.py), and a unique constraint there must include
+        # the partition key. A span is re-sent whole (same ids, same start),
+        # so this still stores it once.
+        constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id", "start_time"], name="span_once_per_project")]
         indexes = [
             models.Index(fields=["project", "session_id", "start_unix_nano"]),
             # Admin search by trace id; a plain btree (no LIKE index beside it).
@@ -170,3 +174,51 @@ class Span(models.Model):
         if self.span_kind in ENTITY_KINDS:
             return False
         return self.span_kind == "llm" or bool(self.model) or bool(self.prompt)
+
+
+class TraceBatch(models.Model):
+    """One accepted ingest request, as it came, until a worker turns it into spans.
+
+    Append-only: a worker deletes the row in the transaction that stores its
+    spans (traces/batches.py), so a row exists exactly while its spans do not.
+    """
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
+    # Who sent it: the worker applies what the key may write (a per-run key,
+    # its own session) and records what it rejects against it.
+    api_key = models.ForeignKey("core.ApiKey", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
+    body = models.BinaryField()
+    content_type = models.CharField(max_length=100)
+    content_encoding = models.CharField(max_length=20, blank=True)
+    span_count = models.PositiveIntegerField(default=0)
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self):
+        return f"batch {self.pk} ({self.span_count} spans)"
+
+
+class IngestRejection(models.Model):
+    """Spans an accepted batch turned out to hold that could not be stored.
+
+    The request answers from a cheap check (traces.otlp.check); the worker's
+    full parse can still refuse a span (a malformed attribute value) or a whole
+    batch. The client has had its 200 by then, so the refusal is kept here.
+    """
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="+")
+    api_key = models.ForeignKey("core.ApiKey", null=True, on_delete=models.SET_NULL, related_name="+")
+    received_at = models.DateTimeField()
+    rejected = models.PositiveIntegerField()
+    reasons = models.JSONField(default=list)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.rejected} spans rejected"

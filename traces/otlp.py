@@ -10,8 +10,10 @@ import json
 import re
 import zlib
 
+import msgspec
 import orjson
 from dataclasses import dataclass, field
+from typing import Any
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
@@ -39,8 +41,9 @@ class IngestError(Exception):
 
 
 @dataclass
-class Parsed:
-    spans: list[dict] = field(default_factory=list)
+class Rejections:
+    """Spans refused one by one, counted, with the first few reasons (OTLP's partialSuccess)."""
+
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
 
@@ -48,6 +51,11 @@ class Parsed:
         self.rejected += 1
         if len(self.reasons) < 5:
             self.reasons.append(reason)
+
+
+@dataclass
+class Parsed(Rejections):
+    spans: list[dict] = field(default_factory=list)
 
 
 def decode_body(raw: bytes, content_encoding: str) -> bytes:
@@ -80,6 +88,139 @@ def parse(body: bytes, content_type: str) -> Parsed:
     raise IngestError(415, "Content-Type must be application/json or application/x-protobuf (OTLP/HTTP).")
 
 
+@dataclass
+class Checked(Rejections):
+    """What the request learns about a body before storing it: enough to answer honestly."""
+
+    accepted: int = 0
+
+
+def check(body: bytes, content_type: str) -> Checked:
+    """The structure, the span count and each span's ids and times, without building attributes.
+
+    The request answers from this (400 and 413 for a bad body, partialSuccess
+    for bad spans) and stores the body; `parse` later applies the same span
+    checks and more (attribute values), so a span passing here can still be
+    rejected by the worker, which records it (traces.batches).
+    """
+    media = (content_type or "").split(";")[0].strip().lower()
+    if media == "application/json":
+        return _check_json(body)
+    if media in {"application/x-protobuf", "application/protobuf"}:
+        return _check_protobuf(body)
+    raise IngestError(415, "Content-Type must be application/json or application/x-protobuf (OTLP/HTTP).")
+
+
+# The fast path of `check` for JSON: msgspec decodes into these shapes and
+# skips everything else (attributes, events: most of the body) without
+# building it. Unset, not None, for absent keys: a key present as null is
+# read as the full parser reads it.
+class _IdsOnly(msgspec.Struct):
+    traceId: Any = msgspec.UNSET
+    trace_id: Any = msgspec.UNSET
+    spanId: Any = msgspec.UNSET
+    span_id: Any = msgspec.UNSET
+    parentSpanId: Any = msgspec.UNSET
+    parent_span_id: Any = msgspec.UNSET
+    name: Any = msgspec.UNSET
+    startTimeUnixNano: Any = msgspec.UNSET
+    start_time_unix_nano: Any = msgspec.UNSET
+    endTimeUnixNano: Any = msgspec.UNSET
+    end_time_unix_nano: Any = msgspec.UNSET
+
+
+class _ScopeSpans(msgspec.Struct):
+    spans: list[_IdsOnly | str | int | float | bool | None | list] | msgspec.UnsetType = msgspec.UNSET
+
+
+class _ResourceSpans(msgspec.Struct):
+    scopeSpans: list[_ScopeSpans] | msgspec.UnsetType = msgspec.UNSET
+    scope_spans: list[_ScopeSpans] | msgspec.UnsetType = msgspec.UNSET
+
+
+class _Request(msgspec.Struct):
+    resourceSpans: list[_ResourceSpans] | msgspec.UnsetType = msgspec.UNSET
+    resource_spans: list[_ResourceSpans] | msgspec.UnsetType = msgspec.UNSET
+
+
+_ids_decoder = msgspec.json.Decoder(_Request)
+_ID_FIELDS = [f for f in _IdsOnly.__struct_fields__]
+
+
+def _first_set(*values):
+    return next((v for v in values if v is not msgspec.UNSET), msgspec.UNSET)
+
+
+def _fast_json_spans(body: bytes) -> list | None:
+    """The spans of a well-formed body as small dicts of their id and time keys; None: take the full path.
+
+    None for anything unusual (a body that is not valid UTF-8 or JSON, an
+    entry of an unexpected type), so that error answers come from the one
+    full parser, word for word.
+    """
+    if not body.isascii():
+        try:
+            body.decode("utf-8")  # msgspec does not check the strings it skips
+        except UnicodeDecodeError:
+            return None
+    try:
+        request = _ids_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    resource_spans = _first_set(request.resourceSpans, request.resource_spans)
+    spans = []
+    for rs in [] if resource_spans is msgspec.UNSET else resource_spans:
+        scope_spans = _first_set(rs.scopeSpans, rs.scope_spans)
+        for ss in [] if scope_spans is msgspec.UNSET else scope_spans:
+            if ss.spans is not msgspec.UNSET:
+                spans.extend(ss.spans)
+    _check_count(len(spans))
+    return [{f: v for f in _ID_FIELDS if (v := getattr(span, f)) is not msgspec.UNSET} if isinstance(span, _IdsOnly) else span for span in spans]
+
+
+def _check_json(body: bytes) -> Checked:
+    checked = Checked()
+    spans = _fast_json_spans(body)
+    for span in _json_spans(_json_document(body)) if spans is None else spans:
+        if not isinstance(span, dict):
+            checked.reject("span is not an object")
+            continue
+        try:
+            ids = {
+                "name": str(span.get("name", "")),
+                "trace_id": str(_get(span, "traceId", "trace_id", default="")).lower(),
+                "span_id": str(_get(span, "spanId", "span_id", default="")).lower(),
+                "parent_span_id": str(_get(span, "parentSpanId", "parent_span_id", default="") or "").lower(),
+                "start": int(_get(span, "startTimeUnixNano", "start_time_unix_nano", default=0)),
+                "end": int(_get(span, "endTimeUnixNano", "end_time_unix_nano", default=0)),
+            }
+        except (TypeError, ValueError, OverflowError) as exc:
+            ids = f"span has a malformed field ({exc})"
+        if problem := _problem(ids):
+            checked.reject(problem)
+        else:
+            checked.accepted += 1
+    return checked
+
+
+def _check_protobuf(body: bytes) -> Checked:
+    checked = Checked()
+    for _, _, span in _protobuf_spans(body):
+        ids = {
+            "name": span.name,
+            "trace_id": span.trace_id.hex(),
+            "span_id": span.span_id.hex(),
+            "parent_span_id": span.parent_span_id.hex(),
+            "start": span.start_time_unix_nano,
+            "end": span.end_time_unix_nano,
+        }
+        if problem := _problem(ids):
+            checked.reject(problem)
+        else:
+            checked.accepted += 1
+    return checked
+
+
 def success_response(rejected: int, reasons: list[str], as_protobuf: bool):
     """An OTLP ExportTraceServiceResponse; partialSuccess only when something was rejected."""
     message = "; ".join(reasons)
@@ -96,7 +237,8 @@ def success_response(rejected: int, reasons: list[str], as_protobuf: bool):
 # -- JSON ------------------------------------------------------------------------
 
 
-def _parse_json(body: bytes) -> Parsed:
+def _json_document(body: bytes) -> list:
+    """The resourceSpans of a JSON body, its structure and span count checked."""
     try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -108,15 +250,27 @@ def _parse_json(body: bytes) -> Parsed:
     resource_spans = _get(document, "resourceSpans", "resource_spans", default=[])
     if not isinstance(resource_spans, list):
         raise IngestError(400, "resourceSpans must be a list.")
-    _check_count(sum(len(_list(_get(ss, "spans", default=[]))) for rs in resource_spans if isinstance(rs, dict) for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])) if isinstance(ss, dict)))
-    parsed = Parsed()
     for rs in resource_spans:
         if not isinstance(rs, dict):
             raise IngestError(400, "Each resourceSpans entry must be an object.")
-        resource = _json_attributes(_get(_get(rs, "resource", default={}) or {}, "attributes", default=[]))
         for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
             if not isinstance(ss, dict):
                 raise IngestError(400, "Each scopeSpans entry must be an object.")
+    _check_count(sum(len(_list(_get(ss, "spans", default=[]))) for rs in resource_spans for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[]))))
+    return resource_spans
+
+
+def _json_spans(resource_spans: list):
+    for rs in resource_spans:
+        for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
+            yield from _list(_get(ss, "spans", default=[]))
+
+
+def _parse_json(body: bytes) -> Parsed:
+    parsed = Parsed()
+    for rs in _json_document(body):
+        resource = _json_attributes(_get(_get(rs, "resource", default={}) or {}, "attributes", default=[]))
+        for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
             scope = str(_get(_get(ss, "scope", default={}), "name", default=""))[:255]
             for span in _list(_get(ss, "spans", default=[])):
                 _add(parsed, _json_span(span), resource, scope)
@@ -222,38 +376,44 @@ for _names, _handler in [
 # -- protobuf --------------------------------------------------------------------
 
 
-def _parse_protobuf(body: bytes) -> Parsed:
+def _protobuf_spans(body: bytes):
+    """(resource spans, scope spans, span) of a protobuf body, its span count checked."""
     request = ExportTraceServiceRequest()
     try:
         request.ParseFromString(body)
     except DecodeError as exc:
         raise IngestError(400, f"Body is not a valid OTLP protobuf ExportTraceServiceRequest: {exc}.") from None
     _check_count(sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans))
-    parsed = Parsed()
     for rs in request.resource_spans:
-        resource = _pb_attributes(rs.resource.attributes)
         for ss in rs.scope_spans:
             for span in ss.spans:
-                _add(
-                    parsed,
-                    {
-                        "trace_id": span.trace_id.hex(),
-                        "span_id": span.span_id.hex(),
-                        "parent_span_id": span.parent_span_id.hex(),
-                        "name": span.name,
-                        "kind": int(span.kind),
-                        "start": span.start_time_unix_nano,
-                        "end": span.end_time_unix_nano,
-                        "status_code": int(span.status.code),
-                        "status_message": span.status.message,
-                        "attributes": _pb_attributes(span.attributes),
-                        "events": [
-                            {"name": e.name, "time_unix_nano": str(e.time_unix_nano), "attributes": _pb_attributes(e.attributes)} for e in span.events
-                        ],
-                    },
-                    resource,
-                    ss.scope.name[:255],
-                )
+                yield rs, ss, span
+
+
+def _parse_protobuf(body: bytes) -> Parsed:
+    parsed = Parsed()
+    resources = {}
+    for rs, ss, span in _protobuf_spans(body):
+        if id(rs) not in resources:
+            resources[id(rs)] = (rs, _pb_attributes(rs.resource.attributes))
+        _add(
+            parsed,
+            {
+                "trace_id": span.trace_id.hex(),
+                "span_id": span.span_id.hex(),
+                "parent_span_id": span.parent_span_id.hex(),
+                "name": span.name,
+                "kind": int(span.kind),
+                "start": span.start_time_unix_nano,
+                "end": span.end_time_unix_nano,
+                "status_code": int(span.status.code),
+                "status_message": span.status.message,
+                "attributes": _pb_attributes(span.attributes),
+                "events": [{"name": e.name, "time_unix_nano": str(e.time_unix_nano), "attributes": _pb_attributes(e.attributes)} for e in span.events],
+            },
+            resources[id(rs)][1],
+            ss.scope.name[:255],
+        )
     return parsed
 
 
@@ -286,17 +446,24 @@ def _pb_value(value, depth: int = 0):
 # -- shared ----------------------------------------------------------------------
 
 
-def _add(parsed: Parsed, span: dict | str, resource: dict, scope: str):
+def _problem(span: dict | str) -> str | None:
+    """Why a span is rejected, or None: the checks `check` and `parse` share."""
     if isinstance(span, str):
-        return parsed.reject(span)
+        return span
     if not TRACE_ID.match(span["trace_id"]) or span["trace_id"] == "0" * 32:
-        return parsed.reject(f"span {span['name'][:40]!r} has a missing or invalid traceId")
+        return f"span {span['name'][:40]!r} has a missing or invalid traceId"
     if not SPAN_ID.match(span["span_id"]) or span["span_id"] == "0" * 16:
-        return parsed.reject(f"span {span['name'][:40]!r} has a missing or invalid spanId")
+        return f"span {span['name'][:40]!r} has a missing or invalid spanId"
     if span["parent_span_id"] and not SPAN_ID.match(span["parent_span_id"]):
-        return parsed.reject(f"span {span['name'][:40]!r} has an invalid parentSpanId")
+        return f"span {span['name'][:40]!r} has an invalid parentSpanId"
     if span["start"] <= 0 or span["end"] < span["start"] or span["end"] > 2**63 - 1:
-        return parsed.reject(f"span {span['name'][:40]!r} has invalid start/end times")
+        return f"span {span['name'][:40]!r} has invalid start/end times"
+    return None
+
+
+def _add(parsed: Parsed, span: dict | str, resource: dict, scope: str):
+    if problem := _problem(span):
+        return parsed.reject(problem)
     span["name"] = _clean(span["name"])[:500]
     span["status_message"] = _clean(span["status_message"])[:MAX_VALUE_CHARS]
     span["resource"] = resource

@@ -8,3 +8,21 @@ def process_sessions() -> int:
     few seconds, and the two skip each other's sessions.
     """
     return drain_quiet_sessions()
+
+
+def process_trace_batches() -> int:
+    """Scheduled every minute: store every waiting ingest batch.
+
+    The fallback: `manage.py process_trace_batches` polls continuously, and
+    the two skip each other's batches (FOR UPDATE SKIP LOCKED).
+    """
+    from .batches import drain
+
+    return drain()
+
+
+def maintain_trace_partitions() -> list[str]:
+    """Scheduled hourly: drop span months past TRACE_RETENTION_MONTHS, create this month's and next month's."""
+    from .partitions import apply_retention
+
+    return apply_retention()

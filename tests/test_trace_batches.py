@@ -1,0 +1,221 @@
+"""Ingest answers before it stores: accepted batches, the worker that stores them, and what survives its death."""
+
+import signal
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from traces.batches import drain, process_pending
+from traces.models import IngestRejection, Span, TraceBatch, TraceSession
+
+from .harness_fixtures import wait_for
+from .otlp_builders import body, span
+from .servers import REPO
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def deferred(settings):
+    settings.TRACE_INGEST_INLINE = False
+
+
+def post(client, payload, content_type="application/json"):
+    return client.generic("POST", "/api/v1/traces", payload, content_type=content_type)
+
+
+def test_it_answers_once_the_batch_is_kept_and_a_worker_stores_the_spans(api, project, deferred):
+    spans = [span("a", session_id="s1", tokens=(5, 2)), span("b", session_id="s1", tokens=(7, 1))]
+    response = post(api, body(spans))
+    assert response.status_code == 200 and response.json() == {}
+    batch = TraceBatch.objects.get()
+    assert (batch.project, batch.span_count, batch.content_type) == (project, 2, "application/json")
+    assert not Span.objects.exists() and not TraceSession.objects.exists()
+
+    assert process_pending() == 1
+    assert sorted(Span.objects.values_list("name", flat=True)) == ["a", "b"]
+    assert Span.objects.get(name="a").received_at == batch.received_at
+    session = TraceSession.objects.get(session_id="s1")
+    assert (session.span_count, session.input_tokens, session.output_tokens) == (2, 12, 3)
+    assert not TraceBatch.objects.exists()
+    assert process_pending() == 0
+
+
+def test_a_batch_sent_twice_is_stored_once(api, deferred):
+    payload = body([span("x", session_id="s"), span("y", session_id="s")])
+    post(api, payload)
+    post(api, payload)
+    assert TraceBatch.objects.count() == 2
+    assert drain() == 2
+    assert Span.objects.count() == 2 and not TraceBatch.objects.exists()
+
+
+def test_an_outcome_reported_right_after_sending_finds_its_session(api, deferred):
+    # An SDK flushes, then reports: the spans are accepted, not yet stored.
+    post(api, body([span("x", session_id="chat-1")]))
+    response = api.post("/api/v1/outcomes", {"session_id": "chat-1", "outcome": "success"}, format="json")
+    assert response.status_code == 200 and response.json()["outcome"] == "success"
+    assert not TraceBatch.objects.exists() and Span.objects.filter(session_id="chat-1").exists()
+    assert api.post("/api/v1/outcomes", {"session_id": "never-sent", "outcome": "fail"}, format="json").status_code == 404
+
+
+def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces import batches
+
+    monkeypatch.setattr(batches, "LAG_LOOK_SECONDS", 0)
+    post(api, body([span("old")]))
+    TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=5))
+    refused = post(api, body([span("new")]))
+    assert refused.status_code == 503 and refused["Retry-After"] == "1" and "behind" in refused.json()["detail"]
+    assert TraceBatch.objects.count() == 1
+    process_pending()
+    assert post(api, body([span("new")])).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "spans",
+    [
+        [span("ok"), {**span("bad id"), "traceId": "xyz"}, {**span("null id"), "spanId": None}],
+        ["a string", 7, None, [1], span("fine")],
+        [{**span("snake"), "trace_id": "ab" * 16}, {k: v for k, v in span("only snake").items() if k != "traceId"} | {"trace_id": "cd" * 16}],
+        [{**span("times"), "startTimeUnixNano": "later"}, {**span("backwards"), "endTimeUnixNano": "1"}, {**span("huge"), "endTimeUnixNano": str(2**64)}],
+    ],
+)
+def test_the_requests_check_counts_what_the_full_parse_keeps(spans):
+    from traces import otlp
+
+    payload = body(spans)
+    checked, parsed = otlp.check(payload, "application/json"), otlp.parse(payload, "application/json")
+    assert (checked.accepted, checked.rejected) == (len(parsed.spans), parsed.rejected)
+    assert checked.reasons == parsed.reasons
+
+
+def test_garbage_is_refused_and_nothing_is_kept(api, deferred):
+    assert post(api, b"{not json").status_code == 400
+    assert post(api, body([span(f"s{i}") for i in range(1001)])).status_code == 413
+    assert not TraceBatch.objects.exists()
+
+
+def test_bad_spans_are_answered_as_partial_success_and_the_rest_is_kept(api, deferred):
+    response = post(api, body([span("good"), {**span("bad"), "spanId": "abc"}]))
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert TraceBatch.objects.get().span_count == 1
+    process_pending()
+    assert list(Span.objects.values_list("name", flat=True)) == ["good"]
+    assert not IngestRejection.objects.exists()
+
+
+def test_a_body_with_only_bad_spans_keeps_no_batch(api, deferred):
+    response = post(api, body([{**span("bad"), "traceId": "xyz"}]))
+    assert response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert not TraceBatch.objects.exists()
+
+
+def test_a_span_the_worker_refuses_after_acceptance_is_recorded(api, project, api_key, deferred):
+    # The request's check looks at ids and times only; a malformed attribute
+    # value is found by the worker's full parse, after the client's 200.
+    broken = {**span("broken"), "attributes": [{"key": "list", "value": {"arrayValue": ["not", "values"]}}]}
+    response = post(api, body([span("fine"), broken]))
+    assert response.status_code == 200 and response.json() == {}
+    process_pending()
+    assert list(Span.objects.values_list("name", flat=True)) == ["fine"]
+    rejection = IngestRejection.objects.get()
+    assert (rejection.project, rejection.rejected) == (project, 1)
+    assert rejection.api_key.name == "test" and "malformed" in rejection.reasons[0]
+    assert not TraceBatch.objects.exists()
+
+
+def test_spans_from_any_month_get_a_partition(api, deferred):
+    years = [1_500_000_000, 1_600_000_000, 1_700_000_000]  # 2017, 2020, 2023
+    post(api, body([span(f"y{i}", start_s=start) for i, start in enumerate(years)]))
+    process_pending()
+    assert Span.objects.count() == 3
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'traces_span'::regclass AND inhrelid::regclass::text = ANY(%s)",
+                       [["traces_span_2017_07", "traces_span_2020_09", "traces_span_2023_11"]])
+        assert cursor.fetchone()[0] == 3
+
+
+# -- a worker that dies ------------------------------------------------------------
+
+
+def _database_url():
+    db = settings.DATABASES["default"]
+    return f"postgresql://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def _start_worker(subprocess_env):
+    """`manage.py process_trace_batches`, returned once it says it is working (its signal handlers set)."""
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "process_trace_batches", "--every", "0.1"], cwd=REPO, env=subprocess_env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    assert "Storing trace batches" in worker.stdout.readline()
+    return worker
+
+
+def _waiting_on_a_lock(conn, pid_of_holder) -> bool:
+    rows = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND %s = ANY(pg_blocking_pids(pid))",
+        [pid_of_holder],
+    ).fetchone()
+    return rows[0] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_killed_mid_batch_loses_nothing_and_the_next_stores_it_once(api, subprocess_env, deferred):
+    post(api, body([span("first", session_id="held")]))
+    process_pending()
+    spans = [span(f"late-{i}", session_id="held", tokens=(1, 1)) for i in range(200)]
+    post(api, body(spans))
+
+    with psycopg.connect(_database_url()) as holder, psycopg.connect(_database_url(), autocommit=True) as observer:
+        # Holding the session's row, the worker stops inside the batch: its
+        # spans copied, the session upsert waiting, nothing committed.
+        holder.execute("SELECT 1 FROM traces_tracesession WHERE session_id = 'held' FOR UPDATE")
+        holder_pid = holder.info.backend_pid
+        worker = _start_worker(subprocess_env)
+        try:
+            wait_for(lambda: _waiting_on_a_lock(observer, holder_pid), timeout=30)
+            # The batch is claimed: another worker would skip it.
+            assert observer.execute("SELECT id FROM traces_tracebatch FOR UPDATE SKIP LOCKED").fetchall() == []
+            worker.send_signal(signal.SIGKILL)
+            worker.wait(10)
+        finally:
+            worker.kill()
+        holder.rollback()
+        assert observer.execute("SELECT count(*) FROM traces_tracebatch").fetchone()[0] == 1
+        assert observer.execute("SELECT count(*) FROM traces_span WHERE name LIKE 'late-%%'").fetchone()[0] == 0
+
+    worker = _start_worker(subprocess_env)
+    try:
+        wait_for(lambda: not TraceBatch.objects.exists(), timeout=60)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    assert Span.objects.filter(name__startswith="late-").count() == 200
+    session = TraceSession.objects.get(session_id="held")
+    assert (session.span_count, session.input_tokens) == (201, 200)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_share_the_batches_and_store_each_once(api, subprocess_env, deferred):
+    for n in range(12):
+        post(api, body([span(f"b{n}-{i}", session_id=f"s{n % 3}") for i in range(50)]))
+    workers = [_start_worker(subprocess_env) for _ in range(2)]
+    try:
+        wait_for(lambda: not TraceBatch.objects.exists(), timeout=60)
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        assert [worker.wait(15) for worker in workers] == [0, 0]
+    assert Span.objects.count() == 600
+    assert sorted(TraceSession.objects.values_list("span_count", flat=True)) == [200, 200, 200]

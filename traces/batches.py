@@ -1,0 +1,180 @@
+"""Ingest that answers before it stores: accepted request bodies, then spans.
+
+The request checks a body cheaply (`otlp.check`), keeps it whole as one
+`TraceBatch` row and answers. A worker (`manage.py process_trace_batches`,
+with a django-q2 schedule as the fallback) claims batches with
+`FOR UPDATE SKIP LOCKED`, parses them, stores their spans and deletes them
+in one transaction. So a batch is stored exactly once: a worker that dies
+mid-batch rolls back, its lock goes with its connection, and the next
+worker takes the batch whole; spans already stored (a client re-sending) are
+skipped by the span table's unique constraint.
+"""
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
+from psycopg.errors import CheckViolation
+
+from . import otlp, partitions
+from .extract import to_datetime
+from .ingest import collector_paused, run_session_of, store_spans
+from .models import IngestRejection, TraceBatch
+
+logger = logging.getLogger(__name__)
+
+# How long a web process trusts its last look at the oldest waiting batch.
+LAG_LOOK_SECONDS = 0.1
+_last_look = (float("-inf"), None)
+
+# Batches per transaction. One: with several processors, a processor that
+# claimed a few at once would leave the others idle while it works through
+# them, and a commit (~6 ms) is small beside storing 1,000 spans (~70 ms).
+BATCHES_PER_PASS = 1
+
+
+class _NeedPartitions(Exception):
+    def __init__(self, months):
+        self.months = months
+
+
+def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int) -> int:
+    """Keep one checked request body; returns the batch's id. Durable on return (committed)."""
+    received_at = timezone.now()
+    key_id = getattr(api_key, "pk", None)
+    if connection.vendor != "postgresql":
+        return TraceBatch.objects.create(
+            project=project, api_key_id=key_id, body=raw, content_type=content_type[:100],
+            content_encoding=content_encoding[:20], span_count=span_count, received_at=received_at,
+        ).pk
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id'))")
+        (batch_id,) = cursor.fetchone()
+        # Binary COPY: the body travels as bytes. As a query parameter it
+        # would be escaped to hex text twice its size, then parsed back.
+        columns = "id, project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
+        with cursor.cursor.copy(f"COPY traces_tracebatch ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "int8", "int8", "bytea", "varchar", "varchar", "int4", "timestamptz"])
+            copy.write_row([batch_id, project.pk, key_id, raw, content_type[:100], content_encoding[:20], span_count, received_at])
+    return batch_id
+
+
+def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None) -> int:
+    """Store up to `limit` waiting batches (or just those in `only`); returns how many it took."""
+    for _ in range(4):
+        try:
+            return _process(limit, only)
+        except _NeedPartitions as need:
+            # Made outside the claiming transaction, which let its batches go.
+            partitions.ensure_months(need.months)
+        except (IntegrityError, CheckViolation) as exc:
+            # A partition this process believed in is gone (dropped by
+            # retention, or its creation rolled back): look again.
+            if "no partition of relation" not in str(exc):
+                raise
+            partitions.forget_known()
+    return 0  # partitions keep vanishing under us (retention running): the next pass tries again
+
+
+def drain(stop=None) -> int:
+    """Every waiting batch, pass after pass, unless `stop` (an Event) is set."""
+    total = 0
+    while not (stop and stop.is_set()):
+        done = process_pending()
+        total += done
+        if done < BATCHES_PER_PASS:
+            break
+    return total
+
+
+def _process(limit: int, only: list[int] | None) -> int:
+    with transaction.atomic(), collector_paused():
+        claimed = TraceBatch.objects.select_for_update(skip_locked=True, of=("self",)).select_related("project", "api_key").order_by("pk")
+        if only is not None:
+            claimed = claimed.filter(pk__in=only)
+        batches = list(claimed[:limit])
+        if not batches:
+            return 0
+        work = [(batch, _parse(batch)) for batch in batches]
+        months = {partitions.month_of(to_datetime(span["start"])) for _, parsed in work if parsed for span in parsed.spans}
+        if missing := partitions.missing_months(months):
+            raise _NeedPartitions(missing)
+        for batch, parsed in work:
+            # A run's key writes only its own run's session (the request already told the client).
+            own_session = run_session_of(batch.api_key)
+            stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session) if parsed else 0
+            if stored < batch.span_count:
+                reasons = parsed.reasons + ([f"A run's key writes only its own session ({own_session})."] if own_session else []) if parsed else batch.error
+                _record_rejection(batch, batch.span_count - stored, reasons)
+        TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
+    return len(batches)
+
+
+def _parse(batch: TraceBatch) -> otlp.Parsed | None:
+    """The batch's spans, or None (with `batch.error` set) when the whole batch cannot be stored.
+
+    The request has checked the body, so this fails only for what its cheap
+    check does not look at. Parsing is deterministic: a batch that fails now
+    would fail on every retry, so it is recorded and let go, not retried.
+    """
+    try:
+        body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
+        parsed = otlp.parse(body, batch.content_type)
+    except otlp.IngestError as exc:
+        batch.error = [exc.message]
+        return None
+    except (DatabaseError, MemoryError):
+        raise
+    except Exception as exc:
+        logger.exception("Trace batch %s could not be parsed", batch.pk)
+        batch.error = [f"The platform could not read this batch ({type(exc).__name__})."]
+        return None
+    return parsed
+
+
+def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):
+    logger.warning("Trace batch %s: %s of %s spans rejected after acceptance: %s", batch.pk, rejected, batch.span_count, reasons)
+    IngestRejection.objects.create(project=batch.project, api_key=batch.api_key, received_at=batch.received_at, rejected=rejected, reasons=reasons[:5])
+
+
+def store_waiting(project, timeout: float = 5.0):
+    """Store this project's accepted batches now, or wait (bounded) for the workers holding them.
+
+    For answers that depend on spans a client has just sent: an SDK that
+    flushes and then reports a session's outcome must find the session.
+    """
+    deadline = time.monotonic() + timeout
+    while waiting := list(TraceBatch.objects.filter(project=project).order_by("pk").values_list("pk", flat=True)[:32]):
+        process_pending(limit=len(waiting), only=waiting)
+        if time.monotonic() > deadline:
+            return
+        if TraceBatch.objects.filter(pk__in=waiting).exists():
+            time.sleep(0.05)  # held by a worker that is storing them right now
+
+
+def lag_past_limit() -> float | None:
+    """How long the oldest waiting batch has waited, when past TRACE_INGEST_MAX_LAG_SECONDS; else None.
+
+    Past it, ingest answers 503 with Retry-After (OTLP exporters retry): when
+    clients send faster than the processors store, refusing keeps accepted
+    spans fresh and the waiting table bounded, where accepting would let
+    both grow without end.
+    """
+    global _last_look
+    if settings.TRACE_INGEST_INLINE:
+        return None
+    now = time.monotonic()
+    if now - _last_look[0] > LAG_LOOK_SECONDS:
+        _last_look = (now, TraceBatch.objects.order_by("pk").values_list("received_at", flat=True).first())
+    if _last_look[1] is None:
+        return None
+    lag = (timezone.now() - _last_look[1]).total_seconds()
+    return lag if lag > settings.TRACE_INGEST_MAX_LAG_SECONDS else None
+
+
+def process_inline(batch_id: int):
+    """Store a just-accepted batch before answering (TRACE_INGEST_INLINE: tests and debugging)."""
+    if settings.TRACE_INGEST_INLINE:
+        process_pending(only=[batch_id])
