@@ -120,9 +120,9 @@ def test_a_body_with_only_bad_spans_keeps_no_batch(api, deferred):
 
 
 def test_a_span_the_worker_refuses_after_acceptance_is_recorded(api, project, api_key, deferred):
-    # The request's check looks at ids and times only; a malformed attribute
-    # value is found by the worker's full parse, after the client's 200.
-    broken = {**span("broken"), "attributes": [{"key": "list", "value": {"arrayValue": ["not", "values"]}}]}
+    # The request's check looks at ids and times only; a malformed status is
+    # found by the worker's full parse, after the client's 200.
+    broken = {**span("broken"), "status": "not an object"}
     response = post(api, body([span("fine"), broken]))
     assert response.status_code == 200 and response.json() == {}
     process_pending()

@@ -165,7 +165,8 @@ def _fast_json_spans(body: bytes) -> list | None:
             return None
     try:
         request = _ids_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # RecursionError: a body nested past msgspec's limit; the full parser refuses it with a 400.
         return None
     resource_spans = _first_set(request.resourceSpans, request.resource_spans)
     spans = []
@@ -181,6 +182,9 @@ def _fast_json_spans(body: bytes) -> list | None:
 def _check_json(body: bytes) -> Checked:
     checked = Checked()
     spans = _fast_json_spans(body)
+    if spans is None:
+        # An unusual body: the full parser's refusals (too deep, malformed) answer now, word for word.
+        _parse_json(body)
     for span in _json_spans(_json_document(body)) if spans is None else spans:
         if not isinstance(span, dict):
             checked.reject("span is not an object")

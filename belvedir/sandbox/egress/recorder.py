@@ -126,8 +126,8 @@ class Recorder:
             return
         try:
             self._write(pending, capped)
-        except Exception:
-            # Kept for the next flush (the database may be restarting): nothing counted is lost.
+        except (OperationalError, InterfaceError):
+            # Kept for the next flush (the database is restarting): nothing counted is lost.
             with self._lock:
                 for key, (requests, up, down) in pending.items():
                     entry = self._pending[key]
@@ -139,6 +139,9 @@ class Recorder:
 
     def _write(self, pending, capped):
         now = timezone.now()
+        # A grant replaced meanwhile (its run re-delivered) takes its counts with it.
+        alive = set(EgressGrant.objects.filter(pk__in={key[0] for key in pending} | capped).values_list("pk", flat=True))
+        pending = {key: value for key, value in pending.items() if key[0] in alive}
         totals = defaultdict(lambda: [0, 0])
         for (grant_id, host, port, reason), (requests, up, down) in pending.items():
             updated = EgressDestination.objects.filter(grant_id=grant_id, host=host, port=port, reason=reason).update(
