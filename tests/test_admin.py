@@ -1,4 +1,5 @@
 import pytest
+from django.test import Client
 from django.contrib import admin
 
 from .pages import shown
