@@ -81,7 +81,7 @@ def test_ingest_answers_503_while_postgres_restarts_and_loses_no_accepted_span(a
 
 
 @pytest.mark.docker
-def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(project, owner, settings, tmp_path, owner_client, docker_url):
+def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(project, owner, settings, tmp_path, owner_client, docker_url, egress):
     import signal
     import time
 
