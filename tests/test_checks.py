@@ -95,7 +95,7 @@ def test_the_readme_production_recipe_passes_check_deploy(subprocess_env):
     from django.conf import settings as django_settings
 
     readme = (django_settings.BASE_DIR / "README.md").read_text()
-    recipe = next(line for line in readme.splitlines() if line.startswith("Four processes"))
+    recipe = next(line for line in readme.splitlines() if line.startswith("These processes, from the repository root"))
     recipe += readme.split(recipe, 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"`([A-Z_]+)(?:=([^`]*))?`", recipe)
     assert {name for name, _ in names} >= {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL"}, recipe

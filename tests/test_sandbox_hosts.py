@@ -149,8 +149,9 @@ def test_the_image_build_checks_a_remote_host_through_its_tls(hosts, second_engi
 # -- runs over two engines ------------------------------------------------------
 
 
-def test_twenty_runs_spread_over_both_hosts_by_free_capacity(hosts, owner, funded, tmp_path, worker):
+def test_twenty_runs_spread_over_both_hosts_by_free_capacity(hosts, owner, funded, tmp_path, worker, settings):
     local, second = hosts
+    settings.PROJECT_MAX_ACTIVE_RUNS = 20  # one project fills both hosts here
     SandboxHost.objects.filter(pk=local.pk).update(capacity=8)
     SandboxHost.objects.filter(pk=second.pk).update(capacity=12)
     h = quick_harness(funded, owner, tmp_path, sleep=5)
