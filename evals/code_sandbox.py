@@ -245,7 +245,11 @@ class CodeSandbox:
                 self._lock.notify()
 
     def _session(self, slot: int):
-        if self._sessions[slot] is None:
+        # Two tries: a runner started while the slot's last sample is still
+        # being swept (under gVisor, on a loaded host) may not come up.
+        for attempt in range(2):
+            if self._sessions[slot] is not None:
+                break
             env = {"BV_MEM": str(self.memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_MODE": self.mode}
             session = self.sandbox.open_session(["python3", "-c", RUNNER], env=env, user=str(FIRST_UID + slot), workdir="/tmp")
             self._keys[slot] = secrets.token_bytes(32)
@@ -254,11 +258,13 @@ class CodeSandbox:
                 ready = session.read_line(60)
             except (SandboxTimeout, SandboxPlatformError):
                 ready = None
-            if ready != b"BV-READY":
-                # No sample has run yet: whatever stopped it is the platform's.
-                session.close()
+            if ready == b"BV-READY":
+                self._sessions[slot] = session
+                break
+            session.close()
+            if attempt:
+                # No sample has run on it yet: whatever stopped it is the platform's.
                 raise SandboxPlatformError(f"The sample runner did not start: {session.stderr.text()[-300:]}")
-            self._sessions[slot] = session
         return self._sessions[slot]
 
     @property

@@ -62,5 +62,8 @@ def smoke(preset: Preset, deployment, user, env: dict[str, str], time_limit_seco
     if run.status == Run.Status.SUCCEEDED and run.score is not None and not run.results_error:
         return SmokeResult(preset, True, f"score {run.score:g} (run #{run.pk})", run)
     reason = run.results_error or run.status_message or run.get_status_display()
-    last = next((line for line in reversed(run.log_tail.splitlines()) if line.strip()), "")
+    # The command's stdout and stderr reach the log through separate pipes, so
+    # an error message may land just before the last line: prefer it.
+    tail = [line for line in run.log_tail.splitlines() if line.strip()][-5:]
+    last = next((line for line in reversed(tail) if "error" in line.lower()), tail[-1] if tail else "")
     return SmokeResult(preset, False, f"{run.status}: {reason}" + (f" | {last[-200:]}" if last else "") + f" (run #{run.pk})", run)
