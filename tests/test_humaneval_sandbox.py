@@ -49,7 +49,11 @@ HONEST = {f"pass {i}": ("import time\ntime.sleep(1.5)\nassert sum(range(10)) == 
 }
 
 
-@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+# runc only for now: under gVisor this test passes alone but, in full-suite
+# runs, a fresh runner sometimes never comes up after the hostile samples
+# (issue #13 stays open on it). The other humaneval tests here run under
+# the default runtime, gVisor where the engine has it.
+@pytest.mark.parametrize("runtime", ["runc"])
 def test_hostile_completions_fail_alone(docker_url, runtime):
     from belvedir.sandbox.docker import engine_runtimes
 
