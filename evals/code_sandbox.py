@@ -30,180 +30,22 @@ failed sample.
 """
 
 import base64
-import hmac
 import itertools
 import json
-import secrets
+import queue
 import threading
 import time
+from pathlib import Path
 
-from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.docker import ExecSession, Sandbox
+from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 FIRST_UID = 20000
-MAX_LINES_PER_SAMPLE = 10_000  # forged lines read past before giving up on the runner
-RUNNER = r"""
-import base64, ctypes, hmac, json, os, resource, select, shutil, signal, subprocess, sys, tempfile, time, traceback
-
-uid = os.getuid()
-me = os.getpid()
-ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: samples cannot ptrace or read this runner
-mem, nproc, fsize = (int(os.environ[k]) for k in ("BV_MEM", "BV_NPROC", "BV_FSIZE"))
-env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
-
-
-def sweep():
-    # Every other process of this uid, escaped children included; bounded.
-    for _ in range(100):
-        alive = False
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) == me:
-                continue
-            try:
-                if os.stat("/proc/" + pid).st_uid != uid:
-                    continue
-                with open("/proc/%s/stat" % pid) as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        continue
-                os.kill(int(pid), signal.SIGKILL)
-                alive = True
-            except OSError:
-                pass
-        if not alive:
-            return
-        time.sleep(0.005)
-
-
-def scrub():
-    for place in ("/tmp", "/dev/shm"):
-        try:
-            entries = list(os.scandir(place))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
-
-
-def confine(timeout):
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    resource.setrlimit(resource.RLIMIT_CPU, (timeout + 1, timeout + 1))
-
-
-def execute(source, work, out_path, timeout):
-    # In a child forked from this warm runner: no interpreter start per sample
-    # (that start was most of an honest sample's cost). The child drops every
-    # descriptor of the runner's (its stdin and stdout are the session: a
-    # sample must not be able to write a result line) before running the program.
-    status = 1
-    try:
-        out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.closerange(3, 65536)
-        os.chdir(work)
-        os.environ.clear()
-        os.environ.update(env, HOME=work, TMPDIR=work)
-        tempfile.tempdir = None
-        sys.argv, sys.path[0] = [os.path.join(work, "program.py")], work
-        confine(timeout)
-        exec(compile(source, "program.py", "exec"), {"__name__": "__main__", "__file__": sys.argv[0], "__builtins__": __builtins__})
-        status = 0
-    except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            status = exc.code or 0
-        else:
-            print(exc.code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(status & 0xFF)
-
-
-def wait(pid, timeout):
-    # The exit code, or None past the timeout.
-    try:
-        handle = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        handle = None
-    if handle is not None:
-        try:
-            ready = select.select([handle], [], [], timeout)[0]
-        finally:
-            os.close(handle)
-        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) if ready else None
-    deadline, pause = time.monotonic() + timeout, 0.0005
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(pause)
-        pause = min(pause * 2, 0.02)
-    return None
-
-
-key = bytes.fromhex(sys.stdin.readline().strip())  # signs results; sent before any sample runs
-fork = os.environ["BV_MODE"] == "fork"
-sweep()
-scrub()
-print("BV-READY", flush=True)
-for line in sys.stdin:
-    request = json.loads(line)
-    timeout = request["timeout"]
-    work = tempfile.mkdtemp(prefix="bv-sample-")
-    with open(os.path.join(work, "program.py"), "wb") as f:
-        f.write(base64.b64decode(request["program"]))
-    out_path = os.path.join(work, "output")
-    if fork:
-        pid = os.fork()
-        if pid == 0:
-            # Its memory still holds a copy of the key: forking is only chosen
-            # where the child cannot reach the runner's output (CodeSandbox.mode).
-            execute(base64.b64decode(request["program"]), work, out_path, timeout)
-        code = wait(pid, timeout)
-        reap = lambda: os.waitpid(pid, 0)
-    else:
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "program.py"], cwd=work, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                    env=dict(env, HOME=work, TMPDIR=work), preexec_fn=lambda: confine(timeout))
-        reap = proc.wait
-        try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            code = None
-    status = "exited" if code is not None else "timeout"
-    sweep()
-    if code is None:
-        reap()
-    try:
-        with open(out_path, "rb") as f:
-            f.seek(max(os.path.getsize(out_path) - 1500, 0))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        tail = ""
-    scrub()
-    result = json.dumps({"status": status, "code": code, "tail": tail})
-    mac = hmac.new(key, ("%d " % request["seq"] + result).encode(), "sha256").hexdigest()
-    print("BV-RESULT " + mac + " " + result, flush=True)
-"""
+SCRIPTS = Path(__file__).parent / "in_sandbox"
+REPORTER_SOCKET = "/tmp/bv-reporter/socket"
+START_SECONDS = 60  # for a runner or the reporter to come up, on a loaded host
 
 
 class CodeSandbox:
@@ -215,18 +57,28 @@ class CodeSandbox:
         limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
         spec = SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits, runtime=runtime)
         self.sandbox = Sandbox(spec, docker_url)
-        self._sessions: list = [None] * slots
-        self._keys: list[bytes] = [b""] * slots
+        self._runner_script = (SCRIPTS / "runner.py").read_text()
+        self._env = {"BV_MEM": str(memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_REPORTER": REPORTER_SOCKET}
+        self._reporter: ExecSession | None = None
+        self._runners: list[ExecSession | None] = [None] * slots
+        self._used = [False] * slots  # a slot whose uid has run anything is swept before its next runner
+        # What the reporter said about each slot, and when a runner's process ended.
+        self._inbox = [queue.Queue() for _ in range(slots)]
         self._seq = itertools.count(1)
         self._free = list(range(slots))
         self._lock = threading.Condition()
 
     def __enter__(self):
         self.sandbox.__enter__()
+        try:
+            self._start_reporter()
+        except BaseException:
+            self.sandbox.__exit__(None, None, None)
+            raise
         return self
 
     def __exit__(self, *exc):
-        for session in self._sessions:
+        for session in [*self._runners, self._reporter]:
             if session is not None:
                 session.close()
         self.sandbox.__exit__(*exc)
@@ -244,41 +96,94 @@ class CodeSandbox:
                 self._free.append(slot)
                 self._lock.notify()
 
-    def _session(self, slot: int):
+    # -- the reporter: the only process whose word counts ------------------
+
+    def _start_reporter(self):
+        script = (SCRIPTS / "reporter.py").read_text()
+        self._reporter = self.sandbox.open_session(["python3", "-c", script, REPORTER_SOCKET, str(FIRST_UID)], user=KEEPER_USER, workdir="/tmp")
+        try:
+            ready = self._reporter.read_line(START_SECONDS)
+        except SandboxTimeout:
+            ready = None
+        if ready != b"BV-READY":
+            raise SandboxPlatformError(f"The sample reporter did not start: {self._reporter.stderr.text()[-300:]}")
+        threading.Thread(target=self._dispatch, args=(self._reporter,), daemon=True).start()
+
+    def _dispatch(self, reporter: ExecSession):
+        """Route the reporter's lines to their slots; its end (the container gone) to every slot."""
+        while (line := reporter.read_line(None)) is not None:
+            word, slot, *rest = line.split(b" ", 3)
+            if word == b"BV-RESULT":
+                self._inbox[int(slot)].put(("result", int(rest[0]), rest[1]))
+            elif word in (b"BV-EXPECTING", b"BV-RUNNER"):
+                self._inbox[int(slot)].put((word.decode(), None, None))
+        for inbox in self._inbox:
+            inbox.put(("gone", None, None))
+
+    def _watch(self, slot: int, runner: ExecSession):
+        """Tell the slot when this runner's process ends (its stdout closes); what it prints means nothing."""
+        while runner.read_line(None) is not None:
+            pass
+        self._inbox[slot].put(("ended", runner, None))
+
+    def _next(self, slot: int, deadline: float, wanted) -> tuple | None:
+        """The slot's next event that `wanted` accepts, or that ends the wait; None past the deadline."""
+        runner = self._runners[slot]
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                event = self._inbox[slot].get(timeout=left)
+            except queue.Empty:
+                return None
+            kind, value, _ = event
+            if kind == "gone" or (kind == "ended" and value is runner) or wanted(event):
+                return event
+        return None
+
+    # -- runners -----------------------------------------------------------
+
+    def _session(self, slot: int) -> ExecSession:
         # Two tries: a runner started while the slot's last sample is still
         # being swept (under gVisor, on a loaded host) may not come up.
         for attempt in range(2):
-            if self._sessions[slot] is not None:
+            if self._runners[slot] is not None:
                 break
-            env = {"BV_MEM": str(self.memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_MODE": self.mode}
-            session = self.sandbox.open_session(["python3", "-c", RUNNER], env=env, user=str(FIRST_UID + slot), workdir="/tmp")
-            self._keys[slot] = secrets.token_bytes(32)
-            try:
-                session.send(self._keys[slot].hex().encode() + b"\n")
-                ready = session.read_line(60)
-            except (SandboxTimeout, SandboxPlatformError):
-                ready = None
-            if ready == b"BV-READY":
-                self._sessions[slot] = session
-                break
-            session.close()
-            if attempt:
+            failure = self._start_runner(slot)
+            if failure is not None and attempt:
                 # No sample has run on it yet: whatever stopped it is the platform's.
-                raise SandboxPlatformError(f"The sample runner did not start: {session.stderr.text()[-300:]}")
-        return self._sessions[slot]
+                raise SandboxPlatformError(f"The sample runner did not start: {failure[-300:]}")
+        return self._runners[slot]
 
-    @property
-    def mode(self) -> str:
-        """How the runner starts a sample: forked from itself where the kernel keeps a sample out of it, else a fresh exec.
+    def _start_runner(self, slot: int) -> str | None:
+        """A fresh runner for the slot, registered with the reporter as the slot's only voice.
+        None once it is; else what it wrote on stderr."""
+        uid = str(FIRST_UID + slot)
+        if self._used[slot]:
+            # Nothing of the slot's uid may outlive its last runner: a leftover
+            # could otherwise say hello first and be taken for the new one.
+            swept = self.sandbox.exec(["python3", "-c", self._runner_script, "sweep"], user=uid, workdir="/tmp", timeout=START_SECONDS, env=self._env)
+            if swept.exit_code != 0:
+                return f"sweeping its uid failed: {swept.output[-300:]}"
+        self._used[slot] = True
+        deadline = time.monotonic() + START_SECONDS
+        self._reporter.send(b"expect %d\n" % slot)
+        self._expect(slot, deadline, "BV-EXPECTING")
+        runner = self.sandbox.open_session(["python3", "-c", self._runner_script], env=self._env, user=uid, workdir="/tmp")
+        self._runners[slot] = runner
+        threading.Thread(target=self._watch, args=(slot, runner), daemon=True).start()
+        if self._expect(slot, deadline, "BV-RUNNER", runner_may_end=True):
+            return None
+        self._discard(slot)
+        return runner.stderr.text() or "no word from it"
 
-        Under runc a sample cannot open the non-dumpable runner's /proc/PID/fd,
-        so a forked child (fast: no interpreter start) with the runner's
-        descriptors closed has no way to its output. gVisor lets a same-uid
-        process open them: there a sample could write lines as the runner, so
-        each result is signed with a key the runner got before any sample ran,
-        and samples are exec'd, so none holds a copy of the runner's memory.
-        """
-        return "fork" if self.sandbox.runtime == "runc" else "exec"
+    def _expect(self, slot: int, deadline: float, word: str, *, runner_may_end: bool = False) -> bool:
+        event = self._next(slot, deadline, lambda e: e[0] == word)
+        if event is not None and event[0] == word:
+            return True
+        if event is not None and event[0] == "gone":
+            raise SandboxPlatformError("The sandbox container stopped while scoring.")
+        if runner_may_end:
+            return False
+        raise SandboxPlatformError("The sample reporter stopped answering.")
 
     def _run(self, slot: int, program: str) -> tuple[bool, str]:
         """A runner that dies or wedges gets one fresh runner for the same sample.
@@ -287,50 +192,37 @@ class CodeSandbox:
         container gone or a runner that cannot start is the platform's (an error).
         """
         for _ in range(2):
-            answer = self._attempt(slot, program)
-            if answer is not None:
-                line, forged = answer
-                return (False, "The sample wrote lines as its runner (a forged result).") if forged else self._outcome(line)
+            outcome = self._attempt(slot, program)
+            if outcome is not None:
+                return self._outcome(outcome)
             self._discard(slot)
             if not self._alive():
                 raise SandboxPlatformError("The sandbox container stopped while scoring.")
         return False, "The sample killed or wedged its runner, twice on a fresh one."
 
-    def _attempt(self, slot: int, program: str) -> tuple[bytes, bool] | None:
-        """(the runner's signed result line, whether anything else was written as the runner);
-        None when the runner died or wedged on this sample."""
-        session, seq = self._session(slot), next(self._seq)
-        deadline = time.monotonic() + self.timeout + 30
-        forged = False
+    def _attempt(self, slot: int, program: str) -> dict | None:
+        """The reporter's word on the sample; None when its runner died or wedged on it."""
+        runner, seq = self._session(slot), next(self._seq)
+        request = {"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout, "seq": seq}
         try:
-            session.send(json.dumps({"program": base64.b64encode(program.encode()).decode(), "timeout": self.timeout, "seq": seq}).encode() + b"\n")
-            for _ in range(MAX_LINES_PER_SAMPLE):
-                line = session.read_line(max(deadline - time.monotonic(), 0.001))
-                if line is None:
-                    return None
-                if self._signed(slot, seq, line):
-                    return line, forged
-                forged = True
-        except (SandboxTimeout, SandboxPlatformError):
-            return None  # the send failed (the runner is gone) or no answer came
+            runner.send(json.dumps(request).encode() + b"\n")
+        except SandboxPlatformError:
+            return None  # the runner is gone
         except SandboxError as exc:
             raise SandboxPlatformError(f"The sample runner failed: {exc.message}") from exc
-        return None
-
-    def _signed(self, slot: int, seq: int, line: bytes) -> bool:
-        parts = line.split(b" ", 2)
-        if len(parts) != 3 or parts[0] != b"BV-RESULT":
-            return False
-        expected = hmac.new(self._keys[slot], f"{seq} ".encode() + parts[2], "sha256").hexdigest().encode()
-        return hmac.compare_digest(parts[1], expected)
+        event = self._next(slot, time.monotonic() + self.timeout + 30, lambda e: e[0] == "result" and e[1] == seq)
+        if event is None or event[0] != "result":
+            if event is not None and event[0] == "gone":
+                self._inbox[slot].put(event)  # for whoever asks next: the container is gone
+            return None
+        return json.loads(event[2])
 
     def _discard(self, slot: int):
-        if self._sessions[slot] is not None:
-            self._sessions[slot].close()
-        self._sessions[slot] = None
+        if self._runners[slot] is not None:
+            self._runners[slot].close()
+        self._runners[slot] = None
 
-    def _outcome(self, line: bytes) -> tuple[bool, str]:
-        outcome = json.loads(line.split(b" ", 2)[2])
+    def _outcome(self, outcome: dict) -> tuple[bool, str]:
         if outcome["status"] == "timeout":
             return False, f"Timed out after {self.timeout} s."
         if outcome["code"] == 0:
