@@ -36,12 +36,15 @@ import json
 import secrets
 import threading
 import time
+from contextlib import contextmanager
 
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
+from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 FIRST_UID = 20000
+MEMORY_MB = 512  # each slot's address-space limit
 MAX_LINES_PER_SAMPLE = 10_000  # forged lines read past before giving up on the runner
 RUNNER = r"""
 import base64, ctypes, hmac, json, os, resource, select, shutil, signal, subprocess, sys, tempfile, time, traceback
@@ -206,15 +209,25 @@ for line in sys.stdin:
 """
 
 
+def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, runtime: str = "auto") -> SandboxSpec:
+    """The container a CodeSandbox of `slots` runners needs: no network, room for every slot."""
+    # Room for every slot's address-space limit, plus the runners and tmpfs.
+    limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
+    return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime)
+
+
 class CodeSandbox:
-    def __init__(self, owner_id: str, docker_url: str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512, runtime: str = "auto"):
+    """Runners in an open sandbox (one made from `code_sandbox_spec` with as many slots).
+
+    The sandbox is the caller's to open and close: an eval's comes from
+    `belvedir.sandbox.launch.workload`, which also holds its lease.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB):
         self.slots = slots
         self.timeout = timeout
         self.memory_mb = memory_mb
-        # Room for every slot's address-space limit, plus the runners and tmpfs.
-        limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
-        spec = SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits, runtime=runtime)
-        self.sandbox = Sandbox(spec, docker_url)
+        self.sandbox = sandbox
         self._sessions: list = [None] * slots
         self._keys: list[bytes] = [b""] * slots
         self._seq = itertools.count(1)
@@ -222,14 +235,21 @@ class CodeSandbox:
         self._lock = threading.Condition()
 
     def __enter__(self):
-        self.sandbox.__enter__()
         return self
 
     def __exit__(self, *exc):
         for session in self._sessions:
             if session is not None:
                 session.close()
-        self.sandbox.__exit__(*exc)
+
+    @classmethod
+    @contextmanager
+    def standalone(cls, name: str, engine, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
+        """Its own container on `engine`, with no lease: for benches and tests that bring an engine."""
+        # Not an "eval" owner: the reaper would take it for an ended eval's container.
+        spec = code_sandbox_spec(Owner("standalone", name), slots=slots, memory_mb=memory_mb, runtime=runtime)
+        with Sandbox(spec, engine) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
+            yield code
 
     def run(self, program: str) -> tuple[bool, str]:
         """(passed, detail). Blocks for a free slot; safe to call from several threads."""
