@@ -11,6 +11,7 @@ from belvedir.sandbox import health, scheduler
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.output import MASK
+from belvedir.sandbox.owners import Owner
 from billing.actions import charge_for_run, run_reference
 from billing.models import LedgerEntry
 from harnesses.models import Harness, Run
@@ -49,9 +50,9 @@ def test_a_silent_host_is_marked_unhealthy_and_takes_no_new_runs(silent_host):
     assert health.check_hosts() == {"healthy": ["local"], "unhealthy": ["silent"]}
     silent_host.refresh_from_db()
     assert not silent_host.healthy and "unreachable" in silent_host.last_error and silent_host.last_checked_at
-    assert scheduler.acquire_host("run:1").host.name == "local"
+    assert scheduler.acquire_host(Owner("run", 1)).host.name == "local"
     with pytest.raises(NoCapacity, match="busy"):
-        scheduler.acquire_host("run:2")  # the silent host's free places do not count
+        scheduler.acquire_host(Owner("run", 2))  # the silent host's free places do not count
 
 
 def test_its_runs_end_in_error_and_are_refunded_once(silent_host, project, owner):
