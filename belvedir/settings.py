@@ -233,6 +233,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
+    # Domain errors carry their status (402, 409…); this maps them, once.
+    "EXCEPTION_HANDLER": "belvedir.core.api_errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Belvedir API",

@@ -47,7 +47,7 @@ def main():
 
     for number in range(1, args.rounds + 1):
         started = time.perf_counter()
-        with CodeSandbox(f"stress-{number}", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+        with CodeSandbox.standalone(f"stress-{number}", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
             with ThreadPoolExecutor(args.slots) as pool:
                 list(pool.map(lambda row: score(sandbox, row), rows))
         durations.append(time.perf_counter() - started)

@@ -15,6 +15,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from belvedir.sandbox.models import ComputeType
+
 from .errors import CouponError, InsufficientBalance, TopUpError
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, TopUp, normalize_code
 
@@ -62,10 +64,15 @@ def post_entry(account: Account, *, kind, amount_cents: int, reference: str, mem
 
 
 def run_price_cents(compute_type: str) -> int:
-    return settings.RUN_PRICE_GPU_CENTS if compute_type == "gpu" else settings.RUN_PRICE_CPU_CENTS
+    return settings.RUN_PRICE_GPU_CENTS if compute_type == ComputeType.GPU else settings.RUN_PRICE_CPU_CENTS
 
 
 def run_reference(run) -> str:
+    """What the ledger names a run by: its charge and its refund share it, so each happens once.
+
+    Not the run's sandbox owner (`Run.owner`), though it reads the same: this
+    one is stored in the append-only ledger and must never change.
+    """
     return f"run:{run.pk}"
 
 

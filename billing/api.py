@@ -1,5 +1,5 @@
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes, throttle_classes
 from rest_framework.response import Response
 
@@ -7,7 +7,6 @@ from belvedir.core.permissions import IsProjectOwner, request_project
 from belvedir.core.throttle import CouponThrottle
 
 from .actions import redeem_coupon
-from .errors import BillingError
 from .models import Account, LedgerEntry
 
 RECENT_ENTRIES = 20
@@ -60,10 +59,7 @@ def redeem(request):
     payload = RedeemSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
     account = Account.for_project(request_project(request))
-    try:
-        entry = redeem_coupon(account, payload.validated_data["code"], request.user)
-    except BillingError as exc:
-        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    entry = redeem_coupon(account, payload.validated_data["code"], request.user)
     return Response(
         {"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": f"{entry.balance_after_cents / 100:.2f}"}
     )

@@ -18,9 +18,13 @@ MAX_SAMPLES_PER_PROBLEM = 20
 class EvalConfigError(ValueError):
     """An eval request that breaks a rule; the message names the rule."""
 
+    status_code = 400
+
 
 class EvalLimitReached(EvalConfigError):
     """The project already has as many evals in progress as one project may."""
+
+    status_code = 409
 
 
 def create_eval(

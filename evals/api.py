@@ -13,7 +13,7 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
 from . import benchmarks
-from .actions import EvalConfigError, EvalLimitReached, cancel_eval, create_eval, dataset_for, resume_eval
+from .actions import cancel_eval, create_eval, dataset_for, resume_eval
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -141,16 +141,11 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         source = self.get_queryset().filter(pk=data["same_rows_as"]).first() if data["same_rows_as"] is not None else None
         if data["same_rows_as"] is not None and source is None:
             return Response({"same_rows_as": ["No such eval in this project."]}, status=400)
-        try:
-            ev = create_eval(
-                project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
-                scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
-                same_rows_as=source, samples_per_problem=data["samples_per_problem"], max_cost=data["max_cost"],
-            )
-        except EvalLimitReached as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except EvalConfigError as exc:
-            return Response({"detail": str(exc)}, status=400)
+        ev = create_eval(
+            project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
+            scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
+            same_rows_as=source, samples_per_problem=data["samples_per_problem"], max_cost=data["max_cost"],
+        )
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("download", str, enum=["jsonl", "csv"])], responses=SampleSerializer(many=True))
@@ -173,7 +168,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         """Stop sending requests; finished samples are kept. 409 when it already ended."""
         ev = self.get_object()
         if not cancel_eval(ev):
-            return Response({"detail": f"The eval already ended ({ev.status})."}, status=409)
+            raise Conflict(f"The eval already ended ({ev.status}).")
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
 
@@ -185,7 +180,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         payload = ResumeSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         if not resume_eval(ev, max_cost=payload.validated_data["max_cost"]):
-            return Response({"detail": f"Only failed, cancelled or stalled evals resume (this one is {ev.status})."}, status=409)
+            raise Conflict(f"Only failed, cancelled or stalled evals resume (this one is {ev.status}).")
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
 

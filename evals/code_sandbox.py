@@ -10,12 +10,18 @@ its stdin. Isolation between samples comes from the kernel:
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
 - the runner makes itself non-dumpable, so a sample of its own uid cannot
-  ptrace it or read its memory; its results are signed with a key only it
-  and this process hold (see `CodeSandbox.mode` for why that matters under
-  gVisor); a sample can only kill it. A runner that dies
-  or wedges is replaced and the sample retried once on the fresh one: only a
-  sample that breaks a fresh runner too fails (an honest sample is never
-  failed by a hiccup); a runner that cannot start is a platform error;
+  ptrace it or read its memory, and forks each sample from itself (no
+  interpreter start per sample). Outcomes do not travel on the runner's
+  stdout: under gVisor a sample may open its same-uid runner's descriptors
+  and write there. They go to a reporter under the platform's own uid,
+  which takes an outcome only from the pid registered as the slot's runner,
+  as the kernel stamps it on each datagram (`in_sandbox/reporter.py`). A
+  sample holds no secret to steal, and its own words count for nothing;
+- a sample can only kill its runner. A runner that dies or wedges is
+  replaced (once everything of its uid is swept) and the sample retried
+  once on the fresh one: only a sample that breaks a fresh runner too fails
+  (an honest sample is never failed by a hiccup); a runner that cannot
+  start is a platform error;
 - each sample runs in its own session and private 0700 temp directory under
   rlimits: address space (a 10 GB allocation fails alone), processes per uid
   (a fork bomb stops at its own limit), file size (a disk or output flood is
@@ -35,28 +41,40 @@ import json
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from belvedir.sandbox.docker import ExecSession, Sandbox
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
+from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 FIRST_UID = 20000
+MEMORY_MB = 512  # each slot's address-space limit
 SCRIPTS = Path(__file__).parent / "in_sandbox"
 REPORTER_SOCKET = "/tmp/bv-reporter/socket"
 START_SECONDS = 60  # for a runner or the reporter to come up, on a loaded host
 
 
+def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, runtime: str = "auto") -> SandboxSpec:
+    """The container a CodeSandbox of `slots` runners needs: no network, room for every slot."""
+    # Room for every slot's address-space limit, plus the runners and tmpfs.
+    limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
+    return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime)
+
+
 class CodeSandbox:
-    def __init__(self, owner_id: str, docker_url: str, *, slots: int = 4, timeout: int = 10, memory_mb: int = 512, runtime: str = "auto"):
+    """Runners in an open sandbox (one made from `code_sandbox_spec` with as many slots).
+
+    The sandbox is the caller's to open and close: an eval's comes from
+    `belvedir.sandbox.launch.workload`, which also holds its lease.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB):
         self.slots = slots
         self.timeout = timeout
-        self.memory_mb = memory_mb
-        # Room for every slot's address-space limit, plus the runners and tmpfs.
-        limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
-        spec = SandboxSpec(owner_kind="eval", owner_id=owner_id, network="none", limits=limits, runtime=runtime)
-        self.sandbox = Sandbox(spec, docker_url)
+        self.sandbox = sandbox
         self._runner_script = (SCRIPTS / "runner.py").read_text()
         self._env = {"BV_MEM": str(memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_REPORTER": REPORTER_SOCKET}
         self._reporter: ExecSession | None = None
@@ -69,19 +87,22 @@ class CodeSandbox:
         self._lock = threading.Condition()
 
     def __enter__(self):
-        self.sandbox.__enter__()
-        try:
-            self._start_reporter()
-        except BaseException:
-            self.sandbox.__exit__(None, None, None)
-            raise
+        self._start_reporter()
         return self
 
     def __exit__(self, *exc):
         for session in [*self._runners, self._reporter]:
             if session is not None:
                 session.close()
-        self.sandbox.__exit__(*exc)
+
+    @classmethod
+    @contextmanager
+    def standalone(cls, name: str, engine, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
+        """Its own container on `engine`, with no lease: for benches and tests that bring an engine."""
+        # Not an "eval" owner: the reaper would take it for an ended eval's container.
+        spec = code_sandbox_spec(Owner("standalone", name), slots=slots, memory_mb=memory_mb, runtime=runtime)
+        with Sandbox(spec, engine) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
+            yield code
 
     def run(self, program: str) -> tuple[bool, str]:
         """(passed, detail). Blocks for a free slot; safe to call from several threads."""

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
+from belvedir.sandbox.owners import Owner
 
 MAX_IN_FLIGHT = 100
 
@@ -149,6 +150,11 @@ class Eval(models.Model):
     @property
     def is_active(self):
         return self.status in self.ACTIVE
+
+    @property
+    def owner(self) -> Owner:
+        """Whose scoring sandbox and lease they are (humaneval)."""
+        return Owner("eval", self.pk)
 
     @property
     def score_interval(self):

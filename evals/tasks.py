@@ -1,6 +1,8 @@
 """Queue entry points: run (or resume) an eval; re-queue evals whose worker died."""
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import uvloop
 
@@ -10,11 +12,11 @@ from django.db.models.functions import Coalesce
 from django.db.models import Value
 from django.utils import timezone
 
-from belvedir.sandbox import scheduler
 from belvedir.sandbox.errors import SandboxError
+from belvedir.sandbox.launch import workload
 
 from . import benchmarks
-from .code_sandbox import CodeSandbox
+from .code_sandbox import CodeSandbox, code_sandbox_spec
 from .datasets import DatasetSpec
 from .engine import EvalRun, refresh_counters
 from .models import Eval
@@ -47,11 +49,9 @@ def run_eval(eval_id: int):
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]
-    owner = f"eval:{ev.pk}"
     try:
         if getattr(spec, "SANDBOXED", False):
-            lease = scheduler.acquire_host(owner)
-            with CodeSandbox(str(ev.pk), lease.host.engine, slots=settings.HUMANEVAL_SLOTS, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+            with scoring_sandbox(ev) as sandbox:
                 run_async(EvalRun(ev, spec, rows, sandbox).run())
         else:
             run_async(EvalRun(ev, spec, rows).run())
@@ -61,9 +61,20 @@ def run_eval(eval_id: int):
         logger.exception("eval %s failed", ev.pk)
         _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
     finally:
-        scheduler.release(owner)
         refresh_counters(ev.pk)
     Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now())
+
+
+@contextmanager
+def scoring_sandbox(ev: Eval) -> Iterator[CodeSandbox]:
+    """The eval's CodeSandbox, on a leased host's runtime; lease and container go when it closes."""
+    slots = settings.HUMANEVAL_SLOTS
+
+    def spec_on(lease):
+        return code_sandbox_spec(ev.owner, slots=slots, runtime=lease.host.runtime)
+
+    with workload(ev.owner, spec_on) as box, CodeSandbox(box, slots=slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+        yield sandbox
 
 
 def _fail(ev, message):
@@ -71,8 +82,12 @@ def _fail(ev, message):
 
 
 def resume_stale_evals() -> int:
-    """Scheduled: an eval whose worker died (no heartbeat) resumes through the queue,
-    a bounded number of times; then it ends `error` with the reason."""
+    """An eval whose worker died (no heartbeat) resumes through the queue,
+    a bounded number of times; then it ends `error` with the reason.
+
+    Called by the sandbox reaper (the eval owner kind's `reap_stale`, see
+    apps.py), which then releases the lease and removes the container of
+    an eval that ended."""
     from .actions import resume_eval
 
     stale_before = timezone.now() - timezone.timedelta(seconds=settings.EVAL_STALE_SECONDS)

@@ -6,6 +6,7 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
+from belvedir.sandbox.models import ComputeType
 from harnesses.api import RunSerializer, start_run_response
 from harnesses.models import Harness
 
@@ -77,7 +78,7 @@ class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         payload = ModelRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         harness = Harness.objects.filter(project=model.project, pk=payload.validated_data["harness"]).first()
-        if harness is None or harness.compute_type != "gpu":
+        if harness is None or harness.compute_type != ComputeType.GPU:
             return Response({"harness": ["Choose a GPU harness of this project."]}, status=400)
         return start_run_response(harness, request.user, env_for=benchmark_env(model))
 

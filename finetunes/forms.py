@@ -1,5 +1,6 @@
 from django import forms
 
+from belvedir.sandbox.models import ComputeType
 from harnesses.models import Harness
 
 from .models import FineTunedModel
@@ -29,4 +30,4 @@ class RunBenchmarkForm(forms.Form):
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["harness"].queryset = Harness.objects.filter(project=project, compute_type="gpu")
+        self.fields["harness"].queryset = Harness.objects.filter(project=project, compute_type=ComputeType.GPU)

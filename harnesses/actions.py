@@ -4,8 +4,10 @@ from django_q.tasks import async_task
 
 from django.conf import settings
 
+from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress
 from belvedir.sandbox.errors import ProjectAtLimit
+from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
 
@@ -21,7 +23,7 @@ def start_run(harness, user, *, env_for=None) -> Run:
     `env_for(run)` may return (env, secret_env) for the run, e.g. a signed
     URL that names the run.
     """
-    if harness.compute_type == "gpu":
+    if harness.compute_type == ComputeType.GPU:
         check_gpu_available(harness.gpu_type)
     with transaction.atomic():
         harness.project.lock()
@@ -59,23 +61,38 @@ def start_runs(harness, user, repeats: int) -> list[Run]:
 
 
 def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=Run.ACTIVE, **fields) -> bool:
-    """Move an active run to its final status, once; refund when asked.
+    """Move an active run to its final status, once, with all that ends with it.
+
+    One transaction: the final status, the revocation of its API key and
+    egress grant, and the refund when asked commit together or not at all,
+    so a crash between them never leaves a run ended but unrefunded or its
+    key alive. Nothing here talks to Docker: the worker's monitor or the
+    reaper stops the sandbox once the end is committed.
 
     The conditional update is what settles races between the worker, a
     cancel and the reaper: whoever ends the run first wins, the rest no-op.
     """
-    ended = Run.objects.filter(pk=run.pk, status__in=from_statuses).update(status=status, finished_at=timezone.now(), **fields)
-    if ended:
-        if run.api_key_id:
-            from belvedir.core.models import ApiKey
-
-            ApiKey.objects.get(pk=run.api_key_id).revoke()
-        # However it ended (worker, cancel, reaper), its egress credential dies with it.
-        egress.revoke_grant("run", run.pk)
-        if refund_reason:
-            refund_run(run, refund_reason)
+    with transaction.atomic():
+        ended = Run.objects.filter(pk=run.pk, status__in=from_statuses).update(status=status, finished_at=timezone.now(), **fields)
+        if ended:
+            revoke_run_credentials(run)
+            if refund_reason:
+                refund_run(run, refund_reason)
     run.refresh_from_db()
     return bool(ended)
+
+
+def revoke_run_credentials(run: Run):
+    """However the run ended (worker, cancel, reaper), its API key and egress grant die with it.
+
+    The key is read from the row, not the caller's copy: a worker may have
+    issued it after the caller loaded the run. Repeating it is harmless,
+    which the worker does at its end for a key issued after a cancel.
+    """
+    key_id = Run.objects.filter(pk=run.pk).values_list("api_key_id", flat=True).first()
+    if key_id:
+        ApiKey.objects.get(pk=key_id).revoke()
+    egress.revoke_grant(run.owner)
 
 
 def cancel_run(run: Run) -> bool:

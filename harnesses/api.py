@@ -4,12 +4,11 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from belvedir.core.api_errors import Conflict
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 from belvedir.sandbox.output import MASK
-from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import EgressDestination, EgressGrant
-from billing.errors import InsufficientBalance
 
 from .actions import MAX_REPEATS, cancel_run, start_run, start_runs
 from .scores import compare_labels, scores_by_label, summary
@@ -95,19 +94,14 @@ class StartRunsSerializer(serializers.Serializer):
 
 
 def start_run_response(harness, user, env_for=None, repeats=None) -> Response:
-    """201 with the run (a list with `repeats`); 402 when the balance is short; 409 when no such GPU is free."""
-    try:
-        if repeats is not None:
-            runs = start_runs(harness, user, repeats)
-            return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
-        run = start_run(harness, user, env_for=env_for)
-    except InsufficientBalance as exc:
-        return Response(
-            {"detail": str(exc), "balance_cents": exc.balance_cents, "price_cents": exc.price_cents},
-            status=status.HTTP_402_PAYMENT_REQUIRED,
-        )
-    except NoCapacity as exc:
-        return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
+    """201 with the run (a list with `repeats`); 402 when the balance is short; 409 when no such GPU is free.
+
+    Both errors carry their status (the API's exception handler answers).
+    """
+    if repeats is not None:
+        runs = start_runs(harness, user, repeats)
+        return Response(RunSerializer(runs, many=True).data, status=status.HTTP_201_CREATED)
+    run = start_run(harness, user, env_for=env_for)
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -183,7 +177,7 @@ class HarnessViewSet(viewsets.ModelViewSet):
     def destroy(self, request, *args, **kwargs):
         harness = self.get_object()
         if harness.runs.active().exists():
-            return Response({"detail": "Cancel the harness's active runs before deleting it."}, status=status.HTTP_409_CONFLICT)
+            raise Conflict("Cancel the harness's active runs before deleting it.")
         return super().destroy(request, *args, **kwargs)
 
     @extend_schema(request=StartRunsSerializer, responses={201: RunSerializer})
@@ -244,7 +238,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Cancel an active run (no refund); 409 when it already ended."""
         run = self.get_object()
         if not cancel_run(run):
-            return Response({"detail": f"The run already ended ({run.status})."}, status=status.HTTP_409_CONFLICT)
+            raise Conflict(f"The run already ended ({run.status}).")
         return Response(RunSerializer(run).data)
 
 

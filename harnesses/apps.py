@@ -6,8 +6,10 @@ class HarnessesConfig(AppConfig):
     verbose_name = "Harnesses and runs"
 
     def ready(self):
-        from belvedir.sandbox import health
+        from belvedir.sandbox import owners
 
         from .actions import end_runs_on_lost_host
+        from .models import Run
+        from .tasks import reap_stale_runs
 
-        health.on_host_lost("run", end_runs_on_lost_host)
+        owners.register("run", active=Run.objects.active, reap_stale=reap_stale_runs, host_lost=end_runs_on_lost_host)

@@ -14,9 +14,9 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from belvedir.core.models import ApiKey
-from belvedir.sandbox import egress, scheduler
+from belvedir.sandbox import egress
 from belvedir.sandbox.docker import Sandbox
-from belvedir.sandbox.launch import open_sandbox
+from belvedir.sandbox.launch import workload
 from belvedir.sandbox.errors import (
     SandboxError,
     SandboxFileMissing,
@@ -25,11 +25,12 @@ from belvedir.sandbox.errors import (
     SandboxTimeout,
     SandboxUserError,
 )
+from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
 
 from . import repo
-from .actions import finish_run
+from .actions import finish_run, revoke_run_credentials
 from .models import Run
 from .results import parse_results
 
@@ -76,17 +77,12 @@ class RunExecution:
         finally:
             self._stop.set()
             monitor.join(10)
-            if run.api_key_id:
-                ApiKey.objects.get(pk=run.api_key_id).revoke()  # however the run ended
-            egress.revoke_grant("run", run.pk)
-            scheduler.release(run.lease_owner)
+            revoke_run_credentials(run)  # again: a key issued after a cancel ended the run
             Run.objects.filter(pk=run.pk).update(log_tail=self._log())
 
     def _execute(self):
         run, harness = self.run, self.harness
-        gpu_type = harness.gpu_type if run.compute_type == "gpu" else ""
-        lease = scheduler.acquire_host(run.lease_owner, kind=run.compute_type, gpu_type=gpu_type)
-        Run.objects.filter(pk=run.pk).update(host=lease.host)
+        gpu_type = harness.gpu_type if run.compute_type == ComputeType.GPU else ""
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
             credentials = repo.Credentials.for_project(run.project)
@@ -101,13 +97,12 @@ class RunExecution:
             Run.objects.filter(pk=run.pk).update(api_key=key)
             self.secrets += (raw_key,)
             env = self._env(raw_key)
-            spec = self._spec(lease)
-            if spec.network == egress.NETWORK:
-                _, token = egress.issue_grant("run", run.pk, domains=harness.egress_domain_list())
+            if settings.HARNESS_SANDBOX_NETWORK == egress.NETWORK:
+                _, token = egress.issue_grant(run.owner, domains=harness.egress_domain_list())
                 self.secrets += (token,)
-                env.update(egress.sandbox_env(egress.proxy_url("run", run.pk, token)))
+                env.update(egress.sandbox_env(egress.proxy_url(run.owner, token)))
             # An engine that does not answer is marked unhealthy and the run moves to another host once.
-            with open_sandbox(lease, self._spec, kind=run.compute_type, gpu_type=gpu_type, on_move=self._moved) as box:
+            with workload(run.owner, self._spec, compute=run.compute_type, gpu_type=gpu_type, on_lease=self._on_host) as box:
                 self.sandbox = box
                 box.put_archive(REPO_DIR, repo.tar_stream(checkout))
                 if harness.tasks:
@@ -147,15 +142,15 @@ class RunExecution:
 
     # -- pieces ------------------------------------------------------------
 
-    def _moved(self, lease):
+    def _on_host(self, lease):
         Run.objects.filter(pk=self.run.pk).update(host=lease.host)
 
     def _spec(self, lease) -> SandboxSpec:
         gpu = None
-        if self.run.compute_type == "gpu" and lease.host.gpu_device_requests:
+        if self.run.compute_type == ComputeType.GPU and lease.host.gpu_device_requests:
             gpu = GpuRequest(device_ids=(str(lease.gpu_slot),))
         return SandboxSpec(
-            owner_kind="run", owner_id=str(self.run.pk), network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults(),
+            owner=self.run.owner, network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults(),
             runtime=lease.host.runtime,
         )
 

@@ -1,5 +1,6 @@
 from django import forms
 
+from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import MASK
 
 from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset
@@ -35,7 +36,7 @@ class HarnessForm(forms.ModelForm):
         preset = cleaned.get("preset")
         if preset and preset.needs_tasks and not (cleaned.get("tasks") or "").strip():
             self.add_error("tasks", f"{preset.name} brings no task suite: list the tasks to run, one per line.")
-        if cleaned.get("compute_type") == "gpu" and not cleaned.get("gpu_type"):
+        if cleaned.get("compute_type") == ComputeType.GPU and not cleaned.get("gpu_type"):
             self.add_error("gpu_type", "Choose a GPU type for a GPU harness.")
         return cleaned
 

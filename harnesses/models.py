@@ -5,17 +5,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
+from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import MASK
+from belvedir.sandbox.owners import Owner
 
 from . import drivers
 
 MAX_TIME_LIMIT_SECONDS = 3600
 MAX_TASK_ROWS = 500
-
-
-class ComputeType(models.TextChoices):
-    CPU = "cpu", "CPU"
-    GPU = "gpu", "GPU"
 
 
 class Preset(models.Model):
@@ -195,7 +192,7 @@ class Run(models.Model):
         """What this run sent and was refused through the egress proxy (None on other networks)."""
         from belvedir.sandbox.models import EgressGrant
 
-        return EgressGrant.objects.filter(owner_kind="run", owner_id=str(self.pk)).prefetch_related("destinations").first()
+        return EgressGrant.objects.for_owner(self.owner).prefetch_related("destinations").first()
 
     @property
     def task_results(self) -> list[dict]:
@@ -216,8 +213,9 @@ class Run(models.Model):
         return rows
 
     @property
-    def lease_owner(self):
-        return f"run:{self.pk}"
+    def owner(self) -> Owner:
+        """Whose sandbox, lease and egress grant they are (the ledger names runs by billing.actions.run_reference)."""
+        return Owner("run", self.pk)
 
     def timeline(self):
         steps = [

@@ -10,12 +10,13 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from belvedir.sandbox.models import ComputeType
 from billing.errors import InsufficientBalance
 
 from .actions import start_run
 from .execution import execute_run
 from .forms import preset_initial
-from .models import ComputeType, Harness, HarnessEnvVar, Preset, Run
+from .models import Harness, HarnessEnvVar, Preset, Run
 
 SMOKE_TASKS = "Create a file named smoke.txt that contains the single word ok :: grep -qx ok smoke.txt\n"
 SECRET_NAMES = ("KEY", "TOKEN", "SECRET", "PASSWORD")

@@ -7,6 +7,7 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
 from belvedir.sandbox.errors import NoCapacity
+from billing.actions import run_reference
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
@@ -115,10 +116,10 @@ def run_start(request, pk):
         runs = start_runs(harness, request.user, repeats)
     except InsufficientBalance as exc:
         messages.error(request, str(exc) + (f" None of the {repeats} runs was started." if repeats > 1 else ""))
-        return harness_detail(request, pk, status=402)
+        return harness_detail(request, pk, status=exc.status_code)
     except NoCapacity as exc:
         messages.error(request, f"{exc.message} Nothing was charged.")
-        return harness_detail(request, pk, status=409)
+        return harness_detail(request, pk, status=exc.status_code)
     if repeats == 1:
         return redirect(runs[0])
     messages.success(request, f"{repeats} runs started, each charged as a run.")
@@ -133,7 +134,7 @@ def run_detail(request, pk):
         if not run.is_active:
             response.status_code = HTMX_STOP_POLLING
         return response
-    entries = list(LedgerEntry.objects.filter(reference=f"run:{run.pk}", kind__in=["run_charge", "refund"]).order_by("created_at"))
+    entries = list(LedgerEntry.objects.filter(reference=run_reference(run), kind__in=["run_charge", "refund"]).order_by("created_at"))
     usage = run.trace_sessions.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), sessions=Count("pk"))
     context = {"run": run, "entries": entries, "charged_cents": -sum(e.amount_cents for e in entries), "usage": usage}
     return render(request, "harnesses/run.html", context)

@@ -15,8 +15,8 @@ export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
 $py manage.py migrate --noinput
 $py manage.py build_sandbox_image
 $py manage.py demo_setup
-# Runs a previous worker left behind end (refunded) before a new worker starts.
-$py manage.py reap_runs
+# Runs and evals a previous worker left behind are reaped before a new worker starts.
+$py manage.py reap_workloads
 # Ctrl-C (or any of them dying) stops them all. Each is sent TERM
 # itself: the worker then stops its own children in order, which a signal
 # to the whole process group would pre-empt (leaving it waiting for them).

@@ -166,7 +166,7 @@ def test_the_reaper_and_the_worker_racing_over_one_run_refund_it_once(project, o
 
     from harnesses.actions import finish_run, start_run
     from harnesses.models import Run
-    from harnesses.tasks import reap_runs
+    from belvedir.sandbox.reaper import reap
 
     from .harness_fixtures import harness
 
@@ -179,10 +179,46 @@ def test_the_reaper_and_the_worker_racing_over_one_run_refund_it_once(project, o
 
     def race(i):
         if i % 2:
-            return reap_runs()["reaped"]
+            return reap()["reaped"]["run"]
         return int(finish_run(Run.objects.get(pk=run.pk), Run.Status.ERROR, refund_reason="engine lost", from_statuses=Run.IN_SANDBOX))
 
     ended = run_concurrently(race, 6)
     assert sum(ended) == 1, ended  # exactly one of them ended the run
     assert LedgerEntry.objects.filter(kind="refund", reference=f"run:{run.pk}").count() == 1
+    assert Account.balance_for(project) == 1000
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crash_while_refunding_leaves_the_run_unended_with_its_credentials_alive(project, owner, tmp_path, monkeypatch):
+    """A run's end, its key and egress revocation and its refund commit together: a crash between them leaves none."""
+    from belvedir.core.models import ApiKey
+    from belvedir.sandbox import egress
+    from harnesses import actions
+    from harnesses.models import Run
+
+    from .harness_fixtures import harness
+
+    fund(project, 1000)
+    run = actions.start_run(harness(project, owner, tmp_path), owner)
+    key, _ = ApiKey.issue(project=project, user=owner, name="run", scope=ApiKey.Scope.INGEST, per_run=True)
+    Run.objects.filter(pk=run.pk).update(status="running", api_key=key)
+    egress.issue_grant(run.owner)
+
+    def crash(run, reason):
+        raise ConnectionError("worker lost mid-refund")
+
+    monkeypatch.setattr(actions, "refund_run", crash)
+    with pytest.raises(ConnectionError):
+        actions.finish_run(Run.objects.get(pk=run.pk), Run.Status.ERROR, refund_reason="engine lost", from_statuses=Run.IN_SANDBOX)
+    run.refresh_from_db()
+    assert (run.status, run.finished_at) == ("running", None)
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is None
+    assert run.egress_grant().revoked_at is None
+    assert Account.balance_for(project) == 1000 - run.price_cents
+
+    # Still active, so the next try (the reaper's) ends it whole.
+    monkeypatch.undo()
+    assert actions.finish_run(Run.objects.get(pk=run.pk), Run.Status.ERROR, refund_reason="engine lost", from_statuses=Run.IN_SANDBOX)
+    run.refresh_from_db()
+    assert run.status == "error" and ApiKey.objects.get(pk=key.pk).revoked_at and run.egress_grant().revoked_at
     assert Account.balance_for(project) == 1000

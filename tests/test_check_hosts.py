@@ -11,7 +11,8 @@ from belvedir.sandbox import health, scheduler
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.output import MASK
-from billing.actions import charge_for_run
+from belvedir.sandbox.owners import Owner
+from billing.actions import charge_for_run, run_reference
 from billing.models import LedgerEntry
 from harnesses.models import Harness, Run
 
@@ -35,7 +36,7 @@ def running_run(project, owner, host) -> Run:
     harness = Harness.objects.create(project=project, created_by=owner, name="h", repo_url="https://example.com/r.git", run_command="true")
     run = Run.objects.create(project=project, harness=harness, created_by=owner, price_cents=harness.price_cents, status="running", host=host)
     charge_for_run(run)
-    SandboxLease.objects.create(host=host, owner=run.lease_owner)
+    SandboxLease.objects.create(host=host, owner=str(run.owner))
     return run
 
 
@@ -49,9 +50,9 @@ def test_a_silent_host_is_marked_unhealthy_and_takes_no_new_runs(silent_host):
     assert health.check_hosts() == {"healthy": ["local"], "unhealthy": ["silent"]}
     silent_host.refresh_from_db()
     assert not silent_host.healthy and "unreachable" in silent_host.last_error and silent_host.last_checked_at
-    assert scheduler.acquire_host("run:1").host.name == "local"
+    assert scheduler.acquire_host(Owner("run", 1)).host.name == "local"
     with pytest.raises(NoCapacity, match="busy"):
-        scheduler.acquire_host("run:2")  # the silent host's free places do not count
+        scheduler.acquire_host(Owner("run", 2))  # the silent host's free places do not count
 
 
 def test_its_runs_end_in_error_and_are_refunded_once(silent_host, project, owner):
@@ -63,9 +64,9 @@ def test_its_runs_end_in_error_and_are_refunded_once(silent_host, project, owner
 
     run.refresh_from_db()
     assert run.status == "error" and "stopped answering" in run.status_message and run.finished_at
-    assert LedgerEntry.objects.filter(kind="refund", reference=run.lease_owner).count() == 1
+    assert LedgerEntry.objects.filter(kind="refund", reference=run_reference(run)).count() == 1
     assert Run.objects.get(pk=elsewhere.pk).status == "running"
-    assert not LedgerEntry.objects.filter(kind="refund", reference=elsewhere.lease_owner).exists()
+    assert not LedgerEntry.objects.filter(kind="refund", reference=run_reference(elsewhere)).exists()
 
 
 def test_it_comes_back_when_it_answers_again(silent_host, settings):

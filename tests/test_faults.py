@@ -91,7 +91,7 @@ def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_pl
     from harnesses.actions import start_run
     from harnesses.execution import execute_run
     from harnesses.models import Run
-    from harnesses.tasks import reap_runs
+    from belvedir.sandbox.reaper import reap
 
     from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 
@@ -118,7 +118,7 @@ def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_pl
         subprocess.run(["scripts/ensure_docker.sh"], check=True, timeout=180, cwd=Path(__file__).resolve().parent.parent)
     deadline = time.monotonic() + 60
     while managed_containers(docker_url) and time.monotonic() < deadline:
-        reap_runs()
+        reap()
         time.sleep(1)
     assert Run.objects.get(pk=run.pk).status == "error"
 

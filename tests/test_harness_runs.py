@@ -233,7 +233,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     import time
 
     from belvedir.sandbox.docker import managed_containers
-    from harnesses.tasks import reap_runs
+    from belvedir.sandbox.reaper import reap
 
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('busy', flush=True)\ntime.sleep(600)"})
     before = Account.balance_for(funded)
@@ -253,13 +253,14 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
 
     settings.HARNESS_STALE_SECONDS = 1
     time.sleep(1.5)
-    outcome = reap_runs()
+    outcome = reap()
     run.refresh_from_db()
-    assert outcome["reaped"] == 1
+    assert outcome["reaped"]["run"] == 1 and outcome["leases_released"] == 1 and outcome["orphans_removed"] == 1
     assert run.status == "error" and "worker" in run.status_message
     assert Account.balance_for(funded) == before
     assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
     assert managed_containers(docker_url, "run") == []
     assert run.egress_grant().revoked_at is not None  # the dead worker never revoked it; the reaper did
-    assert reap_runs()["reaped"] == 0
+    assert not SandboxLease.objects.exists()
+    assert reap()["reaped"]["run"] == 0
     assert LedgerEntry.objects.filter(kind="refund").count() == 1

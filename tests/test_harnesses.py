@@ -173,6 +173,7 @@ def test_insufficient_balance_is_402_and_queues_nothing(a_harness, project, api,
         response = api.post(f"/api/v1/harnesses/{a_harness.pk}/runs")
     assert response.status_code == 402
     assert response.json()["price_cents"] == 50 and "Insufficient balance" in response.json()["detail"]
+    assert set(response.json()) == {"detail", "balance_cents", "price_cents"}  # the body the CLI reads
     page = owner_client.post(f"/harnesses/{a_harness.pk}/runs/")
     assert page.status_code == 402 and "Insufficient balance" in page.content.decode()
     assert not Run.objects.exists() and OrmQ.objects.count() == 0

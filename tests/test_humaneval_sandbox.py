@@ -58,7 +58,7 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
 
     assert runtime in engine_runtimes(docker_url), f"this engine has no {runtime}"
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
-    with CodeSandbox("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as sandbox:
+    with CodeSandbox.standalone("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as sandbox:
         # Honest samples interleaved with hostile ones, several at once.
         order = [name for pair in zip(list(HONEST), list(HOSTILE)) for name in pair] + list(HONEST)[len(HOSTILE):] + list(HOSTILE)[len(HONEST):]
         with ThreadPoolExecutor(4) as pool:
@@ -94,7 +94,7 @@ def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_url):
     import time
 
     honest = "import time\ntime.sleep(4)\nassert sum(range(10)) == 45\n"
-    with CodeSandbox("killer", docker_url, slots=4, timeout=15) as sandbox:
+    with CodeSandbox.standalone("killer", docker_url, slots=4, timeout=15) as sandbox:
         with ThreadPoolExecutor(4) as pool:
             running = [pool.submit(sandbox.run, honest) for _ in range(3)]
             time.sleep(1.5)  # the honest samples are mid-run now
@@ -144,7 +144,7 @@ KILL_RUNNERS_OF_UID = (
 
 
 def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_passes(docker_url):
-    with CodeSandbox("flaky", docker_url, slots=1, timeout=4) as sandbox:
+    with CodeSandbox.standalone("flaky", docker_url, slots=1, timeout=4) as sandbox:
         assert sandbox.run("assert True\n") == (True, "")
         # An infrastructure hiccup: the slot's runner is killed from outside, between two samples.
         sandbox.sandbox.exec(["python3", "-c", KILL_RUNNERS_OF_UID], user="20000", timeout=30)
@@ -182,7 +182,7 @@ def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(doc
     monkeypatch.setattr(Sandbox, "open_session", slow_open_session)
     rows = humaneval.rows()[:8]
     started = time.monotonic()
-    with CodeSandbox("late", docker_url, slots=2, timeout=10) as sandbox:
+    with CodeSandbox.standalone("late", docker_url, slots=2, timeout=10) as sandbox:
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     assert outcomes == [(True, "")] * 8

@@ -14,6 +14,7 @@ from belvedir.core.models import ProjectSecret
 from belvedir.sandbox import scheduler
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import SandboxHost
+from belvedir.sandbox.owners import Owner
 from billing.models import Account
 from finetunes.models import FineTunedModel
 from finetunes.signing import adapter_url
@@ -123,24 +124,24 @@ def test_no_gpu_host_is_a_clear_message_before_any_charge(api, owner_client, pro
 @pytest.mark.django_db
 def test_gpu_slots_capacity_and_draining(gpu_host, api, project, model, gpu_harness):
     fund(project, 5000)
-    first = scheduler.acquire_host("run:a", kind="gpu", gpu_type="A10G")
-    second = scheduler.acquire_host("run:b", kind="gpu", gpu_type="A10G")
+    first = scheduler.acquire_host(Owner("run", "a"), kind="gpu", gpu_type="A10G")
+    second = scheduler.acquire_host(Owner("run", "b"), kind="gpu", gpu_type="A10G")
     assert {first.gpu_slot, second.gpu_slot} == {0, 1}
     assert api.post(f"/api/v1/models/{model.pk}/runs", {"harness": gpu_harness.pk}, format="json").status_code == 409
-    scheduler.release("run:a")
+    scheduler.release(Owner("run", "a"))
     assert api.post(f"/api/v1/models/{model.pk}/runs", {"harness": gpu_harness.pk}, format="json").status_code == 201
     SandboxHost.objects.filter(pk=gpu_host.pk).update(draining=True)
     with pytest.raises(NoCapacity):
-        scheduler.acquire_host("run:c", kind="gpu", gpu_type="A10G")
+        scheduler.acquire_host(Owner("run", "c"), kind="gpu", gpu_type="A10G")
 
 
 @pytest.mark.django_db
 def test_gpu_hosts_take_cpu_runs_only_when_allowed(gpu_host, settings):
     SandboxHost.objects.filter(kind="cpu").update(enabled=False)
     with pytest.raises(NoCapacity):
-        scheduler.acquire_host("run:cpu")
+        scheduler.acquire_host(Owner("run", "cpu"))
     settings.GPU_HOSTS_TAKE_CPU_RUNS = True
-    lease = scheduler.acquire_host("run:cpu")
+    lease = scheduler.acquire_host(Owner("run", "cpu"))
     assert lease.host == gpu_host and lease.gpu_slot is None
 
 

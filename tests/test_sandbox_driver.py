@@ -16,6 +16,7 @@ from belvedir.sandbox.errors import (
     SandboxOutOfMemory,
     SandboxTimeout,
 )
+from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 pytestmark = pytest.mark.docker
@@ -24,7 +25,7 @@ runtimes = pytest.mark.parametrize("runtime", ["runc", "runsc"])
 
 
 def spec(name="t", **kwargs):
-    return SandboxSpec(owner_kind="test", owner_id=name, **kwargs)
+    return SandboxSpec(owner=Owner("test", name), **kwargs)
 
 
 def test_it_reports_exit_codes_and_output(docker_url):

@@ -16,11 +16,12 @@ from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.engine import Engine
 from belvedir.sandbox.errors import DockerUnavailable
 from belvedir.sandbox.models import SandboxHost, SandboxLease
+from belvedir.sandbox.owners import Owner
+from belvedir.sandbox.reaper import reap
 from belvedir.sandbox.spec import SandboxSpec
 from billing.models import Account, LedgerEntry
 from harnesses.actions import start_run
 from harnesses.models import Run
-from harnesses.tasks import reap_runs
 
 from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 from .second_engine import SecondEngine
@@ -108,7 +109,7 @@ def test_it_reaches_a_remote_engine_only_with_its_client_certificate(second_engi
 
 
 def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
-    with Sandbox(SandboxSpec(owner_kind="test", owner_id="tls", network="none"), tls_engine(second_engine)) as box:
+    with Sandbox(SandboxSpec(owner=Owner("test", "tls"), network="none"), tls_engine(second_engine)) as box:
         result = box.exec("echo hello from $(uname -s)", timeout=60)
         assert result.exit_code == 0 and "hello from Linux" in result.output
         assert box.runtime == "runsc"
@@ -121,10 +122,10 @@ def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
 
 def test_the_reaper_removes_orphans_on_the_remote_engine(hosts, second_engine):
     local, second = hosts
-    orphan = Sandbox(SandboxSpec(owner_kind="run", owner_id="999999", network="none"), second.engine).__enter__()
+    orphan = Sandbox(SandboxSpec(owner=Owner("run", 999999), network="none"), second.engine).__enter__()
     try:
         assert [c["name"] for c in sandbox_docker.managed_containers(second.engine, "run")] == ["bv-run-999999"]
-        assert reap_runs()["orphans_removed"] == 1
+        assert reap()["orphans_removed"] == 1
         assert sandbox_docker.managed_containers(second.engine, "run") == []
     finally:
         orphan.__exit__(None, None, None)
@@ -213,7 +214,7 @@ def test_a_stopped_engine_ends_its_runs_while_the_other_works_and_comes_back_aft
     assert health.check_hosts() == {"healthy": ["local", "second"], "unhealthy": []}
     # Its engine stopped the killed runs' containers but could not remove them then: the reaper does now.
     assert [c["status"] for c in sandbox_docker.managed_containers(second.engine, "run")] == ["exited"] * 2
-    reap_runs()
+    reap()
     assert sandbox_docker.managed_containers(second.engine, "run") == []
     back = wait_ended([start_run(quick, owner)])[0]
     assert (back.status, back.host.name) == ("succeeded", "second"), back.status_message

@@ -8,8 +8,6 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from . import actions
-from .api_errors import api_error
-from .errors import TeamError
 from .forms import SecretForm
 from .models import Invitation, Membership, ProjectSecret
 from .permissions import HasFullScope, IsProjectOwner, is_owner, request_project
@@ -49,10 +47,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
         if not is_owner(request.user, project):
             raise PermissionDenied("Only an owner of the project may do this.")
         RoleSerializer(data=request.data).is_valid(raise_exception=True)
-        try:
-            actions.transfer_ownership(project, request.user, membership.user)
-        except TeamError as exc:
-            raise api_error(exc) from None
+        actions.transfer_ownership(project, request.user, membership.user)
         membership.refresh_from_db()
         return Response(MembershipSerializer(membership).data)
 
@@ -62,10 +57,7 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
         project = request_project(request)
         if membership.user_id != request.user.pk and not is_owner(request.user, project):
             raise PermissionDenied("Only an owner of the project may do this.")
-        try:
-            actions.remove_member(project, membership.user)
-        except TeamError as exc:
-            raise api_error(exc) from None
+        actions.remove_member(project, membership.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -106,10 +98,7 @@ class InvitationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
         """Invite a user; the answer holds the link (`url`) once: only its hash is kept."""
         payload = InviteSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
-            invitation, raw = actions.invite_member(request_project(request), request.user, payload.validated_data["user"])
-        except TeamError as exc:
-            raise api_error(exc) from None
+        invitation, raw = actions.invite_member(request_project(request), request.user, payload.validated_data["user"])
         url = request.build_absolute_uri(reverse("invitation", args=[raw]))
         return Response({**InvitationSerializer(invitation).data, "url": url, "token": raw}, status=status.HTTP_201_CREATED)
 
@@ -123,28 +112,19 @@ class InvitationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     @action(detail=False, methods=["post"])
     def accept(self, request):
         invitation = self._invitation(request)
-        try:
-            membership = actions.accept_invitation(invitation)
-        except TeamError as exc:
-            raise api_error(exc) from None
+        membership = actions.accept_invitation(invitation)
         return Response({**MembershipSerializer(membership).data, "project": {"id": invitation.project_id, "name": invitation.project.name}})
 
     @extend_schema(request=TokenSerializer, responses={204: None})
     @action(detail=False, methods=["post"])
     def decline(self, request):
-        try:
-            actions.decline_invitation(self._invitation(request))
-        except TeamError as exc:
-            raise api_error(exc) from None
+        actions.decline_invitation(self._invitation(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _invitation(self, request):
         payload = TokenSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        try:
-            return actions.invitation_for(payload.validated_data["token"], request.user)
-        except TeamError as exc:
-            raise api_error(exc) from None
+        return actions.invitation_for(payload.validated_data["token"], request.user)
 
 
 class SecretSerializer(serializers.ModelSerializer):

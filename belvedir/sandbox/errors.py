@@ -3,7 +3,8 @@
 User errors are the sandboxed code's doing (non-zero exit, timeout, out of
 memory, an oversized or missing file): the user pays for the run. Platform
 errors are ours (Docker down, image missing, no capacity): at launch they
-refund. Callers map these classes to statuses in one place.
+refund. Callers map these classes to run statuses in one place; the API's
+HTTP answer comes from `status_code` (belvedir/core/api_errors.py).
 """
 
 
@@ -53,7 +54,7 @@ class ImageMissing(SandboxPlatformError):
 
 
 class NoCapacity(SandboxPlatformError):
-    pass
+    status_code = 409  # the API's answer when a start finds no room (nothing was charged)
 
 
 class ProjectAtLimit(NoCapacity):

@@ -3,34 +3,26 @@
 A host is unhealthy when its engine does not answer (or lacks the sandbox
 image); the scheduler skips it until a later check finds it answering. When
 a check finds an engine silent, the workloads leased on it cannot be reached
-any more: each owner kind's registered handler ends them (runs end `error`
-and are refunded). The sandbox package imports no app; apps register here.
+any more: each owner kind's registered `host_lost` ends them (runs end
+`error` and are refunded). The sandbox package imports no app; apps register
+their owner kinds in owners.py.
 """
 
 import logging
 import time
-from collections.abc import Callable
-
 from django.conf import settings
 from django.utils import timezone
 
-from . import docker
+from . import docker, owners
 from .errors import DockerUnavailable, SandboxPlatformError
 from .models import SandboxHost, SandboxLease
+from .owners import Owner
 
 logger = logging.getLogger(__name__)
 # A bound on one call: the schedule comes back every minute.
 MAX_HOSTS = 200
 # One retry a second later, so one dropped connection does not end a host's runs.
 ATTEMPTS = 2
-
-HostLost = Callable[[list[str], SandboxHost], None]
-_on_host_lost: dict[str, HostLost] = {}
-
-
-def on_host_lost(owner_kind: str, handler: HostLost):
-    """Register what ends `owner_kind` workloads (by id) on a host whose engine stopped answering."""
-    _on_host_lost[owner_kind] = handler
 
 
 def check_hosts() -> dict:
@@ -69,13 +61,13 @@ def mark_unhealthy(host: SandboxHost, error: str):
 def end_workloads(host: SandboxHost) -> int:
     """Hand every lease on the host to its owner kind's handler; kinds without one are left to their own logic."""
     by_kind: dict[str, list[str]] = {}
-    for owner in SandboxLease.objects.filter(host=host).values_list("owner", flat=True):
-        kind, _, owner_id = owner.partition(":")
-        by_kind.setdefault(kind, []).append(owner_id)
+    for value in SandboxLease.objects.filter(host=host).values_list("owner", flat=True):
+        owner = Owner.parse(value)
+        by_kind.setdefault(owner.kind, []).append(owner.id)
     ended = 0
     for kind, ids in by_kind.items():
-        if handler := _on_host_lost.get(kind):
-            handler(ids, host)
+        if (registered := owners.get(kind)) and registered.host_lost:
+            registered.host_lost(ids, host)
             ended += len(ids)
     return ended
 

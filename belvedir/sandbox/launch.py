@@ -1,17 +1,51 @@
+"""A workload's whole life on a sandbox host: lease a place, open the sandbox, release the place.
+
+Apps say what to run (a spec per host) and what to do inside; they never
+take or give back a lease themselves. Whatever a worker leaves behind when
+it dies (a lease, a container) is the reaper's (reaper.py).
+"""
+
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from . import health, scheduler
 from .docker import Sandbox
 from .errors import DockerUnavailable, NoCapacity
-from .models import SandboxLease
+from .models import ComputeType, SandboxLease
+from .owners import Owner
 from .spec import SandboxSpec
+
+SpecFor = Callable[[SandboxLease], SandboxSpec]
+
+
+@contextmanager
+def workload(
+    owner: Owner,
+    spec_for: SpecFor,
+    *,
+    compute: str = ComputeType.CPU,
+    gpu_type: str = "",
+    on_lease: Callable[[SandboxLease], None] | None = None,
+) -> Iterator[Sandbox]:
+    """The owner's sandbox, on a host with room for it; the place is given back however the block ends.
+
+    NoCapacity when no host has room. `on_lease` hears of the host chosen,
+    and of the next one when the launch moves (see `open_sandbox`).
+    """
+    try:
+        lease = scheduler.acquire_host(owner, compute, gpu_type)
+        if on_lease:
+            on_lease(lease)
+        with open_sandbox(lease, spec_for, kind=compute, gpu_type=gpu_type, on_move=on_lease) as box:
+            yield box
+    finally:
+        scheduler.release(owner)
 
 
 @contextmanager
 def open_sandbox(
     lease: SandboxLease,
-    spec_for: Callable[[SandboxLease], SandboxSpec],
+    spec_for: SpecFor,
     *,
     kind: str,
     gpu_type: str = "",

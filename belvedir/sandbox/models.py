@@ -3,6 +3,7 @@ from django.db import models
 from django.utils import timezone
 
 from .engine import Engine
+from .owners import Owner
 
 
 class Runtime(models.TextChoices):
@@ -11,11 +12,14 @@ class Runtime(models.TextChoices):
     RUNC = "runc", "runc"
 
 
-class SandboxHost(models.Model):
-    class Kind(models.TextChoices):
-        CPU = "cpu", "CPU"
-        GPU = "gpu", "GPU"
+class ComputeType(models.TextChoices):
+    """What a workload needs and a host offers; harnesses, runs and hosts share it."""
 
+    CPU = "cpu", "CPU"
+    GPU = "gpu", "GPU"
+
+
+class SandboxHost(models.Model):
     name = models.CharField(max_length=100, unique=True)
     docker_url = models.CharField(max_length=255, help_text="unix:///var/run/docker.sock or tcp://host:2376")
     # A remote engine (dockerd --tlsverify) takes a client certificate signed
@@ -23,7 +27,7 @@ class SandboxHost(models.Model):
     tls_ca = models.TextField("TLS CA certificate", blank=True, help_text="PEM or path. The CA that signed the engine's certificate.")
     tls_cert = models.TextField("TLS client certificate", blank=True, help_text="PEM or path.")
     tls_key = models.TextField("TLS client key", blank=True, help_text="PEM or path. A secret: never shown again.")
-    kind = models.CharField(max_length=3, choices=Kind.choices, default=Kind.CPU)
+    kind = models.CharField(max_length=3, choices=ComputeType.choices, default=ComputeType.CPU)
     gpu_type = models.CharField(max_length=40, default="A10G", blank=True)
     gpu_count = models.PositiveIntegerField(default=0, help_text="GPUs on a GPU host, tracked as slots 0..n-1.")
     gpu_device_requests = models.BooleanField(
@@ -75,7 +79,12 @@ class SandboxLease(models.Model):
 
 
 def default_host_values():
-    return {"docker_url": settings.SANDBOX_DOCKER_URL, "kind": SandboxHost.Kind.CPU, "capacity": 4}
+    return {"docker_url": settings.SANDBOX_DOCKER_URL, "kind": ComputeType.CPU, "capacity": 4}
+
+
+class EgressGrantQuerySet(models.QuerySet):
+    def for_owner(self, owner: Owner):
+        return self.filter(owner_kind=owner.kind, owner_id=owner.id)
 
 
 class EgressGrant(models.Model):
@@ -101,8 +110,14 @@ class EgressGrant(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["owner_kind", "owner_id"], name="one_egress_grant_per_owner")]
 
+    objects = EgressGrantQuerySet.as_manager()
+
     def __str__(self):
         return f"egress of {self.owner_kind} {self.owner_id}"
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.owner_kind, self.owner_id)
 
     @property
     def total_bytes(self):

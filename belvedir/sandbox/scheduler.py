@@ -3,10 +3,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 
 from .errors import NoCapacity
-from .models import SandboxHost, SandboxLease
+from .models import ComputeType, SandboxHost, SandboxLease
+from .owners import Owner
 
 
-def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "") -> SandboxLease:
+def acquire_host(owner: Owner, kind: str = ComputeType.CPU, gpu_type: str = "") -> SandboxLease:
     """Reserve a place on an enabled, healthy host of `kind` with free capacity.
 
     Candidate hosts are locked for the whole choice so two workers cannot both
@@ -14,7 +15,7 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
     fill in proportion to their capacity. A GPU lease also takes a free GPU
     slot, so two runs never share one GPU.
     """
-    existing = SandboxLease.objects.select_related("host").filter(owner=owner).first()
+    existing = SandboxLease.objects.select_related("host").filter(owner=str(owner)).first()
     if existing:
         return existing  # a re-delivered task keeps the place it already has
     with transaction.atomic():
@@ -28,12 +29,12 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
             if load.get(host.pk, 0) >= host.capacity:
                 continue
             # A GPU run takes a GPU slot; a CPU run allowed onto a GPU host takes none.
-            slot = _free_gpu_slot(host) if kind == SandboxHost.Kind.GPU else None
-            if kind == SandboxHost.Kind.GPU and slot is None:
+            slot = _free_gpu_slot(host) if kind == ComputeType.GPU else None
+            if kind == ComputeType.GPU and slot is None:
                 continue
             try:
                 with transaction.atomic():
-                    return SandboxLease.objects.create(host=host, owner=owner, gpu_slot=slot)
+                    return SandboxLease.objects.create(host=host, owner=str(owner), gpu_slot=slot)
             except IntegrityError:
                 continue
         raise NoCapacity(f"Every {kind.upper()} sandbox host{_gpu_suffix(gpu_type)} is busy; try again shortly.")
@@ -42,30 +43,31 @@ def acquire_host(owner: str, kind: str = SandboxHost.Kind.CPU, gpu_type: str = "
 def candidate_hosts(kind: str, gpu_type: str = ""):
     """Enabled, healthy, non-draining hosts that may take a sandbox of this kind."""
     accepting = SandboxHost.objects.filter(enabled=True, draining=False, healthy=True)
-    if kind == SandboxHost.Kind.GPU:
+    if kind == ComputeType.GPU:
         return accepting.filter(kind=kind, **({"gpu_type": gpu_type} if gpu_type else {}))
     if settings.GPU_HOSTS_TAKE_CPU_RUNS:
         return accepting
-    return accepting.filter(kind=SandboxHost.Kind.CPU)
+    return accepting.filter(kind=ComputeType.CPU)
 
 
 def check_gpu_available(gpu_type: str):
     """Before charging a GPU run: NoCapacity when no such GPU is free right now."""
-    hosts = list(candidate_hosts(SandboxHost.Kind.GPU, gpu_type))
+    hosts = list(candidate_hosts(ComputeType.GPU, gpu_type))
     if not hosts:
-        raise NoCapacity(_no_host_message(SandboxHost.Kind.GPU, gpu_type))
+        raise NoCapacity(_no_host_message(ComputeType.GPU, gpu_type))
     if not any(_free_gpu_slot(host) is not None for host in hosts):
         raise NoCapacity(f"Every {gpu_type or 'GPU'} GPU is in use; try again when a run finishes.")
 
 
 def move(lease: SandboxLease, kind: str, gpu_type: str = "") -> SandboxLease:
     """Give up a lease and take a place elsewhere (the old host must no longer be a candidate)."""
-    release(lease.owner)
-    return acquire_host(lease.owner, kind, gpu_type)
+    owner = Owner.parse(lease.owner)
+    release(owner)
+    return acquire_host(owner, kind, gpu_type)
 
 
-def release(owner: str):
-    SandboxLease.objects.filter(owner=owner).delete()
+def release(owner: Owner):
+    SandboxLease.objects.filter(owner=str(owner)).delete()
 
 
 def _free_gpu_slot(host: SandboxHost) -> int | None:

@@ -2,6 +2,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from .owners import Owner
+
 LABEL_MANAGED = "belvedir.managed"
 LABEL_OWNER_KIND = "belvedir.owner.kind"
 LABEL_OWNER_ID = "belvedir.owner.id"
@@ -40,8 +42,7 @@ class GpuRequest:
 class SandboxSpec:
     """What to launch. The container name is deterministic (`bv-<kind>-<id>`)."""
 
-    owner_kind: str
-    owner_id: str
+    owner: Owner
     image: str = field(default_factory=lambda: settings.SANDBOX_IMAGE)
     limits: Limits = field(default_factory=Limits.defaults)
     # A Docker network mode, or `egress`: network none plus the egress proxy (sandbox/egress/).
@@ -54,13 +55,13 @@ class SandboxSpec:
 
     @property
     def name(self) -> str:
-        return f"bv-{self.owner_kind}-{self.owner_id}"
+        return self.owner.container_name
 
     @property
     def labels(self) -> dict[str, str]:
         return {
             LABEL_MANAGED: "1",
             LABEL_INSTANCE: settings.SANDBOX_INSTANCE,
-            LABEL_OWNER_KIND: self.owner_kind,
-            LABEL_OWNER_ID: str(self.owner_id),
+            LABEL_OWNER_KIND: self.owner.kind,
+            LABEL_OWNER_ID: self.owner.id,
         }

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from ..models import EgressGrant
+from ..owners import Owner
 
 NETWORK = "egress"
 SOCKET_NAME = "proxy.sock"
@@ -40,24 +41,25 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def issue_grant(owner_kind: str, owner_id, *, domains=(), max_bytes=None) -> tuple[EgressGrant, str]:
+def issue_grant(owner: Owner, *, domains=(), max_bytes=None) -> tuple[EgressGrant, str]:
     """A fresh grant for the owner (a re-delivered task replaces its old one); the token is returned once."""
     token = secrets.token_urlsafe(32)
     with transaction.atomic():
-        EgressGrant.objects.filter(owner_kind=owner_kind, owner_id=str(owner_id)).delete()
+        EgressGrant.objects.for_owner(owner).delete()
         grant = EgressGrant.objects.create(
-            owner_kind=owner_kind, owner_id=str(owner_id), token_hash=hash_token(token), domains=list(domains),
+            owner_kind=owner.kind, owner_id=owner.id, token_hash=hash_token(token), domains=list(domains),
             max_bytes=max_bytes or settings.EGRESS_MAX_BYTES,
         )
     return grant, token
 
 
-def revoke_grant(owner_kind: str, owner_id):
-    EgressGrant.objects.filter(owner_kind=owner_kind, owner_id=str(owner_id), revoked_at__isnull=True).update(revoked_at=timezone.now())
+def revoke_grant(owner: Owner):
+    EgressGrant.objects.for_owner(owner).filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
 
 
-def proxy_url(owner_kind: str, owner_id, token: str) -> str:
-    return f"http://{owner_kind}-{owner_id}:{token}@127.0.0.1:{FORWARD_PORT}"
+def proxy_url(owner: Owner, token: str) -> str:
+    # The user name is only for the proxy's logs: the token alone authenticates.
+    return f"http://{owner.kind}-{owner.id}:{token}@127.0.0.1:{FORWARD_PORT}"
 
 
 def sandbox_env(proxy: str) -> dict[str, str]:

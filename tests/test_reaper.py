@@ -1,0 +1,122 @@
+"""The sandbox reaper: what a dead worker left (a lease, a container) goes, for runs and evals alike."""
+
+import pytest
+from django.utils import timezone
+from django_q.models import Schedule
+
+from belvedir.sandbox import scheduler
+from belvedir.sandbox.docker import Sandbox, managed_containers
+from belvedir.sandbox.models import SandboxLease
+from belvedir.sandbox.owners import Owner
+from belvedir.sandbox.reaper import reap
+from evals.actions import create_eval
+from evals.benchmarks import humaneval
+from evals.code_sandbox import code_sandbox_spec
+from evals.models import Deployment, Eval
+
+from .fakes.openai_server import FakeOpenAI
+
+CANONICAL = {row["input"]: row["reference"] for row in humaneval.rows()}
+
+
+def test_owners_read_back_from_the_lease_column():
+    owner = Owner("eval", 12)
+    assert (str(owner), owner.id, owner.container_name) == ("eval:12", "12", "bv-eval-12")
+    assert Owner.parse("eval:12") == owner
+    with pytest.raises(ValueError):
+        Owner.parse("eval12")
+
+
+@pytest.mark.django_db
+def test_one_schedule_reaps_every_kind_of_workload():
+    schedule = Schedule.objects.get(name="reap sandbox workloads")
+    assert (schedule.func, schedule.schedule_type, schedule.minutes) == ("belvedir.sandbox.reaper.reap", "I", 1)
+    assert not Schedule.objects.filter(name__in=["reap harness runs", "resume stale evals"]).exists()
+
+
+def an_eval(project, owner, status) -> Eval:
+    deployment = Deployment.objects.create(project=project, name=f"d-{status}", base_url="http://127.0.0.1:9/v1", model="m")
+    ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=2)
+    Eval.objects.filter(pk=ev.pk).update(status=status, heartbeat_at=timezone.now())
+    return ev
+
+
+def held_sandbox(ev) -> Sandbox:
+    """What a worker killed mid-eval leaves: its lease and its running container."""
+    lease = scheduler.acquire_host(ev.owner)
+    return Sandbox(code_sandbox_spec(ev.owner, slots=1), lease.host.engine).__enter__()
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", ["failed", "cancelled", "error"])
+def test_an_ended_evals_lease_and_container_are_reaped(project, owner, docker_url, status):
+    ev = an_eval(project, owner, status)
+    box = held_sandbox(ev)
+    try:
+        assert [c["name"] for c in managed_containers(docker_url, "eval")] == [f"bv-eval-{ev.pk}"]
+        outcome = reap()
+        assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, 1)
+        assert not SandboxLease.objects.exists()
+        assert managed_containers(docker_url, "eval") == []
+    finally:
+        box.__exit__(None, None, None)
+
+
+@pytest.mark.docker
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", ["running", "queued"])
+def test_an_active_evals_lease_and_container_are_kept(project, owner, docker_url, status):
+    ev = an_eval(project, owner, status)
+    box = held_sandbox(ev)
+    try:
+        outcome = reap()
+        assert (outcome["leases_released"], outcome["orphans_removed"]) == (0, 0)
+        assert list(SandboxLease.objects.values_list("owner", flat=True)) == [f"eval:{ev.pk}"]
+        assert box.exec(["true"], timeout=30).exit_code == 0  # still there, still working
+    finally:
+        box.__exit__(None, None, None)
+        scheduler.release(ev.owner)
+
+
+@pytest.mark.docker
+@pytest.mark.django_db(transaction=True)
+def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_reaped(project, owner, docker_url, settings, subprocess_env):
+    """As for a run: a SIGKILLed worker cleans nothing up; the reaper ends the eval (no resumes left) and frees what it held."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from .harness_fixtures import wait_for
+
+    with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt], latency=5) as fake:
+        deployment = Deployment.objects.create(project=project, name="slow", base_url=fake.url, model="oracle")
+        ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=20)
+        env = {**subprocess_env, "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}
+        worker = subprocess.Popen(
+            [sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True
+        )
+        try:
+            wait_for(lambda: [c["name"] for c in managed_containers(docker_url, "eval")] == [f"bv-eval-{ev.pk}"], timeout=90)
+            wait_for(lambda: fake.requests, timeout=30)  # scoring under way
+        finally:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+    assert Eval.objects.get(pk=ev.pk).status == "running"
+    assert list(SandboxLease.objects.values_list("owner", flat=True)) == [f"eval:{ev.pk}"]
+
+    # Its heartbeat is fresh: the reaper leaves a running eval alone.
+    assert reap() == {"reaped": {"run": 0, "eval": 0}, "leases_released": 0, "orphans_removed": 0}
+    assert SandboxLease.objects.exists() and managed_containers(docker_url, "eval")
+
+    settings.EVAL_STALE_SECONDS = 1
+    settings.EVAL_MAX_AUTO_RESUMES = 0
+    time.sleep(1.5)
+    outcome = reap()
+    ev.refresh_from_db()
+    assert ev.status == "error" and "worker stopped" in ev.status_message
+    assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, 1)
+    assert not SandboxLease.objects.exists()
+    assert managed_containers(docker_url, "eval") == []
