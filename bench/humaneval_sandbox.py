@@ -53,13 +53,8 @@ def main():
             baseline_passed = sum(json.loads(line)["passed"] for line in results)
 
     started = time.perf_counter()
-<<<<<<< HEAD
     with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=args.runtime) as sandbox:
         runtime = sandbox.sandbox.runtime
-=======
-    with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=args.runtime) as sandbox:
-        runtime, mode = sandbox.sandbox.runtime, sandbox.mode
->>>>>>> issue-18a
         with ThreadPoolExecutor(args.slots) as pool:
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     platform = time.perf_counter() - started
