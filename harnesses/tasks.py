@@ -5,12 +5,13 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
+from belvedir.core.requeue import requeue_waiting
 from belvedir.sandbox import docker as sandbox_docker
 from belvedir.sandbox import scheduler
 from belvedir.sandbox.errors import SandboxPlatformError
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 
-from .actions import finish_run
+from .actions import enqueue_run, finish_run
 from .execution import execute_run  # noqa: F401  (the task django-q2 calls by name)
 from .models import Run
 
@@ -44,6 +45,16 @@ def reap_runs() -> dict:
     SandboxLease.objects.filter(owner__in=set(ended) - active).delete()
     orphans = _remove_orphan_containers()
     return {"reaped": reaped, "orphans_removed": orphans}
+
+
+def requeue_lost_runs() -> int:
+    """Scheduled: runs queued for REQUEUE_AFTER_SECONDS whose message a killed worker took are sent again.
+
+    A run it had already claimed is not among them: that one stopped
+    heartbeating and reap_runs ends it `error`, refunded. It is never
+    started a second time, since its sandbox may have done part of the work.
+    """
+    return requeue_waiting(Run.objects.filter(status=Run.Status.QUEUED), settings.RUN_QUEUE, enqueue_run)
 
 
 def _remove_orphan_containers() -> int:
