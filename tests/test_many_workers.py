@@ -97,7 +97,6 @@ def machines(subprocess_env, egress, live_server, redis_queues, tmp_path):
         "BELVEDIR_EGRESS_SOCKET_DIR": str(egress),
         "BELVEDIR_BASE_URL": live_server.url,
         "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1",
-        "LOG_LEVEL": "INFO",
         # The surviving cluster's own schedules (reaper, re-queue, resume) use the test's thresholds too.
         "BELVEDIR_RUN_STALE_SECONDS": str(STALE),
         "BELVEDIR_EVAL_STALE_SECONDS": str(STALE),

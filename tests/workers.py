@@ -22,7 +22,8 @@ RUNS, EVALS = "belvedir", "evals"
 class WorkerMachine:
     def __init__(self, name: str, env: dict, log_dir: Path, queues=(RUNS, EVALS)):
         self.name = name
-        self.env = env
+        # INFO: wait_ready() reads the clusters' "running." lines.
+        self.env = {**env, "LOG_LEVEL": "INFO"}
         self.queues = queues
         self.log = log_dir / f"worker-{name}.log"
         self.process: subprocess.Popen | None = None
