@@ -257,8 +257,14 @@ SPECTACULAR_SETTINGS = {
 SANDBOX_MAX_SECONDS = 3600
 Q_TASK_TIMEOUT = SANDBOX_MAX_SECONDS + 300
 REDIS_URL = env_str("REDIS_URL")
+# Paid runs go to RUN_QUEUE (the default cluster, `manage.py qcluster`), evals
+# to EVAL_QUEUE (`Q_CLUSTER_NAME=evals manage.py qcluster`). On Redis each is
+# its own list, `django_q:<queue>:q`, read by every cluster of that name on
+# any number of machines.
+RUN_QUEUE = "belvedir"
+EVAL_QUEUE = "evals"
 Q_CLUSTER = {
-    "name": "belvedir",
+    "name": RUN_QUEUE,
     "workers": env_int("Q_WORKERS", 2, minimum=1),
     "timeout": Q_TASK_TIMEOUT,
     "retry": Q_TASK_TIMEOUT + 300,
@@ -268,9 +274,14 @@ Q_CLUSTER = {
     "save_limit": 1000,
     # Evals have their own queue and cluster (`Q_CLUSTER_NAME=evals manage.py
     # qcluster`), so a flood of them never delays a paid run on the default one.
-    "ALT_CLUSTERS": {"evals": {"workers": env_int("Q_EVAL_WORKERS", 2, minimum=1)}},
+    "ALT_CLUSTERS": {EVAL_QUEUE: {"workers": env_int("Q_EVAL_WORKERS", 2, minimum=1)}},
 }
-EVAL_QUEUE = "evals"
+# Redis hands a task to a cluster without acknowledgement: what a killed
+# worker had taken (its own and its prefetch) is gone from Redis while the
+# row still says queued. Rows queued this long go back on their queue
+# (harnesses.tasks.requeue_lost_runs, evals.tasks.requeue_lost_evals); the
+# worker's claim makes a second message for the same row a no-op.
+REQUEUE_AFTER_SECONDS = env_int("BELVEDIR_REQUEUE_AFTER_SECONDS", 120, minimum=5)
 # One project cannot hold every worker: work in progress (queued or running) per project.
 PROJECT_MAX_ACTIVE_RUNS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_RUNS", 10, minimum=1)
 PROJECT_MAX_ACTIVE_EVALS = env_int("BELVEDIR_PROJECT_MAX_ACTIVE_EVALS", 10, minimum=1)

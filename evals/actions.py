@@ -145,7 +145,9 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     )
     count = F("auto_resumes") + 1 if automatic else 0
     with transaction.atomic():
-        if not resumable.update(status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", auto_resumes=count, **changes):
+        if not resumable.update(
+            status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", auto_resumes=count, queued_at=timezone.now(), **changes
+        ):
             return False
         transaction.on_commit(lambda: enqueue(ev))
     return True

@@ -128,6 +128,8 @@ class Eval(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When its message was last sent to the queue (evals.tasks.requeue_lost_evals).
+    queued_at = models.DateTimeField(default=timezone.now)
     # Resumes after a stall since the last one a person asked for: bounded,
     # so an eval that kills its worker every time stops being re-queued.
     auto_resumes = models.PositiveSmallIntegerField(default=0)

@@ -12,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.db.models import Value
 from django.utils import timezone
 
+from belvedir.core.requeue import requeue_waiting
 from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
@@ -79,6 +80,17 @@ def scoring_sandbox(ev: Eval) -> Iterator[CodeSandbox]:
 
 def _fail(ev, message):
     Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING).update(status=Eval.Status.FAILED, status_message=message, finished_at=timezone.now())
+
+
+def requeue_lost_evals() -> int:
+    """Scheduled: evals queued for REQUEUE_AFTER_SECONDS whose message a killed worker took are sent again.
+
+    One it had already claimed is running without a heartbeat instead:
+    resume_stale_evals queues it again, and it scores only the rows it has not stored.
+    """
+    from .actions import enqueue
+
+    return requeue_waiting(Eval.objects.filter(status=Eval.Status.QUEUED), settings.EVAL_QUEUE, enqueue)
 
 
 def resume_stale_evals() -> int:

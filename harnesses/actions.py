@@ -1,8 +1,7 @@
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
-
-from django.conf import settings
 
 from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress
@@ -43,9 +42,13 @@ def start_run(harness, user, *, env_for=None) -> Run:
             run.extra_env, run.secret_env = env_for(run)
             run.save(update_fields=["extra_env", "secret_env"])
         charge_for_run(run)
-        # Paid runs have their own queue (the default cluster): evals never wait ahead of them.
-        transaction.on_commit(lambda: async_task("harnesses.tasks.execute_run", run.pk, task_name=f"run-{run.pk}"))
+        transaction.on_commit(lambda: enqueue_run(run))
     return run
+
+
+def enqueue_run(run: Run):
+    # Paid runs have their own queue (the default cluster): evals never wait ahead of them.
+    async_task("harnesses.tasks.execute_run", run.pk, task_name=f"run-{run.pk}", cluster=settings.RUN_QUEUE)
 
 
 MAX_REPEATS = 20

@@ -153,6 +153,8 @@ class Run(models.Model):
     # Secret env added at start (HF_TOKEN, signed URLs): masked in logs, never shown.
     secret_env = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When its message was last sent to the queue (harnesses.tasks.requeue_lost_runs).
+    queued_at = models.DateTimeField(default=timezone.now)
     launched_at = models.DateTimeField(null=True, blank=True)
     install_started_at = models.DateTimeField(null=True, blank=True)
     run_started_at = models.DateTimeField(null=True, blank=True)

@@ -8,7 +8,9 @@ registered in apps.py.
 from django.conf import settings
 from django.utils import timezone
 
-from .actions import finish_run
+from belvedir.core.requeue import requeue_waiting
+
+from .actions import enqueue_run, finish_run
 from .execution import execute_run  # noqa: F401  (the task django-q2 calls by name)
 from .models import Run
 
@@ -33,3 +35,13 @@ def reap_stale_runs() -> int:
         )
         for run in stale
     )
+
+
+def requeue_lost_runs() -> int:
+    """Scheduled: runs queued for REQUEUE_AFTER_SECONDS whose message a killed worker took are sent again.
+
+    A run it had already claimed is not among them: that one stopped
+    heartbeating and the reaper ends it `error`, refunded. It is never
+    started a second time, since its sandbox may have done part of the work.
+    """
+    return requeue_waiting(Run.objects.filter(status=Run.Status.QUEUED), settings.RUN_QUEUE, enqueue_run)

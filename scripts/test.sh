@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements-dev.txt
 scripts/ensure_postgres.sh
+scripts/ensure_redis.sh
 scripts/ensure_docker.sh
 scripts/ensure_chromium.sh
 scripts/ensure_node_packages.sh

@@ -8,10 +8,12 @@ engine (the pid in /var/run/docker.pid) is never signalled.
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,9 +125,29 @@ class SecondEngine:
         saved.stdout.close()
         assert saved.wait() == 0
 
+    def tls_engine(self):
+        """This engine over TCP, with the CA and client certificate as PEMs (as a SandboxHost stores them)."""
+        from belvedir.sandbox.engine import Engine
+
+        certs = self.certs
+        return Engine(self.tcp_url, ca=certs.ca.read_text(), cert=certs.client_cert.read_text(), key=certs.client_key.read_text())
+
     def containers(self) -> list[str]:
         out = subprocess.run(["docker", "-H", self.unix_url, "ps", "-aq"], capture_output=True, text=True, check=True).stdout
         return out.split()
+
+
+@contextmanager
+def second_engine_running(root: Path):
+    """A started second engine with the sandbox image loaded; stopped, and its data root removed, after."""
+    engine = SecondEngine(root)
+    engine.start()
+    try:
+        engine.load_image()
+        yield engine
+    finally:
+        engine.stop()
+        shutil.rmtree(engine.root / "data", ignore_errors=True)  # the loaded image: hundreds of MB
 
 
 def _main_dockerd_pid() -> int | None:

@@ -1,6 +1,7 @@
 """One project cannot hold every worker, and evals never queue ahead of paid runs."""
 
 import pytest
+from django.utils import timezone
 from django_q.brokers import get_broker
 
 from belvedir.sandbox.errors import ProjectAtLimit
@@ -61,3 +62,74 @@ def test_a_project_holds_at_most_its_limit_of_evals(api, owner, project, deploym
     create_eval(outsider_project, outsider, deployment=theirs, benchmark="gsm8k", sample_limit=1)
     Eval.objects.filter(project=project).update(status="succeeded")
     create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=1)
+
+
+# -- work whose message a killed worker took -----------------------------------------
+
+
+def _messages(queue) -> list[tuple[str, int]]:
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    return [(task["func"], task["args"][0]) for task in (SignedPackage.loads(m.payload) for m in OrmQ.objects.filter(key=queue))]
+
+
+def _lose_messages():
+    """What SIGKILL does to the tasks a Redis worker had popped: gone from the broker, rows still queued."""
+    from django_q.models import OrmQ
+
+    OrmQ.objects.all().delete()
+
+
+def test_a_queued_run_whose_message_was_lost_is_sent_again_once(owner, project, settings, tmp_path, time_machine):
+    from harnesses.execution import execute_run
+    from harnesses.tasks import requeue_lost_runs
+
+    settings.REQUEUE_AFTER_SECONDS = 60
+    time_machine.move_to(timezone.now())
+    fund(project)
+    h = harness(project, owner, tmp_path)
+    lost, claimed = start_run(h, owner), start_run(h, owner)
+    Run.objects.filter(pk=claimed.pk).update(status=Run.Status.RUNNING)  # its worker died mid-run: the reaper's, not this
+    _lose_messages()
+
+    assert requeue_lost_runs() == 0  # too recent: its message may still be on its way
+    time_machine.shift(61)
+    assert requeue_lost_runs() == 1
+    assert _messages("belvedir") == [("harnesses.tasks.execute_run", lost.pk)]
+    _lose_messages()
+    assert requeue_lost_runs() == 0  # sent again at most once per REQUEUE_AFTER_SECONDS
+    time_machine.shift(61)
+    assert requeue_lost_runs() == 1
+
+    # Delivered twice after all (the first message was only slow): it runs once.
+    Run.objects.filter(pk=lost.pk).update(status=Run.Status.CANCELLED)  # stands in for the first delivery's claim
+    execute_run(lost.pk)
+    assert Run.objects.get(pk=lost.pk).status == "cancelled"
+
+
+def test_nothing_is_sent_again_while_its_queue_still_holds_messages(owner, project, settings, tmp_path, time_machine):
+    from harnesses.tasks import requeue_lost_runs
+
+    settings.REQUEUE_AFTER_SECONDS = 60
+    time_machine.move_to(timezone.now())
+    fund(project)
+    h = harness(project, owner, tmp_path)
+    start_run(h, owner)
+    start_run(h, owner)
+    time_machine.shift(61)
+    # Workers are behind, not dead: a long backlog must not gain a duplicate of each run every pass.
+    assert requeue_lost_runs() == 0
+    assert len(_messages("belvedir")) == 2
+
+
+def test_a_queued_eval_whose_message_was_lost_is_sent_again_on_the_eval_queue(owner, project, deployment, settings, time_machine):
+    from evals.tasks import requeue_lost_evals
+
+    settings.REQUEUE_AFTER_SECONDS = 60
+    time_machine.move_to(timezone.now())
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=1)
+    _lose_messages()
+    time_machine.shift(61)
+    assert requeue_lost_evals() == 1
+    assert _messages("evals") == [("evals.tasks.run_eval", ev.pk)] and _messages("belvedir") == []

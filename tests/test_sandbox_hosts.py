@@ -24,7 +24,7 @@ from harnesses.actions import start_run
 from harnesses.models import Run
 
 from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
-from .second_engine import SecondEngine
+from .second_engine import second_engine_running
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -33,22 +33,8 @@ QUICK = "import json, time; time.sleep({sleep}); json.dump({{'score': 1}}, open(
 
 @pytest.fixture(scope="module")
 def second_engine(tmp_path_factory):
-    engine = SecondEngine(tmp_path_factory.mktemp("second-engine"))
-    engine.start()
-    try:
-        engine.load_image()
+    with second_engine_running(tmp_path_factory.mktemp("second-engine")) as engine:
         yield engine
-    finally:
-        engine.stop()
-        import shutil
-
-        shutil.rmtree(engine.root / "data", ignore_errors=True)  # the loaded image: hundreds of MB
-
-
-def tls_engine(second) -> Engine:
-    """The second engine over TCP, with the CA and client certificate as PEMs (as stored on a host)."""
-    certs = second.certs
-    return Engine(second.tcp_url, ca=certs.ca.read_text(), cert=certs.client_cert.read_text(), key=certs.client_key.read_text())
 
 
 @pytest.fixture
@@ -59,7 +45,7 @@ def hosts(settings, second_engine):
     settings.HARNESS_HEARTBEAT_SECONDS = 30  # monitors stay off the database: 20 runs at once
     if second_engine.process.poll() is not None:
         second_engine.start()
-    remote = tls_engine(second_engine)
+    remote = second_engine.tls_engine()
     # The migration seeds `local`, but transactional tests flush it.
     local, _ = SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     second = SandboxHost.objects.create(name="second", docker_url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=4)
@@ -92,7 +78,7 @@ def refunds(run) -> int:
 
 
 def test_it_reaches_a_remote_engine_only_with_its_client_certificate(second_engine):
-    engine = tls_engine(second_engine)
+    engine = second_engine.tls_engine()
     sandbox_docker.check_engine(engine, "belvedir-sandbox:bookworm", timeout=10)
     # The PEMs went to files only the worker's user can read, in a directory only it can list.
     pem_dir = sandbox_docker._pem_dir
@@ -109,7 +95,7 @@ def test_it_reaches_a_remote_engine_only_with_its_client_certificate(second_engi
 
 
 def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
-    with Sandbox(SandboxSpec(owner=Owner("test", "tls"), network="none"), tls_engine(second_engine)) as box:
+    with Sandbox(SandboxSpec(owner=Owner("test", "tls"), network="none"), second_engine.tls_engine()) as box:
         result = box.exec("echo hello from $(uname -s)", timeout=60)
         assert result.exit_code == 0 and "hello from Linux" in result.output
         assert box.runtime == "runsc"
@@ -117,7 +103,7 @@ def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
         box.put_files("/home/sandbox/work", {"a.txt": b"x" * 300_000, "sub/b.txt": b"second"})
         assert box.read_file("/home/sandbox/work/a.txt", 400_000) == b"x" * 300_000
         assert box.read_file("/home/sandbox/work/sub/b.txt", 100) == b"second"
-    assert sandbox_docker.managed_containers(tls_engine(second_engine)) == []
+    assert sandbox_docker.managed_containers(second_engine.tls_engine()) == []
 
 
 def test_the_reaper_removes_orphans_on_the_remote_engine(hosts, second_engine):

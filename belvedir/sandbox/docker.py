@@ -709,10 +709,17 @@ def managed_containers(engine: Engine | str, owner_kind: str | None = None) -> l
 
 
 def remove_container(engine: Engine | str, name: str):
+    """Removed (or being removed by another) when this returns, else DockerUnavailable. The reaper races the
+    worker that ends the same sandbox: "removal already in progress" (409)
+    is the other side winning, not a failure."""
     client = connect(engine)
     try:
         client.containers.get(name).remove(force=True)
     except docker_errors.NotFound:
         pass
+    except (docker_errors.DockerException, requests.RequestException) as exc:
+        if isinstance(exc, docker_errors.APIError) and exc.status_code == 409 and "already in progress" in _explain(exc):
+            return
+        raise DockerUnavailable(f"Docker engine at {as_engine(engine).url} could not remove {name}: {_explain(exc)}") from exc
     finally:
         client.close()
