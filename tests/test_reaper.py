@@ -1,12 +1,13 @@
 """The sandbox reaper: what a dead worker left (a lease, a container) goes, for runs and evals alike."""
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 
 from belvedir.sandbox import scheduler
 from belvedir.sandbox.docker import Sandbox, managed_containers
-from belvedir.sandbox.models import SandboxLease
+from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
 from evals.actions import create_eval
@@ -34,7 +35,13 @@ def test_one_schedule_reaps_every_kind_of_workload():
     assert not Schedule.objects.filter(name__in=["reap harness runs", "resume stale evals"]).exists()
 
 
+def local_host():
+    # A transactional test before this one may have flushed the migrated host away.
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+
+
 def an_eval(project, owner, status) -> Eval:
+    local_host()
     deployment = Deployment.objects.create(project=project, name=f"d-{status}", base_url="http://127.0.0.1:9/v1", model="m")
     ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=2)
     Eval.objects.filter(pk=ev.pk).update(status=status, heartbeat_at=timezone.now())
@@ -91,6 +98,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
 
     from .harness_fixtures import wait_for
 
+    local_host()
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt], latency=5) as fake:
         deployment = Deployment.objects.create(project=project, name="slow", base_url=fake.url, model="oracle")
         ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=20)

@@ -695,17 +695,24 @@ def managed_containers(engine: Engine | str, owner_kind: str | None = None) -> l
     labels = [f"{LABEL_MANAGED}=1", f"{LABEL_INSTANCE}={settings.SANDBOX_INSTANCE}"]
     filters = {"label": labels + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
     try:
+        # One list call, no inspect per container: one removed meanwhile (a
+        # worker ending its sandbox) would otherwise fail the whole listing.
         return [
             {
-                "name": c.name,
-                "owner_kind": c.labels.get(LABEL_OWNER_KIND),
-                "owner_id": c.labels.get(LABEL_OWNER_ID),
-                "status": c.status,
+                "name": c["Names"][0].lstrip("/"),
+                "owner_kind": c["Labels"].get(LABEL_OWNER_KIND),
+                "owner_id": c["Labels"].get(LABEL_OWNER_ID),
+                "status": c["State"],
             }
-            for c in client.containers.list(all=True, filters=filters)
+            for c in _list(client, filters)
         ]
     finally:
         client.close()
+
+
+def _list(client, filters) -> list[dict]:
+    with engine_errors("list its sandboxes"):
+        return client.api.containers(all=True, filters=filters)
 
 
 def remove_container(engine: Engine | str, name: str):
