@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ingest import make_body  # noqa: E402
-from bench.throwaway import throwaway_database  # noqa: E402
+from bench.ingest import make_body
+from bench.throwaway import throwaway_database
 
 
 def main():
