@@ -135,10 +135,13 @@ def main():
     span_bytes = len(bodies[1][0]) / args.spans
     try:
         url = f"http://127.0.0.1:{PORT}/api/v1/traces"
-        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        # As from the TLS proxy production puts in front of gunicorn: without
+        # it, DEBUG off redirects every request to https (SECURE_SSL_REDIRECT).
+        proxied = {"X-Forwarded-Proto": "https"}
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", **proxied}
         for _ in range(100):
             try:
-                requests.get(f"http://127.0.0.1:{PORT}/login/", timeout=1)
+                requests.get(f"http://127.0.0.1:{PORT}/login/", headers=proxied, timeout=1)
                 break
             except requests.ConnectionError:
                 time.sleep(0.1)

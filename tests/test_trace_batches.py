@@ -3,6 +3,7 @@
 import signal
 import subprocess
 import sys
+import time
 
 import psycopg
 import pytest
@@ -219,3 +220,31 @@ def test_two_workers_share_the_batches_and_store_each_once(api, subprocess_env, 
         assert [worker.wait(15) for worker in workers] == [0, 0]
     assert Span.objects.count() == 600
     assert sorted(TraceSession.objects.values_list("span_count", flat=True)) == [200, 200, 200]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_idle_worker_starts_on_a_batch_as_it_is_accepted(api, subprocess_env, deferred):
+    # It looks for batches only once a minute: what wakes it is the batch's announcement.
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "process_trace_batches", "--every", "60"], cwd=REPO, env=subprocess_env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        assert "Storing trace batches" in worker.stdout.readline()
+        wait_for(_listening, timeout=30, interval=0.05)
+        started = time.monotonic()
+        post(api, body([span("woken", session_id="s")]))
+        wait_for(lambda: Span.objects.filter(name="woken").exists(), timeout=30, interval=0.02)
+        assert time.monotonic() - started < 5
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        # SIGTERM ends its wait for the next batch too, not after a minute.
+        assert worker.wait(15) == 0 and time.monotonic() - started < 5
+
+
+def _listening() -> bool:
+    """Whether a worker waits on the announcements of accepted batches (its last statement, LISTEN)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN trace_batches' AND state = 'idle'")
+        return cursor.fetchone()[0] >= 1

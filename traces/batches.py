@@ -12,7 +12,9 @@ skipped by the span table's unique constraint.
 
 import logging
 import time
+import weakref
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
@@ -33,6 +35,10 @@ _last_look = (float("-inf"), None)
 # claimed a few at once would leave the others idle while it works through
 # them, and a commit (~6 ms) is small beside storing 1,000 spans (~70 ms).
 BATCHES_PER_PASS = 1
+# Each accepted batch is announced here, so an idle processor starts on it
+# at once instead of at its next look (TRACE_BATCH_POLL_SECONDS).
+CHANNEL = "trace_batches"
+_listening = weakref.WeakSet()
 
 
 class _NeedPartitions(Exception):
@@ -50,8 +56,9 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
             content_encoding=content_encoding[:20], span_count=span_count, received_at=received_at,
         ).pk
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id'))")
-        (batch_id,) = cursor.fetchone()
+        # The announcement goes out when this commits, and costs no round trip of its own.
+        cursor.execute(f"SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id')), pg_notify('{CHANNEL}', '')")
+        batch_id, _ = cursor.fetchone()
         # Binary COPY: the body travels as bytes. As a query parameter it
         # would be escaped to hex text twice its size, then parsed back.
         columns = "id, project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
@@ -94,9 +101,19 @@ def _process(limit: int, only: list[int] | None) -> int:
         claimed = TraceBatch.objects.select_for_update(skip_locked=True, of=("self",)).select_related("project", "api_key").order_by("pk")
         if only is not None:
             claimed = claimed.filter(pk__in=only)
+        if connection.vendor == "postgresql":
+            claimed = claimed.defer("body")
         batches = list(claimed[:limit])
         if not batches:
             return 0
+        if connection.vendor == "postgresql":
+            _fetch_bodies(batches)
+            # Not waiting for this commit's WAL flush is safe: the batch was
+            # made durable when accepted, and is deleted in this transaction,
+            # so a crash that loses the commit loses the deletion with it and
+            # the batch is stored again. Spans become readable a flush sooner.
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit = off")
         work = [(batch, _parse(batch)) for batch in batches]
         months = {partitions.month_of(to_datetime(span["start"])) for _, parsed in work if parsed for span in parsed.spans}
         if missing := partitions.missing_months(months):
@@ -110,6 +127,22 @@ def _process(limit: int, only: list[int] | None) -> int:
                 _record_rejection(batch, batch.span_count - stored, reasons)
         TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
     return len(batches)
+
+
+def _fetch_bodies(batches: list[TraceBatch]):
+    """Load the claimed batches' bodies in binary.
+
+    Through the ORM a body comes as query text: bytea in hex, twice its size,
+    encoded by the server and decoded here, ~16 ms for a 1,000-span body
+    where binary takes ~3.
+    """
+    # A plain psycopg cursor: Django's binds parameters client-side, which
+    # cannot ask for binary results.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute("SELECT id, body FROM traces_tracebatch WHERE id = ANY(%s)", [[batch.pk for batch in batches]], binary=True)
+        bodies = dict(cursor.fetchall())
+    for batch in batches:
+        batch.body = bodies[batch.pk]
 
 
 def _parse(batch: TraceBatch) -> otlp.Parsed | None:
@@ -137,6 +170,27 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
 def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):
     logger.warning("Trace batch %s: %s of %s spans rejected after acceptance: %s", batch.pk, rejected, batch.span_count, reasons)
     IngestRejection.objects.create(project=batch.project, api_key=batch.api_key, received_at=batch.received_at, rejected=rejected, reasons=reasons[:5])
+
+
+def wait_for_batches(timeout: float):
+    """Return when a batch is accepted (PostgreSQL's NOTIFY), or after `timeout` seconds at most.
+
+    Announcements that came while the processor was busy are returned at
+    once (psycopg keeps them), so a batch accepted between the processor's
+    last look and this wait is not left for the timeout.
+    """
+    if connection.vendor != "postgresql":
+        time.sleep(timeout)
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw not in _listening:  # a new connection (CONN_MAX_AGE, or after an error)
+        with connection.cursor() as cursor:
+            cursor.execute(f"LISTEN {CHANNEL}")
+        _listening.add(raw)
+    with connection.wrap_database_errors:
+        for _ in raw.notifies(timeout=timeout, stop_after=1):
+            pass
 
 
 def store_waiting(project, timeout: float = 5.0):

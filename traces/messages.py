@@ -47,25 +47,23 @@ def split(attributes: dict, events: list) -> tuple[list[dict], list[dict], dict,
     """(prompt, completion, attributes without the message sources, association properties)."""
     indexed: dict[str, dict[int, dict]] = {"prompt": {}, "completion": {}}
     association: dict[str, str] = {}
-    rest = {}
-    special = SPECIAL_PREFIXES
-    for key, value in attributes.items():
-        if key.startswith(special):
-            if key.startswith(ASSOCIATION_PREFIX):
-                if len(association) < MAX_METADATA_KEYS:
-                    association[key[len(ASSOCIATION_PREFIX) :][:100]] = (value if type(value) is str else _text(value))[:255]
-                rest[key] = value
-                continue
-            for prefix, side in INDEXED_PREFIXES.items():
-                if key.startswith(prefix):
-                    index, _, name = key[len(prefix) :].partition(".")
-                    if index.isdecimal() and name:
-                        indexed[side].setdefault(int(index), {})[name] = value
-                        break
-            else:
-                rest[key] = value
+    # One copy in C, then only the few keys with a special prefix are looked
+    # at: this runs for each of a request's ~15,000 attributes, most of which
+    # match none and were copied one by one.
+    rest = attributes.copy()
+    for key in [key for key in attributes if key.startswith(SPECIAL_PREFIXES)]:
+        value = attributes[key]
+        if key.startswith(ASSOCIATION_PREFIX):
+            if len(association) < MAX_METADATA_KEYS:
+                association[key[len(ASSOCIATION_PREFIX) :][:100]] = (value if type(value) is str else _text(value))[:255]
             continue
-        rest[key] = value
+        for prefix, side in INDEXED_PREFIXES.items():
+            if key.startswith(prefix):
+                index, _, name = key[len(prefix) :].partition(".")
+                if index.isdecimal() and name:
+                    indexed[side].setdefault(int(index), {})[name] = value
+                    del rest[key]
+                    break
     prompt = [_indexed_message(indexed["prompt"][i]) for i in sorted(indexed["prompt"])]
     completion = [_indexed_message(indexed["completion"][i]) for i in sorted(indexed["completion"])]
     if not prompt or not completion:

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
-from traces.batches import drain
+from traces.batches import drain, wait_for_batches
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--every", type=float, default=settings.TRACE_BATCH_POLL_SECONDS, help="Seconds between looks when idle.")
+        parser.add_argument(
+            "--every", type=float, default=settings.TRACE_BATCH_POLL_SECONDS,
+            help="Seconds between looks when idle (a batch accepted on PostgreSQL wakes it at once).",
+        )
         parser.add_argument("--nice", type=int, default=5, help="Scheduling niceness added to this process (0 for none).")
 
     def handle(self, *args, every, nice, **options):
@@ -29,9 +32,15 @@ class Command(BaseCommand):
         # ingest pushes back if it falls too far behind (TRACE_INGEST_MAX_LAG_SECONDS).
         if nice:
             os.nice(nice)
-        stop = threading.Event()
+        stop, idle = threading.Event(), threading.Event()
+
+        def on_signal(*_):
+            stop.set()
+            if idle.is_set():
+                raise _Stopped  # out of the wait for a batch now, not at its timeout
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, on_signal)
         self.stdout.write(f"Storing trace batches, looking every {every:g} s when idle.", ending="\n")
         self.stdout.flush()
         while not stop.is_set():
@@ -39,8 +48,20 @@ class Command(BaseCommand):
             try:
                 if drain(stop=stop):
                     continue
+                idle.set()
+                try:
+                    if not stop.is_set():
+                        wait_for_batches(every)
+                finally:
+                    idle.clear()
+            except _Stopped:
+                break
             except DatabaseError as exc:
                 # The database is down or restarting: the batches wait, unharmed.
                 logger.warning("Trace batch pass failed, retrying in %g s: %s", every, exc)
                 close_old_connections()
-            stop.wait(every)
+                stop.wait(every)
+
+
+class _Stopped(Exception):
+    pass
