@@ -84,9 +84,11 @@ def test_it_contains_a_fork_bomb_while_the_host_stays_responsive(docker_url, run
         assert survivor.output.strip().endswith("survived")
         if runtime == "runc":
             # The bomb did hit the limit (one that never forked would prove
-            # nothing), and the cgroup never held more than it.
+            # nothing), and the cgroup never held more than it, give or take
+            # the processes `docker exec` attaches from outside (this test's
+            # own execs and their runc init): pids.max refuses forks, not attaches.
             assert int(cgroup("pids.events").split()[-1]) > 0
-            assert int(cgroup("pids.peak") or cgroup("pids.current")) <= 64
+            assert int(cgroup("pids.peak") or cgroup("pids.current")) <= 64 + 8
         else:
             count = box.exec("ls /proc | grep -c '^[0-9]'", timeout=30)
             assert count.exit_code != 0 or int(count.output.strip() or 0) <= 64 + 8
