@@ -2,14 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
-
-from belvedir.core import api as core_api, team_api
 from rest_framework.routers import SimpleRouter
 
+from belvedir.core import api as core_api
+from belvedir.core import team_api, team_views
+from belvedir.core import views as core_views
 from billing import api as billing_api
-from harnesses import api as harnesses_api
 from evals import api as evals_api
 from finetunes import api as finetunes_api
+from harnesses import api as harnesses_api
 from traces import api as traces_api
 
 router = SimpleRouter(trailing_slash=False)
@@ -23,7 +24,6 @@ router.register("models", finetunes_api.ModelViewSet, basename="model")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")
 router.register("secrets", team_api.SecretViewSet, basename="secret")
-from belvedir.core import team_views, views as core_views
 
 api_v1 = [
     path("me", core_api.me, name="api-me"),

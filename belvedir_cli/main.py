@@ -8,7 +8,14 @@ import click
 import yaml
 from rich.console import Console
 from rich.progress import (
-    BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn,
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 from rich.table import Table
 
@@ -40,7 +47,7 @@ def output(data, columns=None, title=None):
         return
     rows = data if isinstance(data, list) else [data]
     if columns is None:
-        for key, value in (data.items() if isinstance(data, dict) else []):
+        for key, value in data.items() if isinstance(data, dict) else []:
             click.echo(f"{key}: {value}")
         return
     table = Table(title=title)
@@ -88,7 +95,9 @@ def login(api_key, base_url):
 def whoami():
     """The key's user, project and balance."""
     me = client().get("me")
-    output(me if click.get_current_context().obj["json"] else {"user": me["user"]["username"], "project": me["project"]["name"], "balance": f"${me['balance']}"})
+    output(
+        me if click.get_current_context().obj["json"] else {"user": me["user"]["username"], "project": me["project"]["name"], "balance": f"${me['balance']}"}
+    )
 
 
 @cli.command()
@@ -146,7 +155,9 @@ def deployments_list():
 @click.option("--max-in-flight", type=int, default=100)
 @json_option
 def deployments_create(name, base_url, model, api_key, style, max_in_flight):
-    body = client().post("deployments", {"name": name, "base_url": base_url, "model": model, "api_key": api_key, "api_style": style, "max_in_flight": max_in_flight})
+    body = client().post(
+        "deployments", {"name": name, "base_url": base_url, "model": model, "api_key": api_key, "api_style": style, "max_in_flight": max_in_flight}
+    )
     output(body, ["id", "name", "base_url", "model"])
 
 
@@ -167,8 +178,14 @@ def evals():
 @json_option
 def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, wait):
     payload = read_config_file(config_file) if config_file else {}
-    given = {"benchmark": benchmark, "deployment": deployment, "sample_limit": sample_limit, "same_rows_as": same_rows_as,
-             "samples_per_problem": samples_per_problem, "max_cost": max_cost}
+    given = {
+        "benchmark": benchmark,
+        "deployment": deployment,
+        "sample_limit": sample_limit,
+        "same_rows_as": same_rows_as,
+        "samples_per_problem": samples_per_problem,
+        "max_cost": max_cost,
+    }
     payload.update({key: value for key, value in given.items() if value})
     if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as")):
         raise click.UsageError("Give a BENCHMARK (or -f config, or --same-rows-as ID) and --deployment.")
@@ -262,7 +279,10 @@ def print_comparison(body: dict, show_flips: int):
     flips = body["flipped"][:show_flips]
     if flips:
         output(
-            [{**f, "input": f["input"][:60], "output_a": f["output_a"][-40:], "output_b": f["output_b"][-40:], "reference": f["reference"][:30]} for f in flips],
+            [
+                {**f, "input": f["input"][:60], "output_a": f["output_a"][-40:], "output_b": f["output_b"][-40:], "reference": f["reference"][:30]}
+                for f in flips
+            ],
             ["row_index", "direction", "input", "reference", "output_a", "output_b"],
             title=f"Flipped rows ({len(flips)} of {len(body['flipped'])})",
         )

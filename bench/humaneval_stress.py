@@ -56,7 +56,9 @@ def main():
     total = args.rounds * len(rows)
     print(f"machine: {os.cpu_count()} CPUs; {args.slots} slots; {args.rounds} rounds of {len(rows)} canonical solutions = {total} executions")
     print(f"failures {len(failures)}  errors {len(errors)}  (target 0 and 0)")
-    print(f"per round: min {min(durations):.2f} s  median {sorted(durations)[len(durations) // 2]:.2f} s  max {max(durations):.2f} s  total {sum(durations):.1f} s")
+    print(
+        f"per round: min {min(durations):.2f} s  median {sorted(durations)[len(durations) // 2]:.2f} s  max {max(durations):.2f} s  total {sum(durations):.1f} s"
+    )
     for task_id, detail in (failures + errors)[:20]:
         print(f"  {task_id}: {detail}")
     sys.exit(1 if failures or errors else 0)

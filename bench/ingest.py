@@ -22,7 +22,6 @@ import json
 import os
 import random
 import runpy
-import statistics
 import subprocess
 import sys
 import threading
@@ -70,21 +69,26 @@ def make_body(batch: int, spans_per_request: int) -> bytes:
                 "kind": 3,
                 "startTimeUnixNano": str(start),
                 "endTimeUnixNano": str(start + 850_000_000),
-                "attributes": [
-                    {"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}} for k, v in attributes.items()
-                ],
+                "attributes": [{"key": k, "value": {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}} for k, v in attributes.items()],
                 "status": {"code": 0},
             }
         )
-    return json.dumps({"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench"}}]}, "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai"}, "spans": spans}]}]}).encode()
+    return json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench"}}]},
+                    "scopeSpans": [{"scope": {"name": "opentelemetry.instrumentation.openai"}, "spans": spans}],
+                }
+            ]
+        }
+    ).encode()
 
 
 def direct_copy(bodies: list[bytes]) -> float:
     """Parse each body and COPY its spans into PostgreSQL ourselves: the baseline."""
     with psycopg.connect(f"{ADMIN_URL.rsplit('/', 1)[0]}/{DB_NAME}", autocommit=True) as conn:
-        conn.execute(
-            "CREATE TABLE baseline_span (trace_id text, span_id text, name text, start_ns bigint, end_ns bigint, session_id text, attributes jsonb)"
-        )
+        conn.execute("CREATE TABLE baseline_span (trace_id text, span_id text, name text, start_ns bigint, end_ns bigint, session_id text, attributes jsonb)")
         started = time.perf_counter()
         for body in bodies:
             document = json.loads(body)
@@ -94,8 +98,15 @@ def direct_copy(bodies: list[bytes]) -> float:
                         for span in ss["spans"]:
                             attrs = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
                             copy.write_row(
-                                (span["traceId"], span["spanId"], span["name"], int(span["startTimeUnixNano"]), int(span["endTimeUnixNano"]),
-                                 attrs.get("traceloop.association.properties.session_id", ""), json.dumps(attrs))
+                                (
+                                    span["traceId"],
+                                    span["spanId"],
+                                    span["name"],
+                                    int(span["startTimeUnixNano"]),
+                                    int(span["endTimeUnixNano"]),
+                                    attrs.get("traceloop.association.properties.session_id", ""),
+                                    json.dumps(attrs),
+                                )
                             )
         return time.perf_counter() - started
 

@@ -52,7 +52,9 @@ def measure(args):
     project = ensure_default_project(create_account(username="bench", password=None))
     bodies = [make_body(b, args.spans) for b in range(args.batches)]
     # A warm-up batch: first-use costs (imports, partitions, prepared types) are not storing.
-    TraceBatch.objects.create(project=project, body=make_body(10_000, args.spans), content_type="application/json", span_count=args.spans, received_at=timezone.now())
+    TraceBatch.objects.create(
+        project=project, body=make_body(10_000, args.spans), content_type="application/json", span_count=args.spans, received_at=timezone.now()
+    )
     process_pending()
 
     parse, rows = [], []
@@ -85,7 +87,9 @@ def measure(args):
     print(f"{args.batches} batches of {args.spans} spans (~{len(bodies[0]) / args.spans:.0f} B each); median per 1,000 spans:")
     print(f"  parse {statistics.median(parse) * per * 1000:6.1f} ms")
     print(f"  parse + rows (extract) {statistics.median(rows) * per * 1000:6.1f} ms")
-    print(f"  process (parse, extract, COPY, sessions, commit): wall {statistics.median(wall) * per * 1000:6.1f} ms, this process's CPU {statistics.median(cpu) * per * 1000:6.1f} ms")
+    print(
+        f"  process (parse, extract, COPY, sessions, commit): wall {statistics.median(wall) * per * 1000:6.1f} ms, this process's CPU {statistics.median(cpu) * per * 1000:6.1f} ms"
+    )
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 

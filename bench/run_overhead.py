@@ -47,9 +47,9 @@ def main():
 
     call_command("migrate", verbosity=0)
     from belvedir.core.actions import create_account
+    from belvedir.sandbox.models import SandboxHost
     from billing.actions import grant_credit
     from billing.models import Account
-    from belvedir.sandbox.models import SandboxHost
     from harnesses.models import Harness
 
     user = create_account(username="bench", password=None)
@@ -62,13 +62,14 @@ def main():
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "bench"], check=True)
-    harness = Harness.objects.create(
-        project=project, name="bench", repo_url=str(repo_dir), install_command="true", run_command="date +%s.%N", created_by=user
-    )
+    harness = Harness.objects.create(project=project, name="bench", repo_url=str(repo_dir), install_command="true", run_command="date +%s.%N", created_by=user)
 
     proxy = subprocess.Popen(
-        [sys.executable, "manage.py", "egress_proxy"], cwd=ROOT, env={**os.environ, "BELVEDIR_EGRESS_SOCKET_DIR": f"{workdir}/egress"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "manage.py", "egress_proxy"],
+        cwd=ROOT,
+        env={**os.environ, "BELVEDIR_EGRESS_SOCKET_DIR": f"{workdir}/egress"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     settings.EGRESS_SOCKET_DIR = Path(f"{workdir}/egress")
     try:

@@ -109,9 +109,7 @@ def grant_credit(account: Account, amount_cents: int, memo: str, user) -> Ledger
     """A staff adjustment (positive or negative) with a memo saying why."""
     if not memo.strip():
         raise ValueError("An adjustment needs a memo.")
-    entry, _ = post_entry(
-        account, kind=LedgerEntry.Kind.ADJUSTMENT, amount_cents=amount_cents, reference=f"adjustment:{uuid.uuid4()}", memo=memo, user=user
-    )
+    entry, _ = post_entry(account, kind=LedgerEntry.Kind.ADJUSTMENT, amount_cents=amount_cents, reference=f"adjustment:{uuid.uuid4()}", memo=memo, user=user)
     return entry
 
 
@@ -164,8 +162,7 @@ def create_coupon_batch(*, name, count, amount_cents, expires_at=None, max_redem
         while len(codes) < count:
             codes.add(generate_code())
         Coupon.objects.bulk_create(
-            Coupon(code=code, amount_cents=amount_cents, expires_at=expires_at, max_redemptions=max_redemptions, batch=batch, created_by=user)
-            for code in codes
+            Coupon(code=code, amount_cents=amount_cents, expires_at=expires_at, max_redemptions=max_redemptions, batch=batch, created_by=user) for code in codes
         )
     return batch
 

@@ -137,7 +137,9 @@ class CouponBatchAdmin(admin.ModelAdmin):
             user=request.user,
         )
         obj.pk = batch.pk
-        messages.info(request, format_html('{} codes created. <a href="{}">Download CSV</a>', batch.count, reverse("admin:billing_couponbatch_csv", args=[batch.pk])))
+        messages.info(
+            request, format_html('{} codes created. <a href="{}">Download CSV</a>', batch.count, reverse("admin:billing_couponbatch_csv", args=[batch.pk]))
+        )
 
     def get_urls(self):
         return [path("<int:pk>/csv/", self.admin_site.admin_view(self.csv_view), name="billing_couponbatch_csv")] + super().get_urls()

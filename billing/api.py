@@ -60,6 +60,4 @@ def redeem(request):
     payload.is_valid(raise_exception=True)
     account = Account.for_project(request_project(request))
     entry = redeem_coupon(account, payload.validated_data["code"], request.user)
-    return Response(
-        {"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": f"{entry.balance_after_cents / 100:.2f}"}
-    )
+    return Response({"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": f"{entry.balance_after_cents / 100:.2f}"})

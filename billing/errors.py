@@ -11,8 +11,7 @@ class InsufficientBalance(BillingError):
         self.balance_cents = balance_cents
         self.price_cents = price_cents
         super().__init__(
-            f"Insufficient balance: ${balance_cents / 100:.2f} available, ${price_cents / 100:.2f} needed. "
-            "Add funds or redeem a coupon on Settings → Balance."
+            f"Insufficient balance: ${balance_cents / 100:.2f} available, ${price_cents / 100:.2f} needed. Add funds or redeem a coupon on Settings → Balance."
         )
 
     @property

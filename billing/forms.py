@@ -14,9 +14,7 @@ class TopUpForm(forms.Form):
 
     def clean_amount(self):
         try:
-            return parse_dollars(
-                self.cleaned_data["amount"], minimum_cents=settings.TOPUP_MIN_CENTS, maximum_cents=settings.TOPUP_MAX_CENTS
-            )
+            return parse_dollars(self.cleaned_data["amount"], minimum_cents=settings.TOPUP_MIN_CENTS, maximum_cents=settings.TOPUP_MAX_CENTS)
         except TopUpError as exc:
             raise forms.ValidationError(str(exc)) from None
 

@@ -10,13 +10,14 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from belvedir.core.decorators import owner_required
+from belvedir.core.throttle import allow_coupon_attempt
+
 from . import stripe_client
 from .actions import handle_stripe_event, redeem_coupon, start_topup
 from .errors import BillingError
 from .forms import RedeemForm, TopUpForm
 from .models import Account, LedgerEntry, TopUp
-from belvedir.core.decorators import owner_required
-from belvedir.core.throttle import allow_coupon_attempt
 
 logger = logging.getLogger(__name__)
 HTMX_STOP_POLLING = 286

@@ -11,7 +11,6 @@ from . import benchmarks
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
-
 MAX_SAMPLES_PER_PROBLEM = 20
 
 
@@ -28,8 +27,19 @@ class EvalLimitReached(EvalConfigError):
 
 
 def create_eval(
-    project, user, *, deployment, benchmark="", dataset=None, scorers=None, sample_limit=None, seed=None, generation=None,
-    same_rows_as=None, samples_per_problem=1, max_cost=None,
+    project,
+    user,
+    *,
+    deployment,
+    benchmark="",
+    dataset=None,
+    scorers=None,
+    sample_limit=None,
+    seed=None,
+    generation=None,
+    same_rows_as=None,
+    samples_per_problem=1,
+    max_cost=None,
 ) -> Eval:
     """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows."""
     scorers = list(scorers or [])
@@ -97,7 +107,7 @@ def _check_scorers(project, scorers) -> list:
         if name == LLM_JUDGE:
             judge_id = scorer.get("deployment") if isinstance(scorer, dict) else None
             if not Deployment.objects.filter(project=project, pk=judge_id).exists():
-                raise EvalConfigError("The llm_judge scorer needs a judge deployment of this project: {\"name\": \"llm_judge\", \"deployment\": ID}.")
+                raise EvalConfigError('The llm_judge scorer needs a judge deployment of this project: {"name": "llm_judge", "deployment": ID}.')
             checked.append({"name": LLM_JUDGE, "deployment": judge_id})
         elif name in DATASET_SCORERS:
             options = scorer.get("options", {}) if isinstance(scorer, dict) else {}

@@ -31,8 +31,17 @@ class DeploymentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Deployment
         fields = [
-            "id", "name", "base_url", "model", "api_key", "api_key_masked", "api_style", "max_in_flight",
-            "input_price_per_million", "output_price_per_million", "created_at",
+            "id",
+            "name",
+            "base_url",
+            "model",
+            "api_key",
+            "api_key_masked",
+            "api_style",
+            "max_in_flight",
+            "input_price_per_million",
+            "output_price_per_million",
+            "created_at",
         ]
         read_only_fields = ["id", "created_at"]
 
@@ -51,15 +60,40 @@ class EvalSerializer(serializers.ModelSerializer):
     dataset_id = serializers.IntegerField(read_only=True)
     rate_per_s = serializers.FloatField(read_only=True)
     eta_seconds = serializers.FloatField(read_only=True)
-    score_ci = serializers.ListField(source="score_interval", child=serializers.FloatField(), read_only=True, allow_null=True, help_text="95% interval of the score.")
+    score_ci = serializers.ListField(
+        source="score_interval", child=serializers.FloatField(), read_only=True, allow_null=True, help_text="95% interval of the score."
+    )
     same_rows_as = serializers.PrimaryKeyRelatedField(read_only=True)
 
     class Meta:
         model = Eval
         fields = [
-            "id", "benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "same_rows_as", "samples_per_problem",
-            "status", "status_message", "total", "done_count", "error_count", "score", "score_ci", "pass_at_k",
-            "prompt_tokens", "completion_tokens", "cost", "max_cost", "rate_per_s", "eta_seconds", "created_at", "started_at", "finished_at",
+            "id",
+            "benchmark",
+            "dataset_id",
+            "deployment",
+            "scorers",
+            "sample_limit",
+            "seed",
+            "same_rows_as",
+            "samples_per_problem",
+            "status",
+            "status_message",
+            "total",
+            "done_count",
+            "error_count",
+            "score",
+            "score_ci",
+            "pass_at_k",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+            "max_cost",
+            "rate_per_s",
+            "eta_seconds",
+            "created_at",
+            "started_at",
+            "finished_at",
         ]
 
 
@@ -83,7 +117,20 @@ class ResumeSerializer(serializers.Serializer):
 class SampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = Sample
-        fields = ["row_index", "input", "output", "extracted", "reference", "score", "scores", "error", "latency_ms", "prompt_tokens", "completion_tokens", "completions"]
+        fields = [
+            "row_index",
+            "input",
+            "output",
+            "extracted",
+            "reference",
+            "score",
+            "scores",
+            "error",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+            "completions",
+        ]
 
 
 def deployment_by_name_or_id(project, value) -> Deployment | None:
@@ -142,13 +189,25 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         if data["same_rows_as"] is not None and source is None:
             return Response({"same_rows_as": ["No such eval in this project."]}, status=400)
         ev = create_eval(
-            project, request.user, deployment=deployment, benchmark=data["benchmark"], dataset=dataset,
-            scorers=data["scorers"], sample_limit=data["sample_limit"], seed=data["seed"], generation=data["generation"],
-            same_rows_as=source, samples_per_problem=data["samples_per_problem"], max_cost=data["max_cost"],
+            project,
+            request.user,
+            deployment=deployment,
+            benchmark=data["benchmark"],
+            dataset=dataset,
+            scorers=data["scorers"],
+            sample_limit=data["sample_limit"],
+            seed=data["seed"],
+            generation=data["generation"],
+            same_rows_as=source,
+            samples_per_problem=data["samples_per_problem"],
+            max_cost=data["max_cost"],
         )
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("download", str, enum=["jsonl", "csv"])], responses=SampleSerializer(many=True))
+    @extend_schema(
+        parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("download", str, enum=["jsonl", "csv"])],
+        responses=SampleSerializer(many=True),
+    )
     @action(detail=True, methods=["get"])
     def samples(self, request, pk=None):
         """Per-sample results; ?filter=wrong|errors; ?download=jsonl|csv for a file."""
@@ -183,7 +242,6 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             raise Conflict(f"Only failed, cancelled or stalled evals resume (this one is {ev.status}).")
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
-
 
     @extend_schema(responses={200: dict, 409: dict})
     @action(detail=True, methods=["get"], url_path=r"compare/(?P<other>\d+)")
@@ -229,7 +287,10 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
     def get_queryset(self):
         return Dataset.objects.for_user(self.request.user, request_project(self.request))
 
-    @extend_schema(request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}}, responses={201: DatasetSerializer})
+    @extend_schema(
+        request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}},
+        responses={201: DatasetSerializer},
+    )
     def create(self, request):
         """Upload a JSONL file of {"input": ..., "expected": ...} rows."""
         form = DatasetUploadForm(request.data, request.FILES)

@@ -65,7 +65,11 @@ def compare_evals(a: Eval, b: Eval) -> dict:
         if rows_a[index]["input"] != rows_b[index]["input"]:
             raise NotPaired(f"Row {index} holds different inputs in eval #{a.pk} and eval #{b.pk}; rows that differ are never paired.")
     # Only rows both evals scored: an error or an unfinished row on either side drops the pair.
-    shared = sorted(i for i in rows_a.keys() & rows_b.keys() if not rows_a[i]["error"] and not rows_b[i]["error"] and rows_a[i]["score"] is not None and rows_b[i]["score"] is not None)
+    shared = sorted(
+        i
+        for i in rows_a.keys() & rows_b.keys()
+        if not rows_a[i]["error"] and not rows_b[i]["error"] and rows_a[i]["score"] is not None and rows_b[i]["score"] is not None
+    )
     va, vb = [rows_a[i]["score"] for i in shared], [rows_b[i]["score"] for i in shared]
     result = {"a": Side(a, va).as_dict(), "b": Side(b, vb).as_dict(), "n": len(shared), "unpaired": len(rows_a.keys() | rows_b.keys()) - len(shared)}
     result.update(paired_statistics(va, vb))
@@ -89,13 +93,21 @@ def compare_evals(a: Eval, b: Eval) -> dict:
 def paired_statistics(a: list[float], b: list[float]) -> dict:
     n = len(a)
     if n == 0:
-        return {"delta": None, "delta_ci": None, "method": None, "mcnemar_p": None, "flips": {"right_to_wrong": 0, "wrong_to_right": 0},
-                "verdict": statistics.NOT_DECISIVE, "mde": None, "rows_needed": None}
-    differences = [y - x for x, y in zip(a, b)]
+        return {
+            "delta": None,
+            "delta_ci": None,
+            "method": None,
+            "mcnemar_p": None,
+            "flips": {"right_to_wrong": 0, "wrong_to_right": 0},
+            "verdict": statistics.NOT_DECISIVE,
+            "mde": None,
+            "rows_needed": None,
+        }
+    differences = [y - x for x, y in zip(a, b, strict=True)]
     delta = statistics.mean(differences)
     worse, better = sum(d < 0 for d in differences), sum(d > 0 for d in differences)
     if statistics.is_binary(a) and statistics.is_binary(b):
-        right_both = sum(1 for x, y in zip(a, b) if x == y == 1)
+        right_both = sum(1 for x, y in zip(a, b, strict=True) if x == y == 1)
         interval = statistics.newcombe_paired(right_both, better, worse, n - right_both - better - worse)
         p_value = statistics.mcnemar_exact(better, worse)
         decisive, method = p_value < statistics.ALPHA, "newcombe"

@@ -77,7 +77,7 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
             if isinstance(exc.os_error, RefusedConnection):
                 raise RequestFailed(f"Refused: {exc.os_error.strerror}") from None
             problem = f"{type(exc).__name__}: {exc}"[:300]
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             problem = f"{type(exc).__name__}: {exc}"[:300]
         else:
             if status == 200:
@@ -209,7 +209,7 @@ class EvalRun:
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
             return
         passed = sum(1 for score, _ in results if score)
-        sample.completions = [{"output": output, "passed": bool(score), "detail": detail} for output, (score, detail) in zip(outputs, results)]
+        sample.completions = [{"output": output, "passed": bool(score), "detail": detail} for output, (score, detail) in zip(outputs, results, strict=True)]
         sample.score, sample.extracted = passed / len(outputs), results[0][1]
         sample.scores = {"passed": passed, "n": len(outputs)}
 

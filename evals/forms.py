@@ -34,7 +34,11 @@ class BenchmarkEvalForm(forms.Form):
         required=False, min_value=1, max_value=20, initial=1, help_text="humaneval only: n completions per problem, for pass@1, @5 and @10 (k ≤ n)."
     )
     max_cost = forms.DecimalField(
-        required=False, min_value=0, max_digits=14, decimal_places=6, label="Budget ($)",
+        required=False,
+        min_value=0,
+        max_digits=14,
+        decimal_places=6,
+        label="Budget ($)",
         help_text="Stops the eval as cancelled when its token cost reaches this; resume with a higher budget. Needs deployment prices.",
     )
 

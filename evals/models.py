@@ -86,6 +86,9 @@ class DatasetRow(models.Model):
         ordering = ["index"]
         constraints = [models.UniqueConstraint(fields=["dataset", "index"], name="one_row_per_index")]
 
+    def __str__(self):
+        return f"row {self.index} of {self.dataset}"
+
 
 class Eval(models.Model):
     class Status(models.TextChoices):
@@ -214,5 +217,8 @@ class Sample(models.Model):
         constraints = [models.UniqueConstraint(fields=["eval", "row_index"], name="one_sample_per_row")]
 
     @property
+    def __str__(self):
+        return f"row {self.row_index} of eval {self.eval_id}"
+
     def is_error(self):
         return bool(self.error)

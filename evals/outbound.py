@@ -38,7 +38,14 @@ class PolicyResolver(AbstractResolver):
         except Refused as exc:
             raise RefusedConnection(str(exc)) from None
         return [
-            {"hostname": host, "host": address, "port": port, "family": socket.AF_INET6 if ":" in address else socket.AF_INET, "proto": 0, "flags": socket.AI_NUMERICHOST}
+            {
+                "hostname": host,
+                "host": address,
+                "port": port,
+                "family": socket.AF_INET6 if ":" in address else socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
             for address in addresses
         ]
 

@@ -5,11 +5,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import uvloop
-
 from django.conf import settings
 from django.db import close_old_connections
-from django.db.models.functions import Coalesce
 from django.db.models import Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from belvedir.core.requeue import requeue_waiting

@@ -1,6 +1,6 @@
 import asyncio
-from decimal import Decimal, InvalidOperation
 from collections import defaultdict
+from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,10 +14,10 @@ from belvedir.core.charts import Series, line_chart
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from .api import filter_samples
+from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_csv, samples_jsonl
-from .comparison import NotPaired, compare_evals
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
 from .models import Dataset, Deployment, Eval
 
@@ -40,9 +40,13 @@ def create_benchmark_eval(request):
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
-                request.project, request.user, deployment=form.cleaned_data["deployment"],
-                benchmark=form.cleaned_data["benchmark"], sample_limit=form.cleaned_data["sample_limit"],
-                samples_per_problem=form.cleaned_data["samples_per_problem"] or 1, max_cost=form.cleaned_data["max_cost"],
+                request.project,
+                request.user,
+                deployment=form.cleaned_data["deployment"],
+                benchmark=form.cleaned_data["benchmark"],
+                sample_limit=form.cleaned_data["sample_limit"],
+                samples_per_problem=form.cleaned_data["samples_per_problem"] or 1,
+                max_cost=form.cleaned_data["max_cost"],
             )
         except EvalConfigError as exc:
             form.add_error(None, str(exc))
@@ -57,8 +61,12 @@ def create_dataset_eval(request):
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
-                request.project, request.user, deployment=form.cleaned_data["deployment"], dataset=form.cleaned_data["dataset"],
-                scorers=form.scorer_config(), sample_limit=form.cleaned_data["sample_limit"],
+                request.project,
+                request.user,
+                deployment=form.cleaned_data["deployment"],
+                dataset=form.cleaned_data["dataset"],
+                scorers=form.scorer_config(),
+                sample_limit=form.cleaned_data["sample_limit"],
             )
         except EvalConfigError as exc:
             form.add_error(None, str(exc))
@@ -168,7 +176,10 @@ def compare(request, benchmark):
     if benchmarks.get(benchmark) is None:
         return render(request, "evals/compare.html", {"benchmark": benchmark, "unknown": True}, status=404)
     evals = list(
-        Eval.objects.for_user(request.user, request.project).filter(benchmark=benchmark, score__isnull=False).select_related("deployment").order_by("created_at")
+        Eval.objects.for_user(request.user, request.project)
+        .filter(benchmark=benchmark, score__isnull=False)
+        .select_related("deployment")
+        .order_by("created_at")
     )
     by_deployment, first_on_rows = defaultdict(list), {}
     for ev in evals:

@@ -28,9 +28,7 @@ def start_run(harness, user, *, env_for=None) -> Run:
         harness.project.lock()
         active = Run.objects.filter(project=harness.project, status__in=Run.ACTIVE).count()
         if active >= settings.PROJECT_MAX_ACTIVE_RUNS:
-            raise ProjectAtLimit(
-                f"This project already has {active} runs queued or running, its limit; start this one when one ends. Nothing was charged."
-            )
+            raise ProjectAtLimit(f"This project already has {active} runs queued or running, its limit; start this one when one ends. Nothing was charged.")
         run = Run.objects.create(
             project=harness.project,
             harness=harness,

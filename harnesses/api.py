@@ -7,12 +7,12 @@ from rest_framework.response import Response
 from belvedir.core.api_errors import Conflict
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
-from belvedir.sandbox.output import MASK
 from belvedir.sandbox.models import EgressDestination, EgressGrant
+from belvedir.sandbox.output import MASK
 
 from .actions import MAX_REPEATS, cancel_run, start_run, start_runs
-from .scores import compare_labels, scores_by_label, summary
 from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
+from .scores import compare_labels, scores_by_label, summary
 from .validation import validate_command, validate_egress_domains, validate_env_name, validate_ref, validate_repo_url
 
 
@@ -39,8 +39,21 @@ class HarnessSerializer(serializers.ModelSerializer):
     class Meta:
         model = Harness
         fields = [
-            "id", "name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type",
-            "tasks", "time_limit_seconds", "egress_domains", "preset", "env_vars", "price_cents", "created_at",
+            "id",
+            "name",
+            "repo_url",
+            "ref",
+            "install_command",
+            "run_command",
+            "compute_type",
+            "gpu_type",
+            "tasks",
+            "time_limit_seconds",
+            "egress_domains",
+            "preset",
+            "env_vars",
+            "price_cents",
+            "created_at",
         ]
         read_only_fields = ["id", "created_at"]
 
@@ -115,9 +128,26 @@ class RunSerializer(serializers.ModelSerializer):
     class Meta:
         model = Run
         fields = [
-            "id", "harness", "harness_name", "status", "status_message", "score", "model", "results", "results_error",
-            "exit_code", "commit_sha", "compute_type", "price_cents", "created_at", "launched_at",
-            "install_started_at", "run_started_at", "finished_at", "duration_seconds", "session_id",
+            "id",
+            "harness",
+            "harness_name",
+            "status",
+            "status_message",
+            "score",
+            "model",
+            "results",
+            "results_error",
+            "exit_code",
+            "commit_sha",
+            "compute_type",
+            "price_cents",
+            "created_at",
+            "launched_at",
+            "install_started_at",
+            "run_started_at",
+            "finished_at",
+            "duration_seconds",
+            "session_id",
         ]
 
     def get_duration_seconds(self, run) -> float | None:
@@ -159,7 +189,19 @@ class PresetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Preset
-        fields = ["slug", "name", "description", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "env_var_names", "needs_tasks"]
+        fields = [
+            "slug",
+            "name",
+            "description",
+            "repo_url",
+            "ref",
+            "install_command",
+            "run_command",
+            "compute_type",
+            "gpu_type",
+            "env_var_names",
+            "needs_tasks",
+        ]
 
 
 class HarnessViewSet(viewsets.ModelViewSet):
@@ -222,7 +264,8 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(
         responses={
             200: inline_serializer(
-                "RunLog", {"id": serializers.IntegerField(), "status": serializers.CharField(), "finished": serializers.BooleanField(), "log": serializers.CharField()}
+                "RunLog",
+                {"id": serializers.IntegerField(), "status": serializers.CharField(), "finished": serializers.BooleanField(), "log": serializers.CharField()},
             )
         }
     )

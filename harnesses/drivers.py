@@ -27,8 +27,12 @@ CACHES = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
 RUN_OUTPUTS = {"results.json", ".venv", "upstream", "node_modules", "out", "logs", "runs", "sb-cli-reports", "workspaces"}
 CHUNK = 64 * 1024
 COMMIT_ENV = {
-    "GIT_AUTHOR_NAME": "Belvedir", "GIT_AUTHOR_EMAIL": "drivers@belvedir.invalid", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
-    "GIT_COMMITTER_NAME": "Belvedir", "GIT_COMMITTER_EMAIL": "drivers@belvedir.invalid", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
+    "GIT_AUTHOR_NAME": "Belvedir",
+    "GIT_AUTHOR_EMAIL": "drivers@belvedir.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+    "GIT_COMMITTER_NAME": "Belvedir",
+    "GIT_COMMITTER_EMAIL": "drivers@belvedir.invalid",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000",
 }
 
 _built: dict[tuple[str, str], str] = {}  # (repos folder, driver) -> commit SHA, per process
@@ -73,7 +77,11 @@ def is_platform_driver_url(url: str) -> bool:
 
 def _git(args, env=None, cwd=None) -> str:
     result = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+        ["git", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repos_root()), **(env or {})},
     )
     if result.returncode != 0:
@@ -141,10 +149,16 @@ def http_backend(name: str, path: str, method: str, query: str, body: bytes, hea
     if not _backends.acquire(timeout=BUSY_WAIT_SECONDS):
         raise Busy(f"More than {MAX_BACKENDS} driver clones at once; try again.")
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(repos_root()), "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_PROJECT_ROOT": str(repos_root()), "GIT_HTTP_EXPORT_ALL": "1",
-        "PATH_INFO": f"/{name}.git/{path}", "REQUEST_METHOD": method, "QUERY_STRING": query,
-        "CONTENT_TYPE": headers.get("content_type", ""), "CONTENT_LENGTH": str(len(body)),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(repos_root()),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_PROJECT_ROOT": str(repos_root()),
+        "GIT_HTTP_EXPORT_ALL": "1",
+        "PATH_INFO": f"/{name}.git/{path}",
+        "REQUEST_METHOD": method,
+        "QUERY_STRING": query,
+        "CONTENT_TYPE": headers.get("content_type", ""),
+        "CONTENT_LENGTH": str(len(body)),
     }
     if headers.get("content_encoding"):
         env["HTTP_CONTENT_ENCODING"] = headers["content_encoding"]

@@ -16,7 +16,6 @@ from django.utils import timezone
 from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress
 from belvedir.sandbox.docker import Sandbox
-from belvedir.sandbox.launch import workload
 from belvedir.sandbox.errors import (
     SandboxError,
     SandboxFileMissing,
@@ -25,6 +24,7 @@ from belvedir.sandbox.errors import (
     SandboxTimeout,
     SandboxUserError,
 )
+from belvedir.sandbox.launch import workload
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
@@ -90,9 +90,7 @@ class RunExecution:
             sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS, credentials)
             Run.objects.filter(pk=run.pk).update(commit_sha=sha)
             self._say(f"Checked out {sha[:12]}.")
-            key, raw_key = ApiKey.issue(
-                project=run.project, user=run.created_by, name=f"run #{run.pk}", scope=ApiKey.Scope.INGEST, per_run=True
-            )
+            key, raw_key = ApiKey.issue(project=run.project, user=run.created_by, name=f"run #{run.pk}", scope=ApiKey.Scope.INGEST, per_run=True)
             run.api_key = key
             Run.objects.filter(pk=run.pk).update(api_key=key)
             self.secrets += (raw_key,)
@@ -150,7 +148,10 @@ class RunExecution:
         if self.run.compute_type == ComputeType.GPU and lease.host.gpu_device_requests:
             gpu = GpuRequest(device_ids=(str(lease.gpu_slot),))
         return SandboxSpec(
-            owner=self.run.owner, network=settings.HARNESS_SANDBOX_NETWORK, gpu=gpu, limits=Limits.defaults(),
+            owner=self.run.owner,
+            network=settings.HARNESS_SANDBOX_NETWORK,
+            gpu=gpu,
+            limits=Limits.defaults(),
             runtime=lease.host.runtime,
         )
 
@@ -186,8 +187,13 @@ class RunExecution:
         # The final log goes in with the final status: whoever sees the run
         # ended (a page, `bv runs logs`) also sees its whole tail.
         finish_run(
-            self.run, status, status_message=message[:1000], refund_reason=message if refund else "",
-            from_statuses=Run.IN_SANDBOX, log_tail=self._log(), **fields,
+            self.run,
+            status,
+            status_message=message[:1000],
+            refund_reason=message if refund else "",
+            from_statuses=Run.IN_SANDBOX,
+            log_tail=self._log(),
+            **fields,
         )
 
     def _left(self, deadline) -> float:
@@ -220,9 +226,7 @@ class RunExecution:
 
 def execute_run(run_id: int):
     close_old_connections()
-    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        status=Status.LAUNCHING, launched_at=timezone.now(), heartbeat_at=timezone.now()
-    )
+    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(status=Status.LAUNCHING, launched_at=timezone.now(), heartbeat_at=timezone.now())
     if not claimed:
         return  # re-delivered, cancelled or reaped: nothing to do twice
     run = Run.objects.select_related("harness", "project", "created_by").get(pk=run_id)

@@ -80,9 +80,7 @@ class BaseEnvVarFormSet(forms.BaseInlineFormSet):
 
 
 def env_var_formset(extra: int = 3):
-    return forms.inlineformset_factory(
-        Harness, HarnessEnvVar, form=EnvVarForm, formset=BaseEnvVarFormSet, extra=extra, can_delete=True
-    )
+    return forms.inlineformset_factory(Harness, HarnessEnvVar, form=EnvVarForm, formset=BaseEnvVarFormSet, extra=extra, can_delete=True)
 
 
 EnvVarFormSet = env_var_formset()

@@ -30,8 +30,14 @@ def driver_repo(request, name, rest):
     }
     try:
         backend = drivers.http_backend(
-            name, rest, request.method, request.META.get("QUERY_STRING", ""), body, headers,
-            timeout=BACKEND_SECONDS, max_bytes=MAX_RESPONSE_BYTES,
+            name,
+            rest,
+            request.method,
+            request.META.get("QUERY_STRING", ""),
+            body,
+            headers,
+            timeout=BACKEND_SECONDS,
+            max_bytes=MAX_RESPONSE_BYTES,
         )
     except drivers.Busy as exc:
         response = HttpResponse(f"{exc}\n", status=503, content_type="text/plain")

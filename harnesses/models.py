@@ -62,7 +62,8 @@ class Harness(models.Model):
         default=MAX_TIME_LIMIT_SECONDS, validators=[MinValueValidator(10), MaxValueValidator(MAX_TIME_LIMIT_SECONDS)]
     )
     egress_domains = models.TextField(
-        "Egress allowlist", blank=True,
+        "Egress allowlist",
+        blank=True,
         help_text="Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.",
     )
     preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="harnesses")
@@ -205,13 +206,15 @@ class Run(models.Model):
         rows = []
         for item in tasks[:MAX_TASK_ROWS]:
             if isinstance(item, dict):
-                rows.append({
-                    "task": str(item.get("task", item.get("id", "")))[:500],
-                    "check": str(item.get("check") or "")[:300],
-                    "verdict": str(item.get("verdict", ""))[:40],
-                    "steps": item.get("steps") if isinstance(item.get("steps"), int) else None,
-                    "reason": str(item.get("reason") or "")[:300],
-                })
+                rows.append(
+                    {
+                        "task": str(item.get("task", item.get("id", "")))[:500],
+                        "check": str(item.get("check") or "")[:300],
+                        "verdict": str(item.get("verdict", ""))[:40],
+                        "steps": item.get("steps") if isinstance(item.get("steps"), int) else None,
+                        "reason": str(item.get("reason") or "")[:300],
+                    }
+                )
         return rows
 
     @property

@@ -145,11 +145,20 @@ def _isolated(home: str, target: Target, credentials: Credentials) -> tuple[dict
         "GIT_ALLOW_PROTOCOL": {"local": "file", "http": "http"}.get(target.scheme, target.scheme),
     }
     config = [
-        "-c", "credential.helper=",
-        "-c", "http.followRedirects=false",
-        "-c", "core.hooksPath=/dev/null",
-        "-c", "filter.lfs.required=false", "-c", "filter.lfs.smudge=", "-c", "filter.lfs.process=",
-        "-c", "submodule.recurse=false",
+        "-c",
+        "credential.helper=",
+        "-c",
+        "http.followRedirects=false",
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "filter.lfs.required=false",
+        "-c",
+        "filter.lfs.smudge=",
+        "-c",
+        "filter.lfs.process=",
+        "-c",
+        "submodule.recurse=false",
     ]
     if target.scheme in {"https", "http"}:
         address = f"[{target.address}]" if ":" in target.address else target.address
@@ -160,9 +169,23 @@ def _isolated(home: str, target: Target, credentials: Credentials) -> tuple[dict
             env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "http.extraHeader", "GIT_CONFIG_VALUE_0": header})
     if target.scheme == "ssh":
         ssh = [
-            "ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none",
-            "-o", "StrictHostKeyChecking=accept-new", "-o", f"UserKnownHostsFile={home}/known_hosts",
-            "-o", f"HostName={target.address}", "-o", f"HostKeyAlias={target.host}",
+            "ssh",
+            "-F",
+            "/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "IdentityAgent=none",
+            "-o",
+            "StrictHostKeyChecking=accept-new",
+            "-o",
+            f"UserKnownHostsFile={home}/known_hosts",
+            "-o",
+            f"HostName={target.address}",
+            "-o",
+            f"HostKeyAlias={target.host}",
         ]
         if credentials.ssh_key:
             key_file = os.path.join(home, "deploy_key")

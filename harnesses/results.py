@@ -31,9 +31,9 @@ def parse_results(raw: bytes) -> ParsedResults:
         return ParsedResults(error="results.json is not valid here: it nests too deeply.")
     score = data.get("score")
     if score is None:
-        parsed.error = "results.json has no top-level \"score\"."
+        parsed.error = 'results.json has no top-level "score".'
     elif isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
-        parsed.error = f"\"score\" must be a finite number, not {json.dumps(score)[:40]}."
+        parsed.error = f'"score" must be a finite number, not {json.dumps(score)[:40]}.'
     else:
         parsed.score = float(score)
     model = parsed.results.get("model")

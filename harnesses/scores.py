@@ -33,7 +33,14 @@ def compare_labels(groups: dict[str, list[float]], a: str, b: str) -> dict:
     result = {"a": a, "b": b, "n_a": len(groups.get(a, [])), "n_b": len(groups.get(b, []))}
     test = statistics.welch(groups.get(a, []), groups.get(b, []))
     if test is None:
-        return {**result, "verdict": statistics.NOT_DECISIVE, "delta": None, "t": None, "df": None, "p_value": None,
-                "note": "Welch's test needs at least two scored runs of each label: start more repeats."}
+        return {
+            **result,
+            "verdict": statistics.NOT_DECISIVE,
+            "delta": None,
+            "t": None,
+            "df": None,
+            "p_value": None,
+            "note": "Welch's test needs at least two scored runs of each label: start more repeats.",
+        }
     decisive = test.p_value < statistics.ALPHA
     return {**result, "delta": test.delta, "t": test.t, "df": test.df, "p_value": test.p_value, "verdict": statistics.verdict(decisive, test.delta), "note": ""}

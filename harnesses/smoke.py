@@ -38,11 +38,17 @@ def smoke_harness(preset: Preset, deployment, user, env: dict[str, str], time_li
     initial = preset_initial(preset)
     with transaction.atomic():
         harness, _ = Harness.objects.update_or_create(
-            project=deployment.project, name=f"smoke: {preset.name}",
+            project=deployment.project,
+            name=f"smoke: {preset.name}",
             defaults={
-                "created_by": user, "preset": preset, "repo_url": initial["repo_url"], "ref": initial["ref"],
-                "install_command": initial["install_command"], "run_command": initial["run_command"],
-                "compute_type": ComputeType.CPU, "tasks": SMOKE_TASKS if preset.needs_tasks else "",
+                "created_by": user,
+                "preset": preset,
+                "repo_url": initial["repo_url"],
+                "ref": initial["ref"],
+                "install_command": initial["install_command"],
+                "run_command": initial["run_command"],
+                "compute_type": ComputeType.CPU,
+                "tasks": SMOKE_TASKS if preset.needs_tasks else "",
                 "time_limit_seconds": time_limit_seconds,
             },
         )

@@ -12,8 +12,15 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 SCP_LIKE = re.compile(r"[\w.-]+@[\w.-]+:[\w./~-]+\Z")  # git@github.com:org/repo.git
 # Set by the platform for every run; a harness cannot override them.
 RESERVED_ENV_NAMES = {
-    "FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "FRACTAL_TASKS_FILE",
-    "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL", "BELVEDIR_RUN_ID", "HOME", "PATH",
+    "FRACTAL_API_KEY",
+    "FRACTAL_BASE_URL",
+    "FRACTAL_RUN_ID",
+    "FRACTAL_TASKS_FILE",
+    "BELVEDIR_API_KEY",
+    "BELVEDIR_BASE_URL",
+    "BELVEDIR_RUN_ID",
+    "HOME",
+    "PATH",
 } | egress.RESERVED_ENV
 DOMAIN = re.compile(r"(?=.{1,253}\Z)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}\Z")
 

@@ -12,9 +12,9 @@ from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
 from .actions import MAX_REPEATS, cancel_run, start_runs
-from .scores import compare_labels, scores_by_label, summary
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
+from .scores import compare_labels, scores_by_label, summary
 
 HTMX_STOP_POLLING = 286
 RUNS_ON_HARNESS_PAGE = 50
@@ -23,9 +23,7 @@ RUNS_ON_HARNESS_PAGE = 50
 @login_required
 def harness_list(request):
     harnesses = (
-        Harness.objects.for_user(request.user, request.project)
-        .annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at"))
-        .order_by("-created_at")
+        Harness.objects.for_user(request.user, request.project).annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at")).order_by("-created_at")
     )
     return render(request, "harnesses/list.html", {"harnesses": harnesses})
 

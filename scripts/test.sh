@@ -11,4 +11,7 @@ scripts/ensure_chromium.sh
 scripts/ensure_node_packages.sh
 export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
 .venv/bin/python manage.py build_sandbox_image
+# Style first: a formatting or lint error fails in seconds, not after the suite.
+.venv/bin/ruff format --check .
+.venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -193,9 +193,7 @@ def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_facto
         "BELVEDIR_EGRESS_ALLOW_NETWORKS": f"{OUTSIDE_ADDRESS}/32",
     }
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen(
-        [sys.executable, "manage.py", "egress_proxy"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    proc = subprocess.Popen([sys.executable, "manage.py", "egress_proxy"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = proc.stdout.readline()
     while line and "Egress proxy listening" not in line:
         line = proc.stdout.readline()

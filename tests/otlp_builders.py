@@ -21,7 +21,21 @@ def attr(key, value):
     return {"key": key, "value": {"stringValue": value}}
 
 
-def span(name, *, session_id=None, trace_id=None, span_id=None, parent=None, start_s=None, duration_s=0.5, kind="llm", attributes=None, user_message=None, model=None, tokens=None):
+def span(
+    name,
+    *,
+    session_id=None,
+    trace_id=None,
+    span_id=None,
+    parent=None,
+    start_s=None,
+    duration_s=0.5,
+    kind="llm",
+    attributes=None,
+    user_message=None,
+    model=None,
+    tokens=None,
+):
     start = int((start_s if start_s is not None else time.time()) * 1e9)
     attrs = dict(attributes or {})
     if session_id:

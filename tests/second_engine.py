@@ -42,12 +42,23 @@ def make_certificates(directory: Path) -> Certificates:
     for name, subject in (("server", "/CN=127.0.0.1"), ("client", "/CN=belvedir worker")):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}-key.pem", "-out", f"{name}.csr", "-subj", subject)
         openssl(
-            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial",
-            "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext",
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
         )
-    return Certificates(
-        directory / "ca.pem", directory / "server.pem", directory / "server-key.pem", directory / "client.pem", directory / "client-key.pem"
-    )
+    return Certificates(directory / "ca.pem", directory / "server.pem", directory / "server-key.pem", directory / "client.pem", directory / "client-key.pem")
 
 
 def free_port() -> int:

@@ -21,7 +21,10 @@ from .harness_fixtures import wait_for
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = {
     # Plain HTTP straight to gunicorn: no TLS proxy in front, so no redirect to HTTPS.
-    "production": ([sys.executable, "-m", "gunicorn", "belvedir.wsgi"], {"DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "SECURE_SSL_REDIRECT": "0"}),
+    "production": (
+        [sys.executable, "-m", "gunicorn", "belvedir.wsgi"],
+        {"DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "SECURE_SSL_REDIRECT": "0"},
+    ),
     "make-run": ([str(REPO / "scripts" / "web.sh")], {"DEBUG": "1"}),
 }
 

@@ -14,9 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def test_it_signs_up_with_a_default_project_and_logs_in():
     client = Client()
-    response = client.post(
-        "/signup/", {"username": "bob", "email": "bob@example.com", "password1": "a-long-pass-42", "password2": "a-long-pass-42"}
-    )
+    response = client.post("/signup/", {"username": "bob", "email": "bob@example.com", "password1": "a-long-pass-42", "password2": "a-long-pass-42"})
     assert response.status_code == 302
     user = get_user_model().objects.get(username="bob")
     membership = Membership.objects.get(user=user)

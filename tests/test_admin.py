@@ -1,6 +1,6 @@
 import pytest
-from django.test import Client
 from django.contrib import admin
+from django.test import Client
 
 from .pages import shown
 
@@ -63,7 +63,13 @@ def test_admin_env_vars_follow_the_dashboard_rules(owner, project):
             data.update({f"env-{i}-{k}": v for k, v in row.items()})
         return FormSet(data, instance=harness, prefix="env")
 
-    keep = {"id": str(secret.pk), "harness": str(harness.pk), "name": "TOKEN", "value": FormSet(instance=harness, prefix="env").forms[0].initial["value"], "secret": "on"}
+    keep = {
+        "id": str(secret.pk),
+        "harness": str(harness.pk),
+        "name": "TOKEN",
+        "value": FormSet(instance=harness, prefix="env").forms[0].initial["value"],
+        "secret": "on",
+    }
     assert keep["value"] != "kept-secret"  # masked in the form
     bad_name = submit(keep, {"name": "1-not-a-name", "value": "x"})
     assert not bad_name.is_valid() and "name" in bad_name.forms[1].errors
@@ -151,14 +157,27 @@ def test_refund_revoke_and_drain_need_their_permissions(owner, project, tmp_path
     run_action(viewer, "/admin/core/apikey/", "revoke", [key.pk])
     run_action(viewer, "/admin/sandbox/sandboxhost/", "drain", [host.pk])
     # Nor through the change form: draining is read-only without its permission.
-    viewer.post(f"/admin/sandbox/sandboxhost/{host.pk}/change/", {"name": "gpu-1", "kind": host.kind, "docker_url": host.docker_url, "capacity": host.capacity, "gpu_count": host.gpu_count, "enabled": "on", "draining": "on"})
+    viewer.post(
+        f"/admin/sandbox/sandboxhost/{host.pk}/change/",
+        {
+            "name": "gpu-1",
+            "kind": host.kind,
+            "docker_url": host.docker_url,
+            "capacity": host.capacity,
+            "gpu_count": host.gpu_count,
+            "enabled": "on",
+            "draining": "on",
+        },
+    )
     key.refresh_from_db()
     host.refresh_from_db()
     assert not LedgerEntry.objects.filter(kind="refund").exists()
     assert key.revoked_at is None
     assert host.draining is False
 
-    allowed = staff_with("harnesses.view_run", "harnesses.refund_run", "core.view_apikey", "core.revoke_apikey", "sandbox.view_sandboxhost", "sandbox.drain_sandboxhost")
+    allowed = staff_with(
+        "harnesses.view_run", "harnesses.refund_run", "core.view_apikey", "core.revoke_apikey", "sandbox.view_sandboxhost", "sandbox.drain_sandboxhost"
+    )
     run_action(allowed, "/admin/harnesses/run/", "refund_runs", [run.pk])
     run_action(allowed, "/admin/core/apikey/", "revoke", [key.pk])
     run_action(allowed, "/admin/sandbox/sandboxhost/", "drain", [host.pk])
@@ -175,7 +194,10 @@ def test_a_runs_secret_env_never_renders_in_admin(staff_client, owner, project, 
     from .harness_fixtures import harness
 
     run = Run.objects.create(
-        project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner,
+        project=project,
+        harness=harness(project, owner, tmp_path),
+        price_cents=50,
+        created_by=owner,
         secret_env={"HF_TOKEN": "hf_admin_hidden_789", "ADAPTER_URL": "https://x/adapter?sig=signed-admin-hidden"},
     )
     for url in (f"/admin/harnesses/run/{run.pk}/change/", "/admin/harnesses/run/", f"/admin/harnesses/run/?q={run.pk}"):

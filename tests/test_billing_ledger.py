@@ -164,9 +164,9 @@ def test_the_same_charge_delivered_at_once_charges_once(project, owner):
 def test_the_reaper_and_the_worker_racing_over_one_run_refund_it_once(project, owner, tmp_path, settings):
     from django.utils import timezone
 
+    from belvedir.sandbox.reaper import reap
     from harnesses.actions import finish_run, start_run
     from harnesses.models import Run
-    from belvedir.sandbox.reaper import reap
 
     from .harness_fixtures import harness
 

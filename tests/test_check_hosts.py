@@ -112,16 +112,29 @@ def test_the_admin_lists_health_runtime_capacity_gpu_slots_use_and_drain(staff_c
 
 
 def test_tls_secrets_are_never_shown_and_the_mask_keeps_them(staff_client):
-    host = SandboxHost.objects.create(name="remote", docker_url="tcp://10.0.0.9:2376", tls_ca="/etc/belvedir/ca.pem", tls_cert="/etc/belvedir/cert.pem", tls_key=PEM_KEY)
+    host = SandboxHost.objects.create(
+        name="remote", docker_url="tcp://10.0.0.9:2376", tls_ca="/etc/belvedir/ca.pem", tls_cert="/etc/belvedir/cert.pem", tls_key=PEM_KEY
+    )
     url = f"/admin/sandbox/sandboxhost/{host.pk}/change/"
     page = staff_client.get(url).content.decode()
     assert "c2VjcmV0LWtleS1tYXRlcmlhbA" not in page and "/etc/belvedir/cert.pem" not in page
     assert page.count(MASK) >= 3
 
     form = {
-        "name": "remote", "docker_url": "tcp://10.0.0.9:2376", "kind": "cpu", "gpu_type": "", "gpu_count": 0, "gpu_device_requests": "on",
-        "capacity": 6, "runtime": "auto", "enabled": "on", "created_at_0": "2026-01-01", "created_at_1": "00:00:00",
-        "tls_ca": MASK, "tls_cert": "/etc/belvedir/new-cert.pem", "tls_key": MASK,
+        "name": "remote",
+        "docker_url": "tcp://10.0.0.9:2376",
+        "kind": "cpu",
+        "gpu_type": "",
+        "gpu_count": 0,
+        "gpu_device_requests": "on",
+        "capacity": 6,
+        "runtime": "auto",
+        "enabled": "on",
+        "created_at_0": "2026-01-01",
+        "created_at_1": "00:00:00",
+        "tls_ca": MASK,
+        "tls_cert": "/etc/belvedir/new-cert.pem",
+        "tls_key": MASK,
     }
     response = staff_client.post(url, form)
     assert response.status_code == 302, response.content.decode()[:3000]
@@ -133,8 +146,19 @@ def test_tls_secrets_are_never_shown_and_the_mask_keeps_them(staff_client):
 
 def test_a_client_certificate_needs_its_key(staff_client):
     form = {
-        "name": "half", "docker_url": "tcp://10.0.0.9:2376", "kind": "cpu", "gpu_type": "", "gpu_count": 0, "capacity": 4, "runtime": "auto",
-        "enabled": "on", "created_at_0": "2026-01-01", "created_at_1": "00:00:00", "tls_ca": "", "tls_cert": "/etc/belvedir/cert.pem", "tls_key": "",
+        "name": "half",
+        "docker_url": "tcp://10.0.0.9:2376",
+        "kind": "cpu",
+        "gpu_type": "",
+        "gpu_count": 0,
+        "capacity": 4,
+        "runtime": "auto",
+        "enabled": "on",
+        "created_at_0": "2026-01-01",
+        "created_at_1": "00:00:00",
+        "tls_ca": "",
+        "tls_cert": "/etc/belvedir/cert.pem",
+        "tls_key": "",
     }
     response = staff_client.post("/admin/sandbox/sandboxhost/add/", form)
     assert response.status_code == 200 and "give both or neither" in response.content.decode()
@@ -143,9 +167,7 @@ def test_a_client_certificate_needs_its_key(staff_client):
 
 def test_check_now_in_the_admin(staff_client, silent_host):
     local = SandboxHost.objects.get(name="local")
-    response = staff_client.post(
-        "/admin/sandbox/sandboxhost/", {"action": "check_now", "_selected_action": [local.pk, silent_host.pk]}, follow=True
-    )
+    response = staff_client.post("/admin/sandbox/sandboxhost/", {"action": "check_now", "_selected_action": [local.pk, silent_host.pk]}, follow=True)
     page = response.content.decode()
     assert "Local: healthy." in page and "Silent: unhealthy" in page
     silent_host.refresh_from_db()

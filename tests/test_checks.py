@@ -102,8 +102,6 @@ def test_the_readme_production_recipe_passes_check_deploy(subprocess_env):
     values = {"SECRET_KEY": "production-check-" + "x" * 50, "DATABASE_URL": subprocess_env["DATABASE_URL"], "REDIS_URL": "redis://127.0.0.1:6379/15"}
     env = {key: value for key, value in subprocess_env.items() if not key.startswith(("SECURE_", "CSRF_", "DEBUG"))}
     env.update({name: value or values[name] for name, value in names})
-    result = subprocess.run(
-        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout

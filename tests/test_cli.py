@@ -74,10 +74,21 @@ def test_catalog_listings(bv, project):
     # The test owns its catalog: a transactional test earlier in the run may
     # have flushed the seeded one.
     Preset.objects.all().delete()
-    Preset.objects.create(slug="cli-cpu", name="CLI CPU", description="d", repo_url="https://x.example/a", install_command="true", run_command="true", position=1)
     Preset.objects.create(
-        slug="cli-gpu", name="CLI GPU", description="d", repo_url="https://x.example/b", install_command="true", run_command="true",
-        compute_type="gpu", gpu_type="A10G", env_var_names=["HF_TOKEN"], needs_tasks=True, position=2,
+        slug="cli-cpu", name="CLI CPU", description="d", repo_url="https://x.example/a", install_command="true", run_command="true", position=1
+    )
+    Preset.objects.create(
+        slug="cli-gpu",
+        name="CLI GPU",
+        description="d",
+        repo_url="https://x.example/b",
+        install_command="true",
+        run_command="true",
+        compute_type="gpu",
+        gpu_type="A10G",
+        env_var_names=["HF_TOKEN"],
+        needs_tasks=True,
+        position=2,
     )
     presets = json.loads(bv("presets", "list", "--json").stdout)
     assert [(p["slug"], p["compute_type"], p["env_var_names"], p["needs_tasks"]) for p in presets] == [
@@ -170,7 +181,9 @@ def test_models(bv, project, settings, tmp_path):
     model = FineTunedModel(project=project, name="tuned", base_model="org/base")
     model.adapter.save("a.zip", SimpleUploadedFile("a.zip", b"PK\x05\x06" + b"\0" * 18), save=False)
     model.save()
-    harness = Harness.objects.create(project=project, name="lm-eval", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="gpu")
+    harness = Harness.objects.create(
+        project=project, name="lm-eval", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="gpu"
+    )
     Run.objects.create(project=project, harness=harness, compute_type="gpu", price_cents=500, status="succeeded", score=0.6, model_label="tuned")
     assert "tuned" in bv("models", "list").output
     benchmarks = json.loads(bv("models", "benchmarks", "tuned", "--json").stdout)

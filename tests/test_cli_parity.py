@@ -45,7 +45,9 @@ def test_models_upload_lands_in_the_panel_flow(bv, project, owner_client, settin
     assert uploaded["id"] == model.pk and model.adapter_size == adapter.stat().st_size
     assert model.adapter.read() == adapter.read_bytes()
     # The panel flow: the model's page, and a benchmark run naming it shows on its panel.
-    harness = Harness.objects.create(project=project, name="lm-eval", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="gpu")
+    harness = Harness.objects.create(
+        project=project, name="lm-eval", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="gpu"
+    )
     Run.objects.create(project=project, harness=harness, compute_type="gpu", price_cents=500, status="succeeded", score=0.71, model_label="support-v4")
     assert "0.71" in owner_client.get(f"/models/{model.pk}/").content.decode()
     assert [b["score"] for b in json.loads(bv("models", "benchmarks", "support-v4", "--json").stdout)] == [0.71]

@@ -126,7 +126,15 @@ def test_create_coupons_command_prints_a_csv_batch():
     assert Coupon.objects.count() == 100
 
 
-@pytest.mark.parametrize("args, message", [(["--amount", "-5"], "minimum"), (["--amount", "abc"], "not an amount"), (["--amount", "0"], "minimum"), (["--amount", "5", "--expires", "tomorrow"], "not a date")])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--amount", "-5"], "minimum"),
+        (["--amount", "abc"], "not an amount"),
+        (["--amount", "0"], "minimum"),
+        (["--amount", "5", "--expires", "tomorrow"], "not a date"),
+    ],
+)
 @pytest.mark.django_db
 def test_create_coupons_refuses_bad_input(args, message):
     from django.core.management import CommandError
@@ -164,7 +172,7 @@ def test_htmx_redemption_also_refreshes_the_ledger(owner_client, coupon):
     cache.clear()
     assert "No activity yet" in owner_client.get("/settings/balance/").content.decode()
     body = owner_client.post("/settings/balance/redeem/", {"code": "welcome10"}, HTTP_HX_REQUEST="true").content.decode()
-    ledger = body[body.index('id="ledger"') - 100:]
+    ledger = body[body.index('id="ledger"') - 100 :]
     assert 'hx-swap-oob="true"' in ledger[:200]
     assert "Coupon" in ledger and "$10.00" in ledger
     assert "No activity yet" not in body

@@ -51,7 +51,11 @@ def test_its_run_script_writes_results_and_flushes_traces_with_the_standard_libr
     script = files_named(preset["run_command"], driver_of(preset))[0]
     source = script.read_text()
     tree = ast.parse(source)
-    called = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+    called = {
+        n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+    }
     assert "Tracer" in called, "it traces under the run's session"
     assert "finish" in called or {"write_results", "flush"} <= called, "it writes results.json and flushes its spans"
     # It runs on the sandbox's own python3 (upstream tools live in .venv): nothing beyond stdlib.
@@ -66,7 +70,11 @@ def test_its_run_script_writes_results_and_flushes_traces_with_the_standard_libr
 def test_the_shared_finish_writes_results_json_and_flushes():
     tree = ast.parse((SHARED / "belvedir_driver.py").read_text())
     finish = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "finish")
-    calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(finish) if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+    calls = {
+        n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+        for n in ast.walk(finish)
+        if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+    }
     assert {"write_results", "flush", "exit"} <= calls
 
 
@@ -75,7 +83,7 @@ def test_its_readme_names_the_upstream_version_env_vars_and_the_cheap_subset(pre
     readme = (driver_of(preset) / "README.md").read_text()
     upstream = next((line for line in readme.splitlines() if line.startswith("Upstream:")), "")
     assert upstream, "README has an 'Upstream:' line"
-    paragraph = readme[readme.index("Upstream:"):].split("\n\n")[0]
+    paragraph = readme[readme.index("Upstream:") :].split("\n\n")[0]
     assert PINNED.search(paragraph), f"the upstream's version is pinned in: {paragraph!r}"
     assert "BELVEDIR_LIMIT" in readme
     for name in preset["env_var_names"]:

@@ -5,6 +5,7 @@ import subprocess
 
 import pytest
 from django.apps import apps
+from django.core.exceptions import ValidationError
 
 from harnesses import drivers, repo
 from harnesses.models import Preset
@@ -93,7 +94,7 @@ def test_the_platforms_own_driver_urls_pass_validation(served, settings):
     settings.HARNESS_ALLOW_LOCAL_REPOS = False
     validate_repo_url(f"{served}/drivers/reference-agent.git")  # plain http on 127.0.0.1, but ours
     for url in (f"{served}/drivers/nope.git", f"{served}/other/reference-agent.git", "http://127.0.0.1:9/drivers/gaia.git"):
-        with pytest.raises(Exception):
+        with pytest.raises(ValidationError):
             validate_repo_url(url)
 
 
@@ -105,7 +106,9 @@ def test_a_hosted_organisation_still_switches_the_presets(served, settings):
 def test_a_harness_on_a_shipped_driver_is_accepted_by_the_api(served, settings, api):
     settings.HARNESS_ALLOW_LOCAL_REPOS = False
     url = f"{served}/drivers/reference-agent.git"
-    created = api.post("/api/v1/harnesses", {"name": "ref", "repo_url": url, "install_command": "true", "run_command": "python3 agent.py", "tasks": "say hi"}, format="json")
+    created = api.post(
+        "/api/v1/harnesses", {"name": "ref", "repo_url": url, "install_command": "true", "run_command": "python3 agent.py", "tasks": "say hi"}, format="json"
+    )
     assert created.status_code == 201, created.json()
     refused = api.post("/api/v1/harnesses", {"name": "x", "repo_url": f"{served}/admin/", "install_command": "true", "run_command": "true"}, format="json")
     assert refused.status_code == 400 and "repo_url" in refused.json()

@@ -51,7 +51,10 @@ def tau(repo, samples):
 def swe(repo, samples):
     fake(repo / ".venv/bin/mini-extra")
     fake(repo / ".venv/bin/sb-cli")
-    outputs = {samples / "preds.json": repo / "out/preds.json", samples / "swe-bench_lite__test__belvedir-42.json": repo / f"sb-cli-reports/swe-bench_lite__test__belvedir-{RUN_ID}.json"}
+    outputs = {
+        samples / "preds.json": repo / "out/preds.json",
+        samples / "swe-bench_lite__test__belvedir-42.json": repo / f"sb-cli-reports/swe-bench_lite__test__belvedir-{RUN_ID}.json",
+    }
     return outputs, {}, 1 / 3
 
 
@@ -93,8 +96,14 @@ def openclaw(repo, samples):
 
 
 CASES = {
-    "tau-bench": tau, "swe-bench-lite": swe, "terminal-bench": tb, "gaia": gaia,
-    "aider-polyglot": aider, "lm-eval": lm_eval, "mt-bench": mt_bench, "openclaw": openclaw,
+    "tau-bench": tau,
+    "swe-bench-lite": swe,
+    "terminal-bench": tb,
+    "gaia": gaia,
+    "aider-polyglot": aider,
+    "lm-eval": lm_eval,
+    "mt-bench": mt_bench,
+    "openclaw": openclaw,
 }
 
 
@@ -106,10 +115,19 @@ def test_the_driver_turns_its_upstreams_output_into_results_and_traces_its_model
     outputs, extra_env, expected_score = CASES[name](repo, drivers.SOURCE / name / "tests" / "samples")
     with FakeOpenAI(answer=lambda q: "ok") as model:
         env = {
-            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-            "FRACTAL_BASE_URL": live_server.url, "FRACTAL_API_KEY": api_key, "FRACTAL_RUN_ID": RUN_ID,
-            "LLM_BASE_URL": model.url, "LLM_MODEL": "openai/gpt-4o", "LLM_API_KEY": "sk-upstream",
-            "OPENAI_API_KEY": "sk-judge", "MT_BENCH_JUDGE_BASE_URL": model.url, "SWEBENCH_API_KEY": "sb", "HF_TOKEN": "hf", "DOCKER_HOST": "tcp://x:2376",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "FRACTAL_BASE_URL": live_server.url,
+            "FRACTAL_API_KEY": api_key,
+            "FRACTAL_RUN_ID": RUN_ID,
+            "LLM_BASE_URL": model.url,
+            "LLM_MODEL": "openai/gpt-4o",
+            "LLM_API_KEY": "sk-upstream",
+            "OPENAI_API_KEY": "sk-judge",
+            "MT_BENCH_JUDGE_BASE_URL": model.url,
+            "SWEBENCH_API_KEY": "sb",
+            "HF_TOKEN": "hf",
+            "DOCKER_HOST": "tcp://x:2376",
             "FAKE_OUTPUTS": json.dumps({str(k): str(v) for k, v in outputs.items()}),
             **extra_env,
         }
@@ -158,11 +176,18 @@ def test_the_gpu_path_serves_model_and_adapter_with_vllm_and_reports_the_label(n
         port = probe.getsockname()[1]
     with FakeOpenAI(answer=lambda q: "judged") as judge:
         env = {
-            "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-            "FRACTAL_BASE_URL": live_server.url, "FRACTAL_API_KEY": api_key, "FRACTAL_RUN_ID": RUN_ID,
-            "MODEL": "Qwen/Qwen2.5-0.5B", "MODEL_LABEL": "my-finetune-v2", "ADAPTER_URL": f"http://127.0.0.1:{files.server_address[1]}/adapter.zip",
-            "VLLM_PORT": str(port), "FAKE_VLLM_RECORD": str(tmp_path / "vllm.json"),
-            "OPENAI_API_KEY": "sk-judge", "MT_BENCH_JUDGE_BASE_URL": judge.url,
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "FRACTAL_BASE_URL": live_server.url,
+            "FRACTAL_API_KEY": api_key,
+            "FRACTAL_RUN_ID": RUN_ID,
+            "MODEL": "Qwen/Qwen2.5-0.5B",
+            "MODEL_LABEL": "my-finetune-v2",
+            "ADAPTER_URL": f"http://127.0.0.1:{files.server_address[1]}/adapter.zip",
+            "VLLM_PORT": str(port),
+            "FAKE_VLLM_RECORD": str(tmp_path / "vllm.json"),
+            "OPENAI_API_KEY": "sk-judge",
+            "MT_BENCH_JUDGE_BASE_URL": judge.url,
             "FAKE_OUTPUTS": json.dumps({str(k): str(v) for k, v in outputs.items()}),
         }
         done = subprocess.run([sys.executable, "run.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)

@@ -9,11 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright import sync_api as playwright_api
 
 from .conftest import OUTSIDE_ADDRESS
 from .harness_fixtures import make_repo
 
-from playwright import sync_api as playwright_api
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parent.parent / "artefacts" / "screenshots"
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -57,15 +57,15 @@ def shot(page, name):
 
 
 def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, worker, egress):
+    import importlib
+
+    from django.apps import apps
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from belvedir.sandbox.models import SandboxHost
     from billing.models import Coupon
     from evals.benchmarks import gsm8k
     from finetunes.models import FineTunedModel
-    import importlib
-
-    from django.apps import apps
 
     from .fakes.openai_server import FakeOpenAI
     from .test_models import make_zip

@@ -5,13 +5,11 @@ The "outside" is a server on 127.0.0.2, which the test proxy's policy allows
 included, is denied. Nothing here leaves this machine.
 """
 
-import json
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from rest_framework.test import APIClient
 
 from belvedir.sandbox.models import SandboxHost
 from harnesses.actions import start_run
@@ -70,7 +68,9 @@ def tls_files(tmp_path_factory):
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=Test operator CA", "-keyout", "ca.key", "-out", "ca.pem")
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={OUTSIDE_ADDRESS}", "-keyout", "server.key", "-out", "server.csr")
     (d / "ext.cnf").write_text(f"subjectAltName=IP:{OUTSIDE_ADDRESS}\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem")
+    openssl(
+        "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2", "-extfile", "ext.cnf", "-out", "server.pem"
+    )
     return d
 
 
@@ -238,7 +238,7 @@ def get(url):
         return urllib.request.urlopen(url, timeout=10).status
     except urllib.error.HTTPError as exc:
         return [exc.code, exc.read(300).decode()]
-json.dump({{"score": 1, "outside": get("http://{OUTSIDE_ADDRESS}:{outside['http']}/hello")}}, open("results.json", "w"))
+json.dump({{"score": 1, "outside": get("http://{OUTSIDE_ADDRESS}:{outside["http"]}/hello")}}, open("results.json", "w"))
 """
     run = runs(tmp_path, script, egress_domains="api.anthropic.com")
     assert run.status == "succeeded", run.log_tail
@@ -252,7 +252,7 @@ def test_the_byte_cap_stops_a_large_download(runs, tmp_path, outside, settings, 
 import json, urllib.request
 received, error = 0, None
 try:
-    with urllib.request.urlopen("http://{OUTSIDE_ADDRESS}:{outside['http']}/big/16", timeout=30) as reply:
+    with urllib.request.urlopen("http://{OUTSIDE_ADDRESS}:{outside["http"]}/big/16", timeout=30) as reply:
         while chunk := reply.read(65536):
             received += len(chunk)
 except Exception as exc:
@@ -305,12 +305,12 @@ def test_without_the_proxy_credential_nothing_gets_out(runs, tmp_path, outside):
 import json, socket, urllib.request, urllib.error
 opener = urllib.request.build_opener(urllib.request.ProxyHandler({{"http": "http://127.0.0.1:3128"}}))
 try:
-    status = opener.open("http://{OUTSIDE_ADDRESS}:{outside['http']}/hello", timeout=10).status
+    status = opener.open("http://{OUTSIDE_ADDRESS}:{outside["http"]}/hello", timeout=10).status
 except urllib.error.HTTPError as exc:
     status = exc.code
 raw = socket.socket(socket.AF_UNIX)
 raw.connect("/run/belvedir-egress/proxy.sock")
-raw.sendall(b"CONNECT {OUTSIDE_ADDRESS}:{outside['http']} HTTP/1.1\\r\\nHost: x\\r\\nProxy-Authorization: Basic cnVuLTE6Zm9yZ2Vk\\r\\n\\r\\n")
+raw.sendall(b"CONNECT {OUTSIDE_ADDRESS}:{outside["http"]} HTTP/1.1\\r\\nHost: x\\r\\nProxy-Authorization: Basic cnVuLTE6Zm9yZ2Vk\\r\\n\\r\\n")
 json.dump({{"score": 0, "no_credential": status, "forged": raw.recv(100).decode()}}, open("results.json", "w"))
 """
     run = runs(tmp_path, script)

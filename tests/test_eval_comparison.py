@@ -183,7 +183,15 @@ def test_deployment_prices_are_set_in_the_form_and_the_api(owner_client, api, pr
     assert created.status_code == 201 and created.json()["output_price_per_million"] == "10.0000"
     posted = owner_client.post(
         "/evals/deployments/",
-        {"name": "form", "base_url": "https://203.0.113.9/v1", "model": "m", "api_style": "chat", "max_in_flight": 10, "input_price_per_million": "0.15", "output_price_per_million": "0.6"},
+        {
+            "name": "form",
+            "base_url": "https://203.0.113.9/v1",
+            "model": "m",
+            "api_style": "chat",
+            "max_in_flight": 10,
+            "input_price_per_million": "0.15",
+            "output_price_per_million": "0.6",
+        },
     )
     assert posted.status_code == 302
     page = owner_client.get("/evals/deployments/").content.decode()

@@ -1,4 +1,3 @@
-
 import pytest
 
 from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
@@ -157,7 +156,9 @@ def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, de
     deployment.save()
     ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=200)
     env = {**subprocess_env, "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}
-    worker = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True)
+    worker = subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while Sample.objects.filter(eval=ev).count() < 60 and time.monotonic() < deadline:
@@ -212,21 +213,34 @@ def test_dataset_eval_with_every_scorer(project, owner, fake, deployment):
 
     judge = Deployment.objects.create(project=project, name="judge", base_url=fake.url, model="judge")
     fake.answer = lambda text: "CORRECT" if text.startswith("You grade") else "The capital is Paris, population 2,100,000"
-    dataset = create_dataset(project, owner, "capitals", b'{"input": "Capital of France?", "expected": "Paris"}\n{"input": "Capital of Spain?", "expected": "Madrid"}\n')
+    dataset = create_dataset(
+        project, owner, "capitals", b'{"input": "Capital of France?", "expected": "Paris"}\n{"input": "Capital of Spain?", "expected": "Madrid"}\n'
+    )
     ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["contains", {"name": "llm_judge", "deployment": judge.pk}])
     run_eval(ev.pk)
     ev.refresh_from_db()
     assert ev.status == "succeeded" and ev.score == 0.5
     madrid = Sample.objects.get(eval=ev, reference="Madrid")
     assert madrid.scores == {"contains": 0.0, "llm_judge": 1.0} and madrid.score == 0.0
-    ev2 = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match", "last_number", {"name": "regex", "options": {"pattern": "Paris|Madrid"}}])
+    ev2 = create_eval(
+        project,
+        owner,
+        deployment=deployment,
+        dataset=dataset,
+        scorers=["exact_match", "last_number", {"name": "regex", "options": {"pattern": "Paris|Madrid"}}],
+    )
     run_eval(ev2.pk)
     assert Eval.objects.get(pk=ev2.pk).score == 0.0
 
 
 @pytest.mark.parametrize(
     "data, message",
-    [(b"not json\n", "Line 1 is not valid JSON"), (b'{"input": "x"}\n', 'needs an object with "input" and "expected"'), (b"", "The submitted file is empty"), (b"\xff", "not UTF-8")],
+    [
+        (b"not json\n", "Line 1 is not valid JSON"),
+        (b'{"input": "x"}\n', 'needs an object with "input" and "expected"'),
+        (b"", "The submitted file is empty"),
+        (b"\xff", "not UTF-8"),
+    ],
 )
 @pytest.mark.django_db
 def test_bad_datasets_are_refused(api, data, message):

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def postgres(action: str):
     version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *(["-m", "fast"] if action == "stop" else [])], check=True, timeout=60)
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *(["-m", "fast"] if action == "stop" else [])], check=True, timeout=60
+    )
     if action == "start":
         subprocess.run(["pg_isready", "-h", "127.0.0.1", "-t", "30"], check=True, timeout=60)
 
@@ -81,17 +83,19 @@ def test_ingest_answers_503_while_postgres_restarts_and_loses_no_accepted_span(a
 
 
 @pytest.mark.docker
-def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(project, owner, settings, tmp_path, owner_client, docker_url, egress):
+def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_platform_stays_up(
+    project, owner, settings, tmp_path, owner_client, docker_url, egress
+):
     import signal
     import time
 
     from belvedir.sandbox.docker import managed_containers
     from belvedir.sandbox.models import SandboxHost
+    from belvedir.sandbox.reaper import reap
     from billing.models import Account
     from harnesses.actions import start_run
     from harnesses.execution import execute_run
     from harnesses.models import Run
-    from belvedir.sandbox.reaper import reap
 
     from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 

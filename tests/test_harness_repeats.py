@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def harness(project, owner):
-    return Harness.objects.create(project=project, created_by=owner, name="bench", repo_url="https://example.org/a/b", install_command="true", run_command="true")
+    return Harness.objects.create(
+        project=project, created_by=owner, name="bench", repo_url="https://example.org/a/b", install_command="true", run_command="true"
+    )
 
 
 def scored(harness, label, scores):

@@ -1,6 +1,5 @@
 """Harness runs end to end: real git repos, real containers, the task in-process."""
 
-
 import pytest
 from rest_framework.test import APIClient
 

@@ -15,14 +15,23 @@ from .pages import shown
 pytestmark = pytest.mark.django_db
 
 PRESET_NAMES = [
-    "SWE-bench Lite", "tau-bench", "Terminal-Bench", "GAIA", "Aider Polyglot", "lm-eval (vLLM)", "MT-Bench (vLLM)", "OpenClaw",
+    "SWE-bench Lite",
+    "tau-bench",
+    "Terminal-Bench",
+    "GAIA",
+    "Aider Polyglot",
+    "lm-eval (vLLM)",
+    "MT-Bench (vLLM)",
+    "OpenClaw",
     "Tasks (reference agent)",
 ]
 
 
 @pytest.fixture
 def a_harness(project, owner):
-    h = Harness.objects.create(project=project, created_by=owner, name="mine", repo_url="https://example.com/org/repo.git", install_command="true", run_command="true")
+    h = Harness.objects.create(
+        project=project, created_by=owner, name="mine", repo_url="https://example.com/org/repo.git", install_command="true", run_command="true"
+    )
     HarnessEnvVar.objects.create(harness=h, name="API_TOKEN", value="super-secret-value", secret=True)
     HarnessEnvVar.objects.create(harness=h, name="MODE", value="fast")
     return h
@@ -30,9 +39,21 @@ def a_harness(project, owner):
 
 def form_data(**overrides):
     data = {
-        "name": "h", "repo_url": "https://github.com/org/repo.git", "ref": "", "install_command": "pip install .",
-        "run_command": "python run.py", "compute_type": "cpu", "gpu_type": "A10G", "tasks": "", "time_limit_minutes": "30", "preset": "",
-        "env-TOTAL_FORMS": "1", "env-INITIAL_FORMS": "0", "env-0-name": "", "env-0-value": "", "env-0-secret": "",
+        "name": "h",
+        "repo_url": "https://github.com/org/repo.git",
+        "ref": "",
+        "install_command": "pip install .",
+        "run_command": "python run.py",
+        "compute_type": "cpu",
+        "gpu_type": "A10G",
+        "tasks": "",
+        "time_limit_minutes": "30",
+        "preset": "",
+        "env-TOTAL_FORMS": "1",
+        "env-INITIAL_FORMS": "0",
+        "env-0-name": "",
+        "env-0-value": "",
+        "env-0-secret": "",
     }
     data.update(overrides)
     return data
@@ -123,7 +144,10 @@ def test_local_repos_only_when_the_development_setting_allows(settings):
 
 def test_api_creates_harnesses_and_masks_secrets(api, project):
     payload = {
-        "name": "api harness", "repo_url": "https://github.com/org/repo.git", "install_command": "true", "run_command": "true",
+        "name": "api harness",
+        "repo_url": "https://github.com/org/repo.git",
+        "install_command": "true",
+        "run_command": "true",
         "env_vars": [{"name": "TOKEN", "value": "tok-123", "secret": True}, {"name": "MODE", "value": "x"}],
     }
     created = api.post("/api/v1/harnesses", payload, format="json")
@@ -150,7 +174,9 @@ def test_the_api_takes_an_egress_allowlist(api):
 
 
 def test_api_validation_errors_name_the_field(api):
-    response = api.post("/api/v1/harnesses", {"name": "x", "repo_url": "ftp://x", "install_command": " ", "run_command": "true", "preset": "openclaw"}, format="json")
+    response = api.post(
+        "/api/v1/harnesses", {"name": "x", "repo_url": "ftp://x", "install_command": " ", "run_command": "true", "preset": "openclaw"}, format="json"
+    )
     assert response.status_code == 400
     errors = response.json()
     assert "repo_url" in errors and "install_command" in errors
@@ -223,7 +249,10 @@ def test_results_parsing(raw, score, model, error):
 
 def test_unticking_secret_with_the_mask_keeps_the_stored_value(api, owner_client, project):
     payload = {
-        "name": "h", "repo_url": "https://github.com/org/repo.git", "install_command": "true", "run_command": "true",
+        "name": "h",
+        "repo_url": "https://github.com/org/repo.git",
+        "install_command": "true",
+        "run_command": "true",
         "env_vars": [{"name": "TOKEN", "value": "tok-123", "secret": True}],
     }
     harness_id = api.post("/api/v1/harnesses", payload, format="json").json()["id"]
@@ -252,16 +281,23 @@ def test_unticking_secret_in_the_form_keeps_the_stored_value(project):
 def test_the_run_page_lists_results_tasks_and_shrugs_off_odd_ones(owner_client, a_harness):
     tasks = [
         {"task": "fix the bug", "check": "pytest -q", "verdict": "solved", "steps": 4, "reason": "check passed"},
-        {"task": "<script>alert(1)</script>", "verdict": "failed\" onmouseover=\"x", "steps": "many"},
+        {"task": "<script>alert(1)</script>", "verdict": 'failed" onmouseover="x', "steps": "many"},
         "not an object",
         {"id": "django__django-11099", "verdict": "failed", "reason": "x" * 1000},
     ]
-    run = Run.objects.create(project=a_harness.project, harness=a_harness, compute_type="cpu", price_cents=50, status="succeeded",
-                             score=0.25, results={"score": 0.25, "tasks": tasks})
+    run = Run.objects.create(
+        project=a_harness.project,
+        harness=a_harness,
+        compute_type="cpu",
+        price_cents=50,
+        status="succeeded",
+        score=0.25,
+        results={"score": 0.25, "tasks": tasks},
+    )
     page = owner_client.get(f"/runs/{run.pk}/").content.decode()
-    page = page[page.index('id="tasks"'):].split("</section>")[0]  # the table, not the raw results.json
+    page = page[page.index('id="tasks"') :].split("</section>")[0]  # the table, not the raw results.json
     assert page.count('<span class="verdict') == 3
-    assert 'class="verdict solved">solved</span>' in page and "<code class=\"muted\">pytest -q</code>" in page
+    assert 'class="verdict solved">solved</span>' in page and '<code class="muted">pytest -q</code>' in page
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
     assert 'onmouseover="x' not in page
     assert "django__django-11099" in page and "x" * 301 not in page

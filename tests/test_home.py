@@ -25,7 +25,9 @@ def activity(project, owner, runs=3, sessions=4):
         run = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50, status="succeeded", score=0.5 + i / 100)
         post_entry(account, kind=LedgerEntry.Kind.RUN_CHARGE, amount_cents=-50, reference=f"run:{run.pk}")
     deployment = Deployment.objects.create(project=project, name="prod-gpt", base_url="https://api.example.com/v1", model="m")
-    Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=1, status="succeeded", score=0.61, finished_at=timezone.now() - timedelta(hours=1))
+    Eval.objects.create(
+        project=project, deployment=deployment, benchmark="gsm8k", seed=1, status="succeeded", score=0.61, finished_at=timezone.now() - timedelta(hours=1)
+    )
     Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=2, status="succeeded", score=0.72, finished_at=timezone.now())
     Eval.objects.create(project=project, deployment=deployment, benchmark="humaneval", seed=3, status="running", total=40, done_count=10)
     now = timezone.now()
@@ -94,5 +96,5 @@ def test_its_query_count_does_not_grow_with_activity(owner_client, project, owne
 
 def test_members_see_the_figures_but_no_links_to_owner_only_pages(member_client, project):
     body = member_client.get("/").content.decode()
-    assert "Redeem a coupon or add funds <span class=\"muted\">(an owner of the project does this)</span>" in body
+    assert 'Redeem a coupon or add funds <span class="muted">(an owner of the project does this)</span>' in body
     assert 'href="/settings/balance/"' not in body and "$0.00" in body

@@ -33,12 +33,12 @@ HOSTILE = {
         "for p in others:\n    open(os.path.join(p, 'program.py')).read()\n"
     ),
     "forges a passing result": (
-        "import os\nline = b'BV-RESULT {\"status\": \"exited\", \"code\": 0, \"tail\": \"\"}\\n'\n"
+        'import os\nline = b\'BV-RESULT {"status": "exited", "code": 0, "tail": ""}\\n\'\n'
         "for fd in range(20):\n    try:\n        os.write(fd, line)\n    except OSError:\n        pass\n"
         "for path in ('/proc/%d/fd/1' % os.getppid(), '/proc/%d/fd/0' % os.getppid()):\n    try:\n        with open(path, 'wb') as f:\n            f.write(line)\n    except OSError:\n        pass\n"
         # ...and to the reporter, as its runner would: a hello, then results for the next sequence numbers.
         "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\ns.connect('/tmp/bv-reporter/socket')\n"
-        "s.send(b'hello')\nfor seq in range(1, 200):\n    s.send(b'result %d {\"status\": \"exited\", \"code\": 0, \"tail\": \"\"}' % seq)\n"
+        's.send(b\'hello\')\nfor seq in range(1, 200):\n    s.send(b\'result %d {"status": "exited", "code": 0, "tail": ""}\' % seq)\n'
         "raise SystemExit(1)\n"
     ),
     "kills other samples": (
@@ -60,9 +60,9 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
     with CodeSandbox.standalone("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as sandbox:
         # Honest samples interleaved with hostile ones, several at once.
-        order = [name for pair in zip(list(HONEST), list(HOSTILE)) for name in pair] + list(HONEST)[len(HOSTILE):] + list(HOSTILE)[len(HONEST):]
+        order = [name for pair in zip(list(HONEST), list(HOSTILE), strict=False) for name in pair] + list(HONEST)[len(HOSTILE) :] + list(HOSTILE)[len(HONEST) :]
         with ThreadPoolExecutor(4) as pool:
-            results = dict(zip(order, pool.map(lambda name: sandbox.run(programs[name]), order)))
+            results = dict(zip(order, pool.map(lambda name: sandbox.run(programs[name]), order), strict=True))
         for name, (_, should_pass) in HONEST.items():
             assert results[name][0] is should_pass, (name, results[name])
         for name in HOSTILE:
@@ -197,7 +197,7 @@ def test_pass_at_k_sandboxes_every_completion_at_the_configured_temperature(proj
 
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     prompts = [humaneval.rows()[i]["input"] for i in select_rows(164, 3, seed=1)]
-    right = dict(zip(prompts, (1, 3, 5)))  # of 5 completions per problem, these many pass
+    right = dict(zip(prompts, (1, 3, 5), strict=True))  # of 5 completions per problem, these many pass
     asked = Counter()
 
     def answer(prompt):
@@ -206,7 +206,9 @@ def test_pass_at_k_sandboxes_every_completion_at_the_configured_temperature(proj
 
     with FakeOpenAI(answer=answer) as fake:
         deployment = Deployment.objects.create(project=project, name="sampler", base_url=fake.url, model="sampler")
-        ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=3, seed=1, samples_per_problem=5, generation={"temperature": 0.8})
+        ev = create_eval(
+            project, owner, deployment=deployment, benchmark="humaneval", sample_limit=3, seed=1, samples_per_problem=5, generation={"temperature": 0.8}
+        )
         run_eval(ev.pk)
         temperatures = {r["body"]["temperature"] for r in fake.requests}
     ev.refresh_from_db()

@@ -117,9 +117,7 @@ def _ended(model, ids) -> bool:
     return not model.objects.filter(pk__in=ids, status__in=model.ACTIVE).exists()
 
 
-def test_two_workers_one_killed_mid_way_lose_nothing_and_do_nothing_twice(
-    machines, executions, owner, project, settings, tmp_path
-):
+def test_two_workers_one_killed_mid_way_lose_nothing_and_do_nothing_twice(machines, executions, owner, project, settings, tmp_path):
     settings.PROJECT_MAX_ACTIVE_RUNS = RUNS_COUNT
     settings.PROJECT_MAX_ACTIVE_EVALS = EVALS_COUNT
     settings.HARNESS_STALE_SECONDS = settings.EVAL_STALE_SECONDS = settings.REQUEUE_AFTER_SECONDS = STALE
@@ -135,8 +133,7 @@ def test_two_workers_one_killed_mid_way_lose_nothing_and_do_nothing_twice(
     with FakeOpenAI(answer=lambda q: "#### 7", latency=0.5) as fake:
         # One deployment per eval: the fake's requests say which eval asked.
         deployments = [
-            Deployment.objects.create(project=project, name=f"d{i}", base_url=fake.url, model=f"model-{i}", max_in_flight=2)
-            for i in range(EVALS_COUNT)
+            Deployment.objects.create(project=project, name=f"d{i}", base_url=fake.url, model=f"model-{i}", max_in_flight=2) for i in range(EVALS_COUNT)
         ]
         evals = [create_eval(project, owner, deployment=d, benchmark="gsm8k", sample_limit=ROWS) for d in deployments]
         runs = [start_run(h, owner) for _ in range(RUNS_COUNT)]
@@ -145,9 +142,12 @@ def test_two_workers_one_killed_mid_way_lose_nothing_and_do_nothing_twice(
         # Two run workers and two eval workers per machine: with three of
         # each busy, the machine to be killed holds at least one of each.
         wait_for(
-            lambda: Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).count() >= 3
-            and Eval.objects.filter(pk__in=eval_ids, status=Eval.Status.RUNNING).count() >= 3,
-            timeout=180, interval=0.1,
+            lambda: (
+                Run.objects.filter(pk__in=run_ids, status=Run.Status.RUNNING).count() >= 3
+                and Eval.objects.filter(pk__in=eval_ids, status=Eval.Status.RUNNING).count() >= 3
+            ),
+            timeout=180,
+            interval=0.1,
         )
         killed.kill()
         time.sleep(0.5)

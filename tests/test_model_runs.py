@@ -42,7 +42,9 @@ def setup(settings, egress, tmp_path, project, owner):
 
 def test_a_model_benchmark_run_gets_the_model_env_and_lands_in_the_panel(setup, tmp_path, project, owner, api):
     # A CPU container stands in for the GPU: this host gives no device request.
-    SandboxHost.objects.create(name="gpu-stand-in", docker_url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1, gpu_device_requests=False)
+    SandboxHost.objects.create(
+        name="gpu-stand-in", docker_url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1, gpu_device_requests=False
+    )
     ProjectSecret.objects.create(project=project, name="HF_TOKEN", value="hf_secret_for_test")
     make_repo(tmp_path / "repo", {"run.py": DOWNLOADING_HARNESS})
     gpu = harness(project, owner, tmp_path / "repo", compute_type="gpu", gpu_type="A10G")

@@ -45,7 +45,16 @@ def model(project, owner, settings, tmp_path):
 
 @pytest.fixture
 def gpu_harness(project, owner):
-    return Harness.objects.create(project=project, created_by=owner, name="lm-eval", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="gpu", gpu_type="A10G")
+    return Harness.objects.create(
+        project=project,
+        created_by=owner,
+        name="lm-eval",
+        repo_url="https://x.org/a/b",
+        install_command="true",
+        run_command="true",
+        compute_type="gpu",
+        gpu_type="A10G",
+    )
 
 
 @pytest.fixture

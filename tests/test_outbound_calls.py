@@ -106,7 +106,9 @@ def test_errors_never_echo_a_body_from_an_internal_target(api, project, serve, s
         assert internal.hits == []
 
 
-@pytest.mark.parametrize("url", ["http://100.64.0.1/v1", "http://192.0.0.1/v1", "http://198.18.0.1/v1", "http://[::1]:8080/v1", "http://0.0.0.0/v1", "http://[::ffff:127.0.0.1]/v1"])
+@pytest.mark.parametrize(
+    "url", ["http://100.64.0.1/v1", "http://192.0.0.1/v1", "http://198.18.0.1/v1", "http://[::1]:8080/v1", "http://0.0.0.0/v1", "http://[::ffff:127.0.0.1]/v1"]
+)
 def test_every_special_purpose_range_is_refused_on_save(api, settings, url):
     settings.EVAL_ALLOW_PRIVATE_URLS = False
     response = api.post("/api/v1/deployments", {"name": "x", "base_url": url, "model": "m"}, format="json")

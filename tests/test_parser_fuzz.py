@@ -57,7 +57,9 @@ otlp_documents = st.fixed_dictionaries(
                 {},
                 optional={
                     "resource": st.fixed_dictionaries({"attributes": st.lists(key_value, max_size=3)}) | json_values,
-                    "scopeSpans": st.lists(st.fixed_dictionaries({}, optional={"scope": json_values, "spans": st.lists(spans, max_size=3) | json_values}), max_size=2)
+                    "scopeSpans": st.lists(
+                        st.fixed_dictionaries({}, optional={"scope": json_values, "spans": st.lists(spans, max_size=3) | json_values}), max_size=2
+                    )
                     | json_values,
                 },
             )

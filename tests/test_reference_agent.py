@@ -65,10 +65,22 @@ def test_the_reference_agent_solves_fails_and_caps_tasks(platform, owner, projec
     initial = preset_initial(preset)
     with FakeOpenAI(reply=scripted, host=OUTSIDE_ADDRESS) as fake:
         harness = Harness.objects.create(
-            project=project, created_by=owner, preset=preset, name=initial["name"], repo_url=initial["repo_url"],
-            install_command=initial["install_command"], run_command=initial["run_command"], tasks=TASKS, time_limit_seconds=300,
+            project=project,
+            created_by=owner,
+            preset=preset,
+            name=initial["name"],
+            repo_url=initial["repo_url"],
+            install_command=initial["install_command"],
+            run_command=initial["run_command"],
+            tasks=TASKS,
+            time_limit_seconds=300,
         )
-        for name, value in {"LLM_BASE_URL": fake.url, "LLM_MODEL": "scripted-model", "LLM_API_KEY": "sk-fake-key-123", "AGENT_MAX_STEPS": str(STEP_CAP)}.items():
+        for name, value in {
+            "LLM_BASE_URL": fake.url,
+            "LLM_MODEL": "scripted-model",
+            "LLM_API_KEY": "sk-fake-key-123",
+            "AGENT_MAX_STEPS": str(STEP_CAP),
+        }.items():
             HarnessEnvVar.objects.create(harness=harness, name=name, value=value, secret=name == "LLM_API_KEY")
         run = start_run(harness, owner)
         execute_run(run.pk)
@@ -134,9 +146,21 @@ def test_it_speaks_the_anthropic_messages_api_too(live_server, api_key, project,
             if results:
                 content = [{"type": "text", "text": f"Saw {results[0]['content'].splitlines()[0]}.\nRESULT: success"}]
             else:
-                content = [{"type": "text", "text": "On it."}, {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "echo hi > hello.txt"}}]
-            reply = json.dumps({"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
-                                "stop_reason": "tool_use" if not results else "end_turn", "usage": {"input_tokens": 11, "output_tokens": 7}}).encode()
+                content = [
+                    {"type": "text", "text": "On it."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {"command": "echo hi > hello.txt"}},
+                ]
+            reply = json.dumps(
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body["model"],
+                    "content": content,
+                    "stop_reason": "tool_use" if not results else "end_turn",
+                    "usage": {"input_tokens": 11, "output_tokens": 7},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
@@ -149,9 +173,17 @@ def test_it_speaks_the_anthropic_messages_api_too(live_server, api_key, project,
     tasks.write_text("Write hi into hello.txt :: grep -qx hi hello.txt\nSay hello\n")
     agent_dir = drivers.SOURCE / "reference-agent"
     env = {
-        "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(drivers.SOURCE / "_shared"),
-        "LLM_BASE_URL": f"http://{OUTSIDE_ADDRESS}:{server.server_address[1]}", "LLM_API": "anthropic", "LLM_MODEL": "claude-test", "LLM_API_KEY": "sk-ant-1",
-        "FRACTAL_TASKS_FILE": str(tasks), "FRACTAL_BASE_URL": live_server.url, "FRACTAL_API_KEY": api_key, "FRACTAL_RUN_ID": "anthropic-run",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(drivers.SOURCE / "_shared"),
+        "LLM_BASE_URL": f"http://{OUTSIDE_ADDRESS}:{server.server_address[1]}",
+        "LLM_API": "anthropic",
+        "LLM_MODEL": "claude-test",
+        "LLM_API_KEY": "sk-ant-1",
+        "FRACTAL_TASKS_FILE": str(tasks),
+        "FRACTAL_BASE_URL": live_server.url,
+        "FRACTAL_API_KEY": api_key,
+        "FRACTAL_RUN_ID": "anthropic-run",
     }
     done = subprocess.run([sys.executable, str(agent_dir / "agent.py")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     server.shutdown()

@@ -50,8 +50,12 @@ def test_an_outsider_gets_404_on_every_harness_and_run_url(outsider_client, outs
     for url in [f"/harnesses/{h}/delete/", f"/harnesses/{h}/runs/", f"/runs/{r}/cancel/"]:
         assert outsider_client.post(url).status_code == 404, url
     for method, url in [
-        ("get", f"/api/v1/harnesses/{h}"), ("patch", f"/api/v1/harnesses/{h}"), ("delete", f"/api/v1/harnesses/{h}"),
-        ("post", f"/api/v1/harnesses/{h}/runs"), ("get", f"/api/v1/runs/{r}"), ("get", f"/api/v1/runs/{r}/log"),
+        ("get", f"/api/v1/harnesses/{h}"),
+        ("patch", f"/api/v1/harnesses/{h}"),
+        ("delete", f"/api/v1/harnesses/{h}"),
+        ("post", f"/api/v1/harnesses/{h}/runs"),
+        ("get", f"/api/v1/runs/{r}"),
+        ("get", f"/api/v1/runs/{r}/log"),
         ("post", f"/api/v1/runs/{r}/cancel"),
     ]:
         assert getattr(outsider_api, method)(url).status_code == 404, url

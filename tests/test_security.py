@@ -72,8 +72,17 @@ def test_every_dashboard_form_refuses_a_post_without_csrf(owner):
     client = Client(enforce_csrf_checks=True)
     client.force_login(owner)
     posts = [
-        "/settings/api-keys/", "/settings/secrets/", "/settings/balance/redeem/", "/settings/balance/topup/", "/harnesses/new/",
-        "/evals/new/benchmark/", "/evals/new/dataset/", "/evals/deployments/", "/evals/datasets/", "/models/", "/logout/",
+        "/settings/api-keys/",
+        "/settings/secrets/",
+        "/settings/balance/redeem/",
+        "/settings/balance/topup/",
+        "/harnesses/new/",
+        "/evals/new/benchmark/",
+        "/evals/new/dataset/",
+        "/evals/deployments/",
+        "/evals/datasets/",
+        "/models/",
+        "/logout/",
     ]
     for url in posts:
         assert client.post(url, {}).status_code == 403, url
@@ -89,7 +98,9 @@ def test_staff_only_admin_actions_are_refused_to_users(owner_client, project):
     from billing.models import Account
 
     account = Account.for_project(project)
-    response = owner_client.post("/admin/billing/account/", {"action": "grant_credit_action", "_selected_action": [account.pk], "apply": "1", "amount": "1000", "memo": "x"})
+    response = owner_client.post(
+        "/admin/billing/account/", {"action": "grant_credit_action", "_selected_action": [account.pk], "apply": "1", "amount": "1000", "memo": "x"}
+    )
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     assert Account.balance_for(project) == 0
 

@@ -56,8 +56,18 @@ def test_add_funds_creates_a_checkout_session_and_redirects(owner_client, projec
 
 @pytest.mark.parametrize(
     "amount, message",
-    [("-10", "minimum"), ("0", "minimum"), ("ten", "not an amount"), ("1000.01", "maximum"), ("4.99", "minimum"), ("10.001", "two decimals"),
-     ("1e999999", "not an amount"), ("1e-999999", "two decimals"), ("NaN", "not an amount"), ("Infinity", "not an amount")],
+    [
+        ("-10", "minimum"),
+        ("0", "minimum"),
+        ("ten", "not an amount"),
+        ("1000.01", "maximum"),
+        ("4.99", "minimum"),
+        ("10.001", "two decimals"),
+        ("1e999999", "not an amount"),
+        ("1e-999999", "two decimals"),
+        ("NaN", "not an amount"),
+        ("Infinity", "not an amount"),
+    ],
 )
 @pytest.mark.django_db
 def test_bad_top_up_amounts_are_refused_with_a_message(owner_client, fake_stripe, amount, message):

@@ -191,8 +191,18 @@ def test_deleting_a_project_takes_everything_but_waits_for_running_work(owners_o
 
     session = TraceSession.objects.get(project=project)
     task = Task.objects.create(project=project, session=session, key="k", name="t", started_at=session.first_span_at, ended_at=session.last_span_at)
-    Span.objects.create(project=project, trace_id="a" * 32, span_id="b" * 16, name="s", start_time=session.first_span_at, end_time=session.first_span_at,
-                        start_unix_nano=1, end_unix_nano=2, latency_ms=1, task=task)
+    Span.objects.create(
+        project=project,
+        trace_id="a" * 32,
+        span_id="b" * 16,
+        name="s",
+        start_time=session.first_span_at,
+        end_time=session.first_span_at,
+        start_unix_nano=1,
+        end_unix_nano=2,
+        latency_ms=1,
+        task=task,
+    )
     response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
     assert "still in progress" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
     Run.objects.update(status="succeeded")

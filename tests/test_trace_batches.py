@@ -140,8 +140,10 @@ def test_spans_from_any_month_get_a_partition(api, deferred):
     process_pending()
     assert Span.objects.count() == 3
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'traces_span'::regclass AND inhrelid::regclass::text = ANY(%s)",
-                       [["traces_span_2017_07", "traces_span_2020_09", "traces_span_2023_11"]])
+        cursor.execute(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'traces_span'::regclass AND inhrelid::regclass::text = ANY(%s)",
+            [["traces_span_2017_07", "traces_span_2020_09", "traces_span_2023_11"]],
+        )
         assert cursor.fetchone()[0] == 3
 
 
@@ -156,8 +158,12 @@ def _database_url():
 def _start_worker(subprocess_env):
     """`manage.py process_trace_batches`, returned once it says it is working (its signal handlers set)."""
     worker = subprocess.Popen(
-        [sys.executable, "manage.py", "process_trace_batches", "--every", "0.1"], cwd=REPO, env=subprocess_env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "manage.py", "process_trace_batches", "--every", "0.1"],
+        cwd=REPO,
+        env=subprocess_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     assert "Storing trace batches" in worker.stdout.readline()
     return worker
@@ -226,8 +232,12 @@ def test_two_workers_share_the_batches_and_store_each_once(api, subprocess_env, 
 def test_an_idle_worker_starts_on_a_batch_as_it_is_accepted(api, subprocess_env, deferred):
     # It looks for batches only once a minute: what wakes it is the batch's announcement.
     worker = subprocess.Popen(
-        [sys.executable, "manage.py", "process_trace_batches", "--every", "60"], cwd=REPO, env=subprocess_env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "manage.py", "process_trace_batches", "--every", "60"],
+        cwd=REPO,
+        env=subprocess_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         assert "Storing trace batches" in worker.stdout.readline()

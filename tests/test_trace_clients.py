@@ -124,7 +124,9 @@ def test_the_opentelemetry_python_protobuf_exporter_lands_too(server, api_key, p
     tracer = provider.get_tracer("otel-test")
     session = {"session.id": "otel-session", "user.id": "otel-user"}
     # Messages as span events (GenAI conventions 1.27-1.36), tokens as an int and a double.
-    with tracer.start_as_current_span("chat gpt-4o", attributes={**session, "gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 4, "gen_ai.usage.output_tokens": 2.0}) as llm:
+    with tracer.start_as_current_span(
+        "chat gpt-4o", attributes={**session, "gen_ai.request.model": "gpt-4o", "gen_ai.usage.input_tokens": 4, "gen_ai.usage.output_tokens": 2.0}
+    ) as llm:
         llm.add_event("gen_ai.user.message", {"content": "Summarise my inbox"})
         llm.add_event("gen_ai.choice", {"index": 0, "finish_reason": "stop", "message": json.dumps({"role": "assistant", "content": "Three unread mails."})})
     provider.shutdown()
@@ -157,9 +159,7 @@ def test_traceloop_openai_instrumentation_lands_messages_and_tool_calls(server, 
     batches_stored()
     names = sorted(Span.objects.filter(session_id="traceloop-session").values_list("name", flat=True))
     assert names == ["get_weather.tool", "openai.chat", "openai.chat", "weather_question.workflow"]
-    detail = assert_lands_whole(
-        "traceloop-session", QUESTION, owner_client, api, user="traceloop-user", metadata={"tier": "gold"}, tool="get_weather"
-    )
+    detail = assert_lands_whole("traceloop-session", QUESTION, owner_client, api, user="traceloop-user", metadata={"tier": "gold"}, tool="get_weather")
     final = [s for s in detail["spans"] if s["name"] == "openai.chat"][-1]
     assert final["prompt"][-1] == {"role": "tool", "tool_call_id": "call_w1", "content": "Sunny, 24 °C in Lisbon"}
     assert final["completion"] == [{"role": "assistant", "content": "It is sunny in Lisbon, 24 °C.", "finish_reason": "stop"}]

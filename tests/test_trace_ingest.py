@@ -24,8 +24,14 @@ def test_it_stores_spans_with_extracted_fields(api, project):
     trace = new_id(32)
     root = span("send_email.workflow", session_id="s1", trace_id=trace, kind="workflow")
     llm = span(
-        "openai.chat", session_id="s1", trace_id=trace, parent=root["spanId"], user_message="Email Danny", model="gpt-4o",
-        tokens=(120, 30), attributes={"traceloop.association.properties.user_id": "u-9", "custom.thing": "kept"},
+        "openai.chat",
+        session_id="s1",
+        trace_id=trace,
+        parent=root["spanId"],
+        user_message="Email Danny",
+        model="gpt-4o",
+        tokens=(120, 30),
+        attributes={"traceloop.association.properties.user_id": "u-9", "custom.thing": "kept"},
     )
     response = post(api, body([root, llm]))
     assert response.status_code == 200
@@ -99,7 +105,13 @@ def test_attribute_values_keep_their_types(api):
     assert post(api, body([{**span("typed", kind=None), "attributes": values}])).status_code == 200
     attributes = Span.objects.get().attributes
     assert {k: v for k, v in attributes.items() if k != "cut"} == {
-        "text": "naïve 🚀", "count": 9007199254740993, "ratio": 0.25, "flag": True, "list": ["a", 2], "map": {"inner": "b"}, "not_a_string": "5",
+        "text": "naïve 🚀",
+        "count": 9007199254740993,
+        "ratio": 0.25,
+        "flag": True,
+        "list": ["a", 2],
+        "map": {"inner": "b"},
+        "not_a_string": "5",
     }
     assert attributes["cut"].startswith("é" * 100) and "truncated 4464 characters" in attributes["cut"]
 

@@ -205,7 +205,9 @@ RECORDED_EVENTS = [
 ]
 
 
-@pytest.mark.parametrize("fixture, index, prompt, completion, tokens", [("gen_ai_events", *row) for row in EVENTS] + [("openllmetry_0_62_events", *row) for row in RECORDED_EVENTS])
+@pytest.mark.parametrize(
+    "fixture, index, prompt, completion, tokens", [("gen_ai_events", *row) for row in EVENTS] + [("openllmetry_0_62_events", *row) for row in RECORDED_EVENTS]
+)
 def test_message_events(fixture, index, prompt, completion, tokens):
     check(extracted(fixture)[index], prompt, completion, tokens)
 
@@ -219,7 +221,12 @@ ENTITIES = [
         [{"role": "input", "content": '{"args": ["OpenAI", "What is the weather in Lisbon?"], "kwargs": {}}'}],
         [{"role": "output", "content": "It is sunny in Lisbon, 24 °C."}],
     ),
-    ("openllmetry_0_62", 1, [{"role": "input", "content": '{"args": [], "kwargs": {"city": "Lisbon"}}'}], [{"role": "output", "content": "Sunny, 24 °C in Lisbon"}]),
+    (
+        "openllmetry_0_62",
+        1,
+        [{"role": "input", "content": '{"args": [], "kwargs": {"city": "Lisbon"}}'}],
+        [{"role": "output", "content": "Sunny, 24 °C in Lisbon"}],
+    ),
 ]
 
 
@@ -260,11 +267,22 @@ def test_association_properties_become_the_sessions_user_and_metadata():
 
 @pytest.mark.parametrize(
     "value, expected",
-    [({"intValue": "12"}, 12), ({"doubleValue": 12.0}, 12), ({"stringValue": "12"}, 12), ({"stringValue": "12.0"}, 12), ({"stringValue": "many"}, None), ({"intValue": "-3"}, 0)],
+    [
+        ({"intValue": "12"}, 12),
+        ({"doubleValue": 12.0}, 12),
+        ({"stringValue": "12"}, 12),
+        ({"stringValue": "12.0"}, 12),
+        ({"stringValue": "many"}, None),
+        ({"intValue": "-3"}, 0),
+    ],
 )
 def test_token_counts_arrive_as_ints_doubles_or_strings(value, expected):
     span = {
-        "traceId": "1" * 32, "spanId": "2" * 16, "name": "llm", "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+        "traceId": "1" * 32,
+        "spanId": "2" * 16,
+        "name": "llm",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
         "attributes": [{"key": "gen_ai.usage.input_tokens", "value": value}],
     }
     parsed = otlp.parse(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode(), "application/json")
@@ -273,7 +291,10 @@ def test_token_counts_arrive_as_ints_doubles_or_strings(value, expected):
 
 def test_the_first_generation_with_messages_wins_and_the_others_stay_attributes():
     span = {
-        "name": "both", "start": 1, "end": 2, "events": [],
+        "name": "both",
+        "start": 1,
+        "end": 2,
+        "events": [],
         "attributes": {"gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "indexed", "gen_ai.input.messages": '[{"role": "user", "parts": []}]'},
     }
     row = extract(span)

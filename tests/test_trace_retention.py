@@ -35,7 +35,9 @@ def history(api, project):
         "august": [at(2026, 8, 1)],  # the first day of the oldest month kept
         "now": [at(2026, 11)],
     }
-    spans = [span(f"{sid}-{i}", session_id=sid, start_s=start, user_message=f"hello {sid}") for sid, starts in sessions.items() for i, start in enumerate(starts)]
+    spans = [
+        span(f"{sid}-{i}", session_id=sid, start_s=start, user_message=f"hello {sid}") for sid, starts in sessions.items() for i, start in enumerate(starts)
+    ]
     assert api.generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
     for session in TraceSession.objects.all():
         segment(session)

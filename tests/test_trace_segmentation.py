@@ -21,7 +21,10 @@ def send(api, spans):
 def workflow(session_id, name, start_s, children=1):
     trace = new_id(32)
     root = span(f"{name}.workflow", session_id=session_id, trace_id=trace, kind="workflow", start_s=start_s, duration_s=5)
-    kids = [span("openai.chat", session_id=session_id, trace_id=trace, parent=root["spanId"], start_s=start_s + i + 0.1, user_message=f"do {name} #{i}") for i in range(children)]
+    kids = [
+        span("openai.chat", session_id=session_id, trace_id=trace, parent=root["spanId"], start_s=start_s + i + 0.1, user_message=f"do {name} #{i}")
+        for i in range(children)
+    ]
     return [root, *kids]
 
 
@@ -31,11 +34,14 @@ def test_quiet_sessions_become_tasks_and_groups(api, project, settings):
     with time_machine.travel(timezone.now(), tick=False) as clock:
         send(api, workflow("s1", "send_email", base, children=2) + workflow("s1", "book_flight", base + 10))
         # Loose LLM calls: two close together, one after a long idle gap.
-        send(api, [
-            span("chat", session_id="s1", start_s=base + 20, user_message="What is the weather in Paris today?"),
-            span("chat", session_id="s1", start_s=base + 21, user_message="and tomorrow?"),
-            span("chat", session_id="s1", start_s=base + 500, user_message="What is the weather in Rome today?"),
-        ])
+        send(
+            api,
+            [
+                span("chat", session_id="s1", start_s=base + 20, user_message="What is the weather in Paris today?"),
+                span("chat", session_id="s1", start_s=base + 21, user_message="and tomorrow?"),
+                span("chat", session_id="s1", start_s=base + 500, user_message="What is the weather in Rome today?"),
+            ],
+        )
         assert process_quiet_sessions() == 0  # not quiet yet
         clock.shift(timedelta(seconds=31))
         assert process_quiet_sessions() == 1

@@ -63,14 +63,22 @@ def test_the_traces_page_lists_users_and_filters_by_user_and_metadata(api, owner
 
 
 def test_the_session_page_shows_tool_calls_with_name_and_arguments(api, owner_client):
-    llm = span("openai.chat", session_id="tools", attributes={
-        "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]',
-        "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "reasoning", "content": "Need the tool."}, '
-                                  '{"type": "tool_call", "id": "call_9", "name": "get_weather", "arguments": {"city": "Oslo"}}], "finish_reason": "tool_call"}]',
-    })
-    tool_result = span("openai.chat", session_id="tools", attributes={
-        "gen_ai.input.messages": '[{"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_9", "response": "Snow, -4"}]}]',
-    })
+    llm = span(
+        "openai.chat",
+        session_id="tools",
+        attributes={
+            "gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "text", "content": "Weather in Oslo?"}]}]',
+            "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "reasoning", "content": "Need the tool."}, '
+            '{"type": "tool_call", "id": "call_9", "name": "get_weather", "arguments": {"city": "Oslo"}}], "finish_reason": "tool_call"}]',
+        },
+    )
+    tool_result = span(
+        "openai.chat",
+        session_id="tools",
+        attributes={
+            "gen_ai.input.messages": '[{"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_9", "response": "Snow, -4"}]}]',
+        },
+    )
     assert post(api, [llm, tool_result]).status_code == 200
     page = owner_client.get("/traces/sessions/tools/").content.decode()
     assert "Weather in Oslo?" in page

@@ -33,10 +33,22 @@ def support_session(session_id, question, start_s):
     answer = [("assistant", f"Let me look at {question}")]
     second = [*first, *answer, ("user", "thanks, and then?")]
     calls = [
-        span("openai.chat", session_id=session_id, trace_id=trace, parent=root["spanId"], start_s=start_s + 1,
-             attributes={**messages_attrs("prompt", first), **messages_attrs("completion", answer)}),
-        span("openai.chat", session_id=session_id, trace_id=trace, parent=root["spanId"], start_s=start_s + 2,
-             attributes={**messages_attrs("prompt", second), **messages_attrs("completion", [("assistant", "Then it ships.")])}),
+        span(
+            "openai.chat",
+            session_id=session_id,
+            trace_id=trace,
+            parent=root["spanId"],
+            start_s=start_s + 1,
+            attributes={**messages_attrs("prompt", first), **messages_attrs("completion", answer)},
+        ),
+        span(
+            "openai.chat",
+            session_id=session_id,
+            trace_id=trace,
+            parent=root["spanId"],
+            start_s=start_s + 2,
+            attributes={**messages_attrs("prompt", second), **messages_attrs("completion", [("assistant", "Then it ships.")])},
+        ),
     ]
     return [root, *calls]
 
@@ -119,8 +131,20 @@ def many_tasks(project, group, count):
         Task(project=project, session=session, group=group, key=f"k{i}", name="t", started_at=now, ended_at=now) for i in range(count)
     )
     Span.objects.bulk_create(
-        Span(project=project, trace_id="ab" * 16, span_id=f"{count:04x}{i:012x}", name="chat", start_time=now, end_time=now, start_unix_nano=i,
-             end_unix_nano=i, latency_ms=1, task=task, prompt=[{"role": "user", "content": "q" * 200}], completion=[{"role": "assistant", "content": "a" * 200}])
+        Span(
+            project=project,
+            trace_id="ab" * 16,
+            span_id=f"{count:04x}{i:012x}",
+            name="chat",
+            start_time=now,
+            end_time=now,
+            start_unix_nano=i,
+            end_unix_nano=i,
+            latency_ms=1,
+            task=task,
+            prompt=[{"role": "user", "content": "q" * 200}],
+            completion=[{"role": "assistant", "content": "a" * 200}],
+        )
         for i, task in enumerate(tasks)
     )
 

@@ -36,7 +36,11 @@ class WorkerMachine:
             # expects: each then stops its own pusher and workers in order.
             script = "trap 'kill -TERM $(jobs -p); wait' TERM; " + " & ".join(commands) + " & wait"
             self.process = subprocess.Popen(
-                ["bash", "-c", script], cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                ["bash", "-c", script],
+                cwd=REPO,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
         return self

@@ -1,4 +1,3 @@
-
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -122,7 +121,16 @@ class SessionSerializer(serializers.ModelSerializer):
     class Meta:
         model = TraceSession
         fields = [
-            "session_id", "user_id", "metadata", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run",
+            "session_id",
+            "user_id",
+            "metadata",
+            "first_span_at",
+            "last_span_at",
+            "span_count",
+            "input_tokens",
+            "output_tokens",
+            "outcome",
+            "run",
             "processed_at",
         ]
 
@@ -133,9 +141,28 @@ class SpanSerializer(serializers.ModelSerializer):
     class Meta:
         model = Span
         fields = [
-            "trace_id", "span_id", "parent_span_id", "name", "kind", "span_kind", "start_time", "end_time", "latency_ms",
-            "status_code", "status_message", "model", "prompt", "completion", "input_tokens", "output_tokens", "user_id",
-            "workflow_name", "attributes", "events", "resource", "task",
+            "trace_id",
+            "span_id",
+            "parent_span_id",
+            "name",
+            "kind",
+            "span_kind",
+            "start_time",
+            "end_time",
+            "latency_ms",
+            "status_code",
+            "status_message",
+            "model",
+            "prompt",
+            "completion",
+            "input_tokens",
+            "output_tokens",
+            "user_id",
+            "workflow_name",
+            "attributes",
+            "events",
+            "resource",
+            "task",
         ]
 
 

@@ -52,8 +52,13 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
     key_id = getattr(api_key, "pk", None)
     if connection.vendor != "postgresql":
         return TraceBatch.objects.create(
-            project=project, api_key_id=key_id, body=raw, content_type=content_type[:100],
-            content_encoding=content_encoding[:20], span_count=span_count, received_at=received_at,
+            project=project,
+            api_key_id=key_id,
+            body=raw,
+            content_type=content_type[:100],
+            content_encoding=content_encoding[:20],
+            span_count=span_count,
+            received_at=received_at,
         ).pk
     with transaction.atomic(), connection.cursor() as cursor:
         # The announcement goes out when this commits, and costs no round trip of its own.

@@ -16,11 +16,11 @@ from collections import defaultdict
 from contextlib import contextmanager
 from operator import itemgetter
 
+import orjson
 from django.db import connection, transaction
 from django.db.models import F, JSONField
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
-import orjson
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 

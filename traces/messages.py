@@ -287,7 +287,10 @@ def _text(value) -> str:
     if type(value) is str:
         return value
     if isinstance(value, list) and all(isinstance(p, dict) for p in value):
-        return "\n".join(_text(p.get("text", p.get("content", ""))) if p.get("type", "text") in ("text", "input_text", "output_text") else f"[{p.get('type')}]" for p in value)
+        return "\n".join(
+            _text(p.get("text", p.get("content", ""))) if p.get("type", "text") in ("text", "input_text", "output_text") else f"[{p.get('type')}]"
+            for p in value
+        )
     return _dumps(value)
 
 

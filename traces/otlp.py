@@ -9,12 +9,11 @@ storage do not care which wire format carried them.
 import json
 import re
 import zlib
-
-import msgspec
-import orjson
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+import orjson
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
@@ -29,7 +28,14 @@ MAX_VALUE_DEPTH = 32
 TOO_DEEP = f"An attribute value is nested deeper than {MAX_VALUE_DEPTH} levels."
 TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
 SPAN_ID = re.compile(r"[0-9a-f]{16}\Z")
-SPAN_KINDS = {"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2, "SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5}
+SPAN_KINDS = {
+    "SPAN_KIND_UNSPECIFIED": 0,
+    "SPAN_KIND_INTERNAL": 1,
+    "SPAN_KIND_SERVER": 2,
+    "SPAN_KIND_CLIENT": 3,
+    "SPAN_KIND_PRODUCER": 4,
+    "SPAN_KIND_CONSUMER": 5,
+}
 STATUS_CODES = {"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
 
 
@@ -302,7 +308,11 @@ def _json_span(span, plain: bool = False) -> dict | str:
             "status_message": str(status.get("message", "")),
             "attributes": _json_attributes(span.get("attributes", []), 0, plain),
             "events": [
-                {"name": str(e.get("name", "")), "time_unix_nano": str(_get(e, "timeUnixNano", "time_unix_nano", default="")), "attributes": _json_attributes(e.get("attributes", []), 0, plain)}
+                {
+                    "name": str(e.get("name", "")),
+                    "time_unix_nano": str(_get(e, "timeUnixNano", "time_unix_nano", default="")),
+                    "attributes": _json_attributes(e.get("attributes", []), 0, plain),
+                }
                 for e in _list(span.get("events", []))
                 if isinstance(e, dict)
             ],

@@ -79,7 +79,7 @@ def conversation(calls) -> list[dict]:
     for prompt, completion in calls:
         prompt = [m for m in map(_message, prompt or []) if m]
         if prompt[: len(messages)] == messages:
-            messages.extend(prompt[len(messages):])
+            messages.extend(prompt[len(messages) :])
         else:
             seen = {_key(m) for m in messages}
             for message in prompt:

@@ -117,7 +117,10 @@ def remove_member(project: Project, user):
     membership = Membership.objects.select_for_update().filter(project=project, user=user).first()
     if membership is None:
         raise NotFound("Not a member of this project.")
-    if membership.role == Membership.Role.OWNER and not Membership.objects.filter(project=project, role=Membership.Role.OWNER).exclude(pk=membership.pk).exists():
+    if (
+        membership.role == Membership.Role.OWNER
+        and not Membership.objects.filter(project=project, role=Membership.Role.OWNER).exclude(pk=membership.pk).exists()
+    ):
         raise TeamError("The owner cannot leave: hand over ownership first, or delete the project.", 409)
     membership.delete()
     ApiKey.objects.filter(project=project, user=user, revoked_at__isnull=True).update(revoked_at=timezone.now())

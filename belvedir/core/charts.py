@@ -50,5 +50,9 @@ def line_chart(series: list[Series], *, width=720, height=220, y_label="score") 
     legend_html = format_html_join(" ", '<span class="legend"><i style="background:{}"></i>{}</span>', legend) if len(series) > 1 else ""
     return format_html(
         '<figure class="chart"><svg viewBox="0 0 {} {}" role="img" aria-label="{} over time">{}</svg><figcaption>{}</figcaption></figure>',
-        width, height, y_label, mark_safe("".join(parts)), legend_html,
+        width,
+        height,
+        y_label,
+        mark_safe("".join(parts)),
+        legend_html,
     )

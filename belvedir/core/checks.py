@@ -1,18 +1,15 @@
 from urllib.parse import urlparse
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.core.checks import Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 
 
 @register(Tags.compatibility)
 def check_configuration(app_configs, **kwargs):
-    errors = [
-        Error(message, hint="See README.md, section Configuration.", id="belvedir.E001")
-        for message in settings.CONFIG_ERRORS
-    ]
+    errors = [Error(message, hint="See README.md, section Configuration.", id="belvedir.E001") for message in settings.CONFIG_ERRORS]
     try:
-        settings.SECRET_KEY
+        settings.SECRET_KEY  # noqa: B018  (reading it is the check: it raises when unset)
     except ImproperlyConfigured:
         errors.append(
             Error(

@@ -19,7 +19,12 @@ class ApiKeyForm(forms.Form):
 
 
 class SecretForm(forms.Form):
-    name = forms.RegexField(regex=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=100, help_text="e.g. HF_TOKEN", error_messages={"invalid": "Letters, digits and _, not starting with a digit."})
+    name = forms.RegexField(
+        regex=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        max_length=100,
+        help_text="e.g. HF_TOKEN",
+        error_messages={"invalid": "Letters, digits and _, not starting with a digit."},
+    )
     value = forms.CharField(widget=forms.PasswordInput(render_value=False), help_text="Stored for runs; never shown again.")
 
 

@@ -111,7 +111,12 @@ class ApiKey(models.Model):
         """Create a key; the raw key is returned once and never stored."""
         raw = KEY_PREFIX + secrets.token_urlsafe(KEY_RANDOM_BYTES)
         key = cls.objects.create(
-            project=project, user=user, name=name, scope=scope, prefix=raw[:VISIBLE_PREFIX_LEN], key_hash=hash_key(raw),
+            project=project,
+            user=user,
+            name=name,
+            scope=scope,
+            prefix=raw[:VISIBLE_PREFIX_LEN],
+            key_hash=hash_key(raw),
             per_run=per_run,
         )
         return key, raw

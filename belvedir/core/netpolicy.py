@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+
 # Python's `is_global` already excludes RFC 1918, loopback, link-local
 # (169.254.0.0/16: cloud metadata), CGNAT 100.64.0.0/10 and IANA's other
 # special-purpose blocks; multicast and the reserved ranges are named too

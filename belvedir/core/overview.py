@@ -56,7 +56,13 @@ def spend(account, now):
     since = (now - timedelta(days=SPEND_DAYS - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     entries = LedgerEntry.objects.filter(account=account, kind__in=SPEND_KINDS, created_at__gte=min(since, month_start))
-    by_day = dict(entries.filter(created_at__gte=since).annotate(day=TruncDate("created_at")).values("day").annotate(total=Sum("amount_cents")).values_list("day", "total"))
+    by_day = dict(
+        entries.filter(created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(total=Sum("amount_cents"))
+        .values_list("day", "total")
+    )
     month = entries.filter(created_at__gte=month_start).aggregate(total=Sum("amount_cents"))["total"] or 0
     days = [since.date() + timedelta(days=i) for i in range(SPEND_DAYS)]
     return -month, [(d, -(by_day.get(d) or 0)) for d in days]

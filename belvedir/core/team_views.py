@@ -64,7 +64,10 @@ def _member_action(request, pk, do, done):
 @require_POST
 def remove_member(request, pk):
     return _member_action(
-        request, pk, lambda m: actions.remove_member(request.project, m.user), lambda m: f"{m.user.username} removed; their API keys for this project are revoked."
+        request,
+        pk,
+        lambda m: actions.remove_member(request.project, m.user),
+        lambda m: f"{m.user.username} removed; their API keys for this project are revoked.",
     )
 
 
@@ -73,7 +76,10 @@ def remove_member(request, pk):
 @require_POST
 def make_owner(request, pk):
     return _member_action(
-        request, pk, lambda m: actions.transfer_ownership(request.project, request.user, m.user), lambda m: f"{m.user.username} now owns {request.project.name}."
+        request,
+        pk,
+        lambda m: actions.transfer_ownership(request.project, request.user, m.user),
+        lambda m: f"{m.user.username} now owns {request.project.name}.",
     )
 
 

@@ -1,16 +1,16 @@
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.auth.views import LoginView
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from .actions import create_account, save_secret
 from .decorators import owner_required
-from .throttle import allow_login_attempt
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, Membership, ProjectSecret
 from .overview import overview, running_evals
+from .throttle import allow_login_attempt
 
 HTMX_STOP_POLLING = 286
 
@@ -54,9 +54,7 @@ def api_keys(request):
     form = ApiKeyForm(request.POST or None)
     new_key = None
     if request.method == "POST" and form.is_valid():
-        key, new_key = ApiKey.issue(
-            project=request.project, user=request.user, name=form.cleaned_data["name"], scope=form.cleaned_data["scope"]
-        )
+        key, new_key = ApiKey.issue(project=request.project, user=request.user, name=form.cleaned_data["name"], scope=form.cleaned_data["scope"])
         form = ApiKeyForm()
         # Rendered (not redirected) so the raw key is shown exactly once and never stored.
     return render(request, "core/api_keys.html", {"keys": keys, "form": form, "new_key": new_key})

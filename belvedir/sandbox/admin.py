@@ -14,7 +14,7 @@ class SandboxHostForm(forms.ModelForm):
 
     class Meta:
         model = SandboxHost
-        fields = "__all__"
+        fields = "__all__"  # noqa: DJ007  (the ModelAdmin's fieldsets choose what shows)
         widgets = {name: forms.Textarea(attrs={"rows": 3, "autocomplete": "off"}) for name in TLS_FIELDS}
 
     def __init__(self, *args, **kwargs):
@@ -49,8 +49,19 @@ class SandboxHostForm(forms.ModelForm):
 class SandboxHostAdmin(admin.ModelAdmin):
     form = SandboxHostForm
     list_display = [
-        "name", "kind", "healthy", "runtime", "capacity", "in_use", "gpu_type", "gpu_count", "enabled", "draining",
-        "last_checked_at", "last_error_short", "docker_url",
+        "name",
+        "kind",
+        "healthy",
+        "runtime",
+        "capacity",
+        "in_use",
+        "gpu_type",
+        "gpu_count",
+        "enabled",
+        "draining",
+        "last_checked_at",
+        "last_error_short",
+        "docker_url",
     ]
     list_filter = ["healthy", "kind", "runtime", "enabled", "draining", "gpu_type"]
     list_editable = ["enabled", "capacity"]

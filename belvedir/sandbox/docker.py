@@ -198,9 +198,7 @@ class Sandbox:
         try:
             self.client.images.get(spec.image)
         except docker_errors.ImageNotFound as exc:
-            raise ImageMissing(
-                f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`."
-            ) from exc
+            raise ImageMissing(f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`.") from exc
         memory = f"{limits.memory_mb}m"
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
         mounts = []
@@ -273,9 +271,7 @@ class Sandbox:
         api = self.client.api
         started = time.monotonic()
         with self.engine_errors("start a command"):
-            exec_id = api.exec_create(
-                self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=user or self.spec.user
-            )["Id"]
+            exec_id = api.exec_create(self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=user or self.spec.user)["Id"]
             stream = api.exec_start(exec_id, stream=True)
         tail = TailBuffer(tail_bytes)
 
@@ -318,9 +314,7 @@ class Sandbox:
             died.output = output
             raise died
         if exit_code != 0 and self._new_oom_kill():
-            raise SandboxOutOfMemory(
-                f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output
-            )
+            raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
         return ExecResult(exit_code=exit_code if exit_code is not None else -1, output=output, duration=time.monotonic() - started)
 
     def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "ExecSession":

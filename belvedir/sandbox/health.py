@@ -10,6 +10,7 @@ their owner kinds in owners.py.
 
 import logging
 import time
+
 from django.conf import settings
 from django.utils import timezone
 

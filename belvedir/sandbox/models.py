@@ -35,7 +35,9 @@ class SandboxHost(models.Model):
     )
     capacity = models.PositiveIntegerField(default=4, help_text="Sandboxes this host runs at once.")
     runtime = models.CharField(
-        max_length=10, choices=Runtime.choices, default=Runtime.AUTO,
+        max_length=10,
+        choices=Runtime.choices,
+        default=Runtime.AUTO,
         help_text="Container runtime for untrusted work. Auto: gVisor (runsc) when the engine has it, else runc.",
     )
     enabled = models.BooleanField(default=True)
@@ -107,10 +109,10 @@ class EgressGrant(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    objects = EgressGrantQuerySet.as_manager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["owner_kind", "owner_id"], name="one_egress_grant_per_owner")]
-
-    objects = EgressGrantQuerySet.as_manager()
 
     def __str__(self):
         return f"egress of {self.owner_kind} {self.owner_id}"

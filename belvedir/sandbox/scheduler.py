@@ -22,9 +22,7 @@ def acquire_host(owner: Owner, kind: str = ComputeType.CPU, gpu_type: str = "") 
         hosts = list(candidate_hosts(kind, gpu_type).select_for_update().order_by("pk"))
         if not hosts:
             raise NoCapacity(_no_host_message(kind, gpu_type))
-        load = dict(
-            SandboxLease.objects.filter(host__in=hosts).values("host").annotate(n=Count("pk")).values_list("host", "n")
-        )
+        load = dict(SandboxLease.objects.filter(host__in=hosts).values("host").annotate(n=Count("pk")).values_list("host", "n"))
         for host in sorted(hosts, key=lambda h: load.get(h.pk, 0) - h.capacity):
             if load.get(host.pk, 0) >= host.capacity:
                 continue

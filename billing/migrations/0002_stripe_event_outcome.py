@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0001_initial'),
+        ("billing", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='stripeevent',
-            name='outcome',
+            model_name="stripeevent",
+            name="outcome",
             field=models.CharField(blank=True, max_length=200),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0002_stripe_event_outcome'),
+        ("billing", "0002_stripe_event_outcome"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='account',
-            options={'permissions': [('grant_credit', 'Can grant credit (adjust a balance)')]},
+            name="account",
+            options={"permissions": [("grant_credit", "Can grant credit (adjust a balance)")]},
         ),
     ]

@@ -180,13 +180,19 @@ class Tracer:
             return True
         ok = True
         for start in range(0, len(spans), FLUSH_BATCH):
-            batch = spans[start:start + FLUSH_BATCH]
-            body = {"resourceSpans": [{
-                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": self.service}}]},
-                "scopeSpans": [{"scope": {"name": "belvedir_driver"}, "spans": batch}],
-            }]}
+            batch = spans[start : start + FLUSH_BATCH]
+            body = {
+                "resourceSpans": [
+                    {
+                        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": self.service}}]},
+                        "scopeSpans": [{"scope": {"name": "belvedir_driver"}, "spans": batch}],
+                    }
+                ]
+            }
             request = urllib.request.Request(
-                f"{self.base_url}/api/v1/traces", data=json.dumps(body).encode(), method="POST",
+                f"{self.base_url}/api/v1/traces",
+                data=json.dumps(body).encode(),
+                method="POST",
                 headers={"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"},
             )
             if _post_with_retries(request, self.attempts):
@@ -210,7 +216,7 @@ def _post_with_retries(request, attempts):
             if attempt == attempts - 1:
                 print(f"[belvedir] trace upload failed: {exc}", file=sys.stderr)
         if attempt < attempts - 1:
-            time.sleep(2 ** attempt)
+            time.sleep(2**attempt)
     return False
 
 
@@ -294,7 +300,9 @@ class TracingRelay:
             prompt = [{"role": "user", "content": request["prompt"]}]
         completion, usage = parse_reply(reply, system)
         error = None if 200 <= status < 300 else f"HTTP {status}: {reply[:500].decode('utf-8', 'replace')}"
-        self.tracer.llm_call(model=request.get("model", ""), prompt=prompt, completion=completion, start_ns=start, end_ns=end, usage=usage, system=system, error=error)
+        self.tracer.llm_call(
+            model=request.get("model", ""), prompt=prompt, completion=completion, start_ns=start, end_ns=end, usage=usage, system=system, error=error
+        )
 
 
 def parse_reply(reply, system):
@@ -334,7 +342,9 @@ def _parse_stream(text, system):
             continue
         if system == "anthropic":
             parts.append((event.get("delta") or {}).get("text", ""))
-            usage.update({k: v for k, v in (event.get("usage") or (event.get("message") or {}).get("usage") or {}).items() if k in ("input_tokens", "output_tokens")})
+            usage.update(
+                {k: v for k, v in (event.get("usage") or (event.get("message") or {}).get("usage") or {}).items() if k in ("input_tokens", "output_tokens")}
+            )
         else:
             for choice in event.get("choices") or []:
                 parts.append((choice.get("delta") or {}).get("content") or "")

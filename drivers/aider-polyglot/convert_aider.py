@@ -13,12 +13,14 @@ def convert(exercise_results, tries=2):
         outcomes = list(result.get("tests_outcomes") or [])
         passed_on = next((i + 1 for i, ok in enumerate(outcomes[:tries]) if ok), None)
         language = _language(result.get("testdir", ""))
-        tasks.append({
-            "task": f"{language}/{result.get('testcase')}" if language else str(result.get("testcase")),
-            "verdict": "solved" if passed_on else "failed",
-            "steps": len(outcomes),
-            "reason": f"tests passed on try {passed_on}" if passed_on else _why(result, len(outcomes)),
-        })
+        tasks.append(
+            {
+                "task": f"{language}/{result.get('testcase')}" if language else str(result.get("testcase")),
+                "verdict": "solved" if passed_on else "failed",
+                "steps": len(outcomes),
+                "reason": f"tests passed on try {passed_on}" if passed_on else _why(result, len(outcomes)),
+            }
+        )
     solved = sum(t["verdict"] == "solved" for t in tasks)
     first = exercise_results[0] if exercise_results else {}
     return {

@@ -15,14 +15,27 @@ def main():
     model = os.environ["LLM_MODEL"]
     tracer = Tracer(service="aider-polyglot")
     command = [
-        "../../.venv/bin/python", "benchmark/benchmark.py", RUN_NAME, "--new", "--model", model,
-        "--edit-format", os.environ.get("AIDER_EDIT_FORMAT", "diff"), "--threads", os.environ.get("AIDER_THREADS", "1"),
-        "--exercises-dir", "polyglot-benchmark", "--num-tests", str(limit(-1)),
+        "../../.venv/bin/python",
+        "benchmark/benchmark.py",
+        RUN_NAME,
+        "--new",
+        "--model",
+        model,
+        "--edit-format",
+        os.environ.get("AIDER_EDIT_FORMAT", "diff"),
+        "--threads",
+        os.environ.get("AIDER_THREADS", "1"),
+        "--exercises-dir",
+        "polyglot-benchmark",
+        "--num-tests",
+        str(limit(-1)),
     ]
     if os.environ.get("AIDER_LANGUAGES"):
         command += ["--languages", os.environ["AIDER_LANGUAGES"]]
     # benchmark.py refuses to run outside a container unless told it is in one: the sandbox is one.
-    code = run_traced(tracer, command, model, cwd="upstream/aider", env={"AIDER_DOCKER": "1", "AIDER_BENCHMARK_DIR": str(Path("upstream/aider/tmp.benchmarks").resolve())})
+    code = run_traced(
+        tracer, command, model, cwd="upstream/aider", env={"AIDER_DOCKER": "1", "AIDER_BENCHMARK_DIR": str(Path("upstream/aider/tmp.benchmarks").resolve())}
+    )
     runs = sorted(Path("upstream/aider/tmp.benchmarks").glob(f"*--{RUN_NAME}"))
     exercises = [json.loads(p.read_text()) for p in runs[-1].glob("*/exercises/practice/*/.aider.results.json")] if runs else []
     if not exercises:

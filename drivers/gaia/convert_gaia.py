@@ -6,7 +6,7 @@
 "C" (correct) or "I" (incorrect).
 """
 
-CORRECT = {"C", 1, 1.0, True}
+CORRECT = {"C", 1}
 
 
 def convert(log):
@@ -18,12 +18,14 @@ def convert(log):
         score = (sample.get("scores") or {}).get(scorer.get("name", "gaia_scorer")) or {}
         solved = score.get("value") in CORRECT
         answer = str(score.get("answer") or "")[:200]
-        tasks.append({
-            "task": str(sample.get("id")),
-            "verdict": "solved" if solved else "failed",
-            "steps": sum(1 for m in sample.get("messages") or [] if m.get("role") == "assistant") or None,
-            "reason": f"answered {answer!r}, expected {str(sample.get('target'))[:100]!r}" if not solved else "exact match",
-        })
+        tasks.append(
+            {
+                "task": str(sample.get("id")),
+                "verdict": "solved" if solved else "failed",
+                "steps": sum(1 for m in sample.get("messages") or [] if m.get("role") == "assistant") or None,
+                "reason": f"answered {answer!r}, expected {str(sample.get('target'))[:100]!r}" if not solved else "exact match",
+            }
+        )
     total = results.get("total_samples", len(tasks))
     solved = sum(t["verdict"] == "solved" for t in tasks)
     usage = (log.get("stats") or {}).get("model_usage") or {}

@@ -12,8 +12,21 @@ def main():
     model = os.environ["LLM_MODEL"]
     tracer = Tracer(service="gaia")
     command = [
-        ".venv/bin/inspect", "eval", "inspect_evals/gaia", "--model", model, "-T", f"subset={os.environ.get('GAIA_SUBSET', '2023_all')}",
-        "-T", "split=validation", "--log-dir", "logs", "--log-format", "json", "--max-connections", os.environ.get("GAIA_CONCURRENCY", "4"),
+        ".venv/bin/inspect",
+        "eval",
+        "inspect_evals/gaia",
+        "--model",
+        model,
+        "-T",
+        f"subset={os.environ.get('GAIA_SUBSET', '2023_all')}",
+        "-T",
+        "split=validation",
+        "--log-dir",
+        "logs",
+        "--log-format",
+        "json",
+        "--max-connections",
+        os.environ.get("GAIA_CONCURRENCY", "4"),
     ]
     if limit():
         command += ["--limit", str(limit())]

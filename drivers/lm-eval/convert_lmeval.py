@@ -27,14 +27,16 @@ def convert(data, model):
         key, value = headline(metrics)
         if key is None:
             continue
-        subtasks.append({
-            "task": task,
-            "metric": key.split(",")[0],
-            "filter": key.split(",")[1],
-            "value": value,
-            "stderr": metrics.get(key.replace(",", "_stderr,", 1)),
-            "samples": (samples.get(task) or {}).get("effective"),
-        })
+        subtasks.append(
+            {
+                "task": task,
+                "metric": key.split(",")[0],
+                "filter": key.split(",")[1],
+                "value": value,
+                "stderr": metrics.get(key.replace(",", "_stderr,", 1)),
+                "samples": (samples.get(task) or {}).get("effective"),
+            }
+        )
     return {
         "score": sum(s["value"] for s in subtasks) / len(subtasks) if subtasks else 0.0,
         "model": model,

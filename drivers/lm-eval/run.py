@@ -18,6 +18,7 @@ def lm_eval(backend, model_args, tasks, chat):
         if limit():
             line += ["--limit", str(limit())]
         return line
+
     return command
 
 

@@ -13,8 +13,18 @@ JUDGE_DIR = Path("upstream/fastchat/llm_judge")
 
 def answer(tracer, answered, upstream, model):
     command = lambda relay: [  # noqa: E731
-        "../../../.venv/bin/python", "gen_api_answer.py", "--bench-name", "mt_bench", "--model", answered,
-        "--openai-api-base", relay, "--parallel", "4", "--question-end", str(limit(80)),
+        "../../../.venv/bin/python",
+        "gen_api_answer.py",
+        "--bench-name",
+        "mt_bench",
+        "--model",
+        answered,
+        "--openai-api-base",
+        relay,
+        "--parallel",
+        "4",
+        "--question-end",
+        str(limit(80)),
     ]
     return run_traced(tracer, command, model, upstream=upstream, cwd=JUDGE_DIR)
 
@@ -38,12 +48,29 @@ def main():
         code = answer(tracer, answered, os.environ["LLM_BASE_URL"], answered)
     # The judge: OpenAI (or a compatible endpoint) with its own key, through the relay so its calls are traced too.
     judge = [
-        "../../../.venv/bin/python", "gen_judgment.py", "--bench-name", "mt_bench", "--judge-model", args.judge,
-        "--mode", "single", "--model-list", answered, "--parallel", "2", "--first-n", str(limit(80) * 2),
+        "../../../.venv/bin/python",
+        "gen_judgment.py",
+        "--bench-name",
+        "mt_bench",
+        "--judge-model",
+        args.judge,
+        "--mode",
+        "single",
+        "--model-list",
+        answered,
+        "--parallel",
+        "2",
+        "--first-n",
+        str(limit(80) * 2),
     ]
     judged = run_traced(
-        tracer, judge, args.judge, upstream=os.environ.get("MT_BENCH_JUDGE_BASE_URL", "https://api.openai.com/v1"), cwd=JUDGE_DIR,
-        env={"LLM_API_KEY": judge_key, "OPENAI_API_KEY": judge_key}, stdin="\n",  # it asks to press Enter
+        tracer,
+        judge,
+        args.judge,
+        upstream=os.environ.get("MT_BENCH_JUDGE_BASE_URL", "https://api.openai.com/v1"),
+        cwd=JUDGE_DIR,
+        env={"LLM_API_KEY": judge_key, "OPENAI_API_KEY": judge_key},
+        stdin="\n",  # it asks to press Enter
     )
     judgments = read_jsonl((JUDGE_DIR / "data/mt_bench/model_judgment" / f"{args.judge}_single.jsonl").read_text())
     finish(tracer, convert(judgments, answered, label), code or judged)

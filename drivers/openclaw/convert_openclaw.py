@@ -24,7 +24,17 @@ def parse_stream(text):
                 continue
     final = next((e for e in reversed(events) if "payloads" in e or e.get("type") == "result"), None)
     steps = sum(1 for e in events if e.get("type") in STEP_TYPES or _has_tool_use(e))
-    parsed = {"events": len(events), "steps": steps, "finished": final is not None, "ok": False, "answer": "", "model": "", "input_tokens": 0, "output_tokens": 0, "error": ""}
+    parsed = {
+        "events": len(events),
+        "steps": steps,
+        "finished": final is not None,
+        "ok": False,
+        "answer": "",
+        "model": "",
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "error": "",
+    }
     if final is None:
         parsed["error"] = "no final result in the agent's output"
         return parsed
@@ -34,15 +44,19 @@ def parse_stream(text):
         usage = agent.get("usage") or {}
         parsed.update(
             answer="\n".join(p.get("text") or "" for p in final["payloads"]).strip(),
-            model=agent.get("model", ""), input_tokens=usage.get("input") or 0, output_tokens=usage.get("output") or 0,
+            model=agent.get("model", ""),
+            input_tokens=usage.get("input") or 0,
+            output_tokens=usage.get("output") or 0,
             error=str(meta.get("error") or ("aborted" if meta.get("aborted") else "")),
         )
         parsed["steps"] = parsed["steps"] or agent.get("turns") or 0
     else:
         usage = final.get("usage") or {}
         parsed.update(
-            answer=str(final.get("result") or ""), model=final.get("model", ""),
-            input_tokens=usage.get("input_tokens") or 0, output_tokens=usage.get("output_tokens") or 0,
+            answer=str(final.get("result") or ""),
+            model=final.get("model", ""),
+            input_tokens=usage.get("input_tokens") or 0,
+            output_tokens=usage.get("output_tokens") or 0,
             error=final.get("subtype", "error") if final.get("is_error") else "",
         )
         parsed["steps"] = final.get("num_turns") or parsed["steps"]

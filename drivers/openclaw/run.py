@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from belvedir_driver import Tracer, TracingRelay, model_env, read_tasks, require_env, run_check, upstream_url, finish
+from belvedir_driver import Tracer, TracingRelay, finish, model_env, read_tasks, require_env, run_check, upstream_url
 from convert_openclaw import convert, parse_stream, task_row
 
 OPENCLAW = str(Path("node_modules/.bin/openclaw").resolve())
@@ -19,9 +19,17 @@ def configure(relay_url, model, home):
     api = "anthropic-messages" if model.startswith(("anthropic/", "claude")) else "openai-completions"
     config = {
         "agents": {"defaults": {"model": {"primary": f"belvedir/{name}"}, "workspace": str(home / "workspace")}},
-        "models": {"mode": "merge", "providers": {"belvedir": {
-            "baseUrl": relay_url, "apiKey": os.environ.get("LLM_API_KEY", ""), "api": api, "models": [{"id": name, "name": name}],
-        }}},
+        "models": {
+            "mode": "merge",
+            "providers": {
+                "belvedir": {
+                    "baseUrl": relay_url,
+                    "apiKey": os.environ.get("LLM_API_KEY", ""),
+                    "api": api,
+                    "models": [{"id": name, "name": name}],
+                }
+            },
+        },
     }
     (home / ".openclaw").mkdir(parents=True, exist_ok=True)
     (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config, indent=2))
@@ -45,8 +53,18 @@ def main():
             workdir = home / "workspace"
             workdir.mkdir(parents=True, exist_ok=True)
             print(f"[{number}/{len(tasks)}] {task}", flush=True)
-            command = [OPENCLAW, "agent", "--local", "--session-id", f"belvedir-{os.environ.get('FRACTAL_RUN_ID', 'local')}-{number}",
-                       "--message", task, "--json", "--timeout", str(seconds)]
+            command = [
+                OPENCLAW,
+                "agent",
+                "--local",
+                "--session-id",
+                f"belvedir-{os.environ.get('FRACTAL_RUN_ID', 'local')}-{number}",
+                "--message",
+                task,
+                "--json",
+                "--timeout",
+                str(seconds),
+            ]
             with tracer.workflow(f"task {number}", "openclaw", **{"task.text": task}) as span:
                 try:
                     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=seconds + 60)

@@ -186,15 +186,17 @@ def main():
         tracer.flush()
 
     solved = sum(r["verdict"] == "solved" for r in rows)
-    write_results({
-        "score": solved / len(rows),
-        "model": model,
-        "total": len(rows),
-        "solved": solved,
-        "failed": sum(r["verdict"] == "failed" for r in rows),
-        "stopped": sum(r["verdict"] == "stopped" for r in rows),
-        "tasks": rows,
-    })
+    write_results(
+        {
+            "score": solved / len(rows),
+            "model": model,
+            "total": len(rows),
+            "solved": solved,
+            "failed": sum(r["verdict"] == "failed" for r in rows),
+            "stopped": sum(r["verdict"] == "stopped" for r in rows),
+            "tasks": rows,
+        }
+    )
     flushed = tracer.flush()
     print(f"score {solved}/{len(rows)}; {tracer.sent} spans sent", flush=True)
     if all(r["reason"].startswith("model error") for r in rows):

@@ -16,8 +16,20 @@ def main():
     run_id = f"belvedir-{os.environ.get('FRACTAL_RUN_ID', 'local')}"
     tracer = Tracer(service="swe-bench-lite")
     agent = [
-        ".venv/bin/mini-extra", "swebench", "--subset", "lite", "--split", "test", "--slice", f"0:{limit(300)}",
-        "--model", model, "--workers", os.environ.get("SWEBENCH_WORKERS", "1"), "--output", "out",
+        ".venv/bin/mini-extra",
+        "swebench",
+        "--subset",
+        "lite",
+        "--split",
+        "test",
+        "--slice",
+        f"0:{limit(300)}",
+        "--model",
+        model,
+        "--workers",
+        os.environ.get("SWEBENCH_WORKERS", "1"),
+        "--output",
+        "out",
     ]
     if os.environ.get("SWEBENCH_ENVIRONMENT"):
         agent += ["--environment-class", os.environ["SWEBENCH_ENVIRONMENT"]]
@@ -26,7 +38,18 @@ def main():
     if not predictions:
         tracer.flush()
         sys.exit(f"[belvedir] mini-swe-agent wrote no predictions (exit code {code})")
-    evaluate = [".venv/bin/sb-cli", "submit", "swe-bench_lite", "test", "--predictions_path", "out/preds.json", "--run_id", run_id, "--output_dir", "sb-cli-reports"]
+    evaluate = [
+        ".venv/bin/sb-cli",
+        "submit",
+        "swe-bench_lite",
+        "test",
+        "--predictions_path",
+        "out/preds.json",
+        "--run_id",
+        run_id,
+        "--output_dir",
+        "sb-cli-reports",
+    ]
     print("[belvedir] $ " + " ".join(evaluate), flush=True)
     graded = subprocess.run(evaluate).returncode
     report = json.loads(newest(f"*{run_id}*.json", "sb-cli-reports").read_text())

@@ -24,10 +24,30 @@ def main():
     user_provider, user_name = provider_and_name(os.environ.get("TAU_USER_MODEL", model))
     tracer = Tracer(service="tau-bench")
     command = [
-        ".venv/bin/python", "upstream/run.py", "--env", args.env, "--agent-strategy", args.strategy,
-        "--model", name, "--model-provider", provider, "--user-model", user_name, "--user-model-provider", user_provider,
-        "--user-strategy", "llm", "--max-concurrency", os.environ.get("TAU_CONCURRENCY", "1"),
-        "--start-index", "0", "--end-index", str(limit(-1)), "--log-dir", "out",
+        ".venv/bin/python",
+        "upstream/run.py",
+        "--env",
+        args.env,
+        "--agent-strategy",
+        args.strategy,
+        "--model",
+        name,
+        "--model-provider",
+        provider,
+        "--user-model",
+        user_name,
+        "--user-model-provider",
+        user_provider,
+        "--user-strategy",
+        "llm",
+        "--max-concurrency",
+        os.environ.get("TAU_CONCURRENCY", "1"),
+        "--start-index",
+        "0",
+        "--end-index",
+        str(limit(-1)),
+        "--log-dir",
+        "out",
     ]
     code = run_traced(tracer, command, model)
     results = convert(json.loads(newest("*.json", "out").read_text()), model)

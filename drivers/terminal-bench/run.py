@@ -16,8 +16,20 @@ def main():
     run_id = f"belvedir-{os.environ.get('FRACTAL_RUN_ID', 'local')}"
     tracer = Tracer(service="terminal-bench")
     command = [
-        ".venv/bin/tb", "run", "--dataset", os.environ.get("TB_DATASET", DATASET), "--agent", os.environ.get("TB_AGENT", "terminus"),
-        "--model", model, "--output-path", "runs", "--run-id", run_id, "--n-concurrent", os.environ.get("TB_CONCURRENCY", "1"),
+        ".venv/bin/tb",
+        "run",
+        "--dataset",
+        os.environ.get("TB_DATASET", DATASET),
+        "--agent",
+        os.environ.get("TB_AGENT", "terminus"),
+        "--model",
+        model,
+        "--output-path",
+        "runs",
+        "--run-id",
+        run_id,
+        "--n-concurrent",
+        os.environ.get("TB_CONCURRENCY", "1"),
     ]
     if limit():
         command += ["--n-tasks", str(limit())]

@@ -17,8 +17,7 @@ INSTRUCTION = "Solve the problem step by step. End with the final answer on its 
 def rows() -> tuple[dict, ...]:
     with DATA.open() as lines:
         return tuple(
-            {"input": item["question"], "reference": normalize_number(item["answer"].rsplit("####", 1)[1].strip()) or ""}
-            for item in map(json.loads, lines)
+            {"input": item["question"], "reference": normalize_number(item["answer"].rsplit("####", 1)[1].strip()) or ""} for item in map(json.loads, lines)
         )
 
 

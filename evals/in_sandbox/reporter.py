@@ -44,7 +44,7 @@ def commands():
             for pid in [pid for pid, s in runners.items() if s == slot]:
                 del runners[pid]
             expecting.add(slot)
-        say("BV-EXPECTING %d" % slot)
+        say(f"BV-EXPECTING {slot}")
     os._exit(0)  # the host is gone
 
 
@@ -63,9 +63,9 @@ while True:
                 continue
             expecting.discard(slot)
             runners[pid] = slot
-        say("BV-RUNNER %d" % slot)
+        say(f"BV-RUNNER {slot}")
     elif data.startswith(b"result "):
         with lock:
             slot = runners.get(pid)
         if slot is not None:
-            say("BV-RESULT %d %s" % (slot, data[7:].decode()))
+            say(f"BV-RESULT {slot} {data[7:].decode()}")

@@ -35,7 +35,7 @@ def others(live):
         if pid.isdigit() and int(pid) != me:
             try:
                 if os.stat("/proc/" + pid).st_uid == uid:
-                    with open("/proc/%s/stat" % pid) as f:
+                    with open(f"/proc/{pid}/stat") as f:
                         if live(f.read().rsplit(")", 1)[1].split()[0]):
                             found.append(pid)
             except OSError:

@@ -6,70 +6,85 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evals', '0002_schedule'),
+        ("evals", "0002_schedule"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='deployment',
-            name='input_price_per_million',
-            field=models.DecimalField(blank=True, decimal_places=4, max_digits=10, null=True, validators=[django.core.validators.MinValueValidator(0)], verbose_name='Input price per million tokens ($)'),
+            model_name="deployment",
+            name="input_price_per_million",
+            field=models.DecimalField(
+                blank=True,
+                decimal_places=4,
+                max_digits=10,
+                null=True,
+                validators=[django.core.validators.MinValueValidator(0)],
+                verbose_name="Input price per million tokens ($)",
+            ),
         ),
         migrations.AddField(
-            model_name='deployment',
-            name='output_price_per_million',
-            field=models.DecimalField(blank=True, decimal_places=4, max_digits=10, null=True, validators=[django.core.validators.MinValueValidator(0)], verbose_name='Output price per million tokens ($)'),
+            model_name="deployment",
+            name="output_price_per_million",
+            field=models.DecimalField(
+                blank=True,
+                decimal_places=4,
+                max_digits=10,
+                null=True,
+                validators=[django.core.validators.MinValueValidator(0)],
+                verbose_name="Output price per million tokens ($)",
+            ),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='completion_tokens',
+            model_name="eval",
+            name="completion_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='cost',
+            model_name="eval",
+            name="cost",
             field=models.DecimalField(blank=True, decimal_places=6, max_digits=14, null=True),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='max_cost',
+            model_name="eval",
+            name="max_cost",
             field=models.DecimalField(blank=True, decimal_places=6, max_digits=14, null=True, validators=[django.core.validators.MinValueValidator(0)]),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='pass_at_k',
+            model_name="eval",
+            name="pass_at_k",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='prompt_tokens',
+            model_name="eval",
+            name="prompt_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='same_rows_as',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='reruns', to='evals.eval'),
+            model_name="eval",
+            name="same_rows_as",
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="reruns", to="evals.eval"),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='samples_per_problem',
-            field=models.PositiveSmallIntegerField(default=1, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(20)]),
+            model_name="eval",
+            name="samples_per_problem",
+            field=models.PositiveSmallIntegerField(
+                default=1, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(20)]
+            ),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='score_high',
+            model_name="eval",
+            name="score_high",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='eval',
-            name='score_low',
+            model_name="eval",
+            name="score_low",
             field=models.FloatField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='sample',
-            name='completions',
+            model_name="sample",
+            name="completions",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

@@ -4,20 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('evals', '0003_scores_intervals_same_rows_pass_at_k_cost'),
+        ("evals", "0003_scores_intervals_same_rows_pass_at_k_cost"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='eval',
-            name='auto_resumes',
+            model_name="eval",
+            name="auto_resumes",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AlterField(
-            model_name='eval',
-            name='status',
-            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('error', 'Error')], db_index=True, default='queued', max_length=10),
+            model_name="eval",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("running", "Running"),
+                    ("succeeded", "Succeeded"),
+                    ("failed", "Failed"),
+                    ("cancelled", "Cancelled"),
+                    ("error", "Error"),
+                ],
+                db_index=True,
+                default="queued",
+                max_length=10,
+            ),
         ),
     ]

@@ -2,37 +2,37 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import finetunes.models
 from django.conf import settings
 from django.db import migrations, models
 
+import finetunes.models
+
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('core', '0003_projectsecret'),
+        ("core", "0003_projectsecret"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FineTunedModel',
+            name="FineTunedModel",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='The label benchmark results report as "model".', max_length=200)),
-                ('base_model', models.CharField(help_text='Hugging Face id, e.g. meta-llama/Llama-3.1-8B-Instruct', max_length=200, verbose_name='Base model')),
-                ('adapter', models.FileField(help_text='The LoRA adapter as a zip.', upload_to=finetunes.models.adapter_path)),
-                ('adapter_size', models.BigIntegerField(default=0)),
-                ('description', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='finetuned_models', to='core.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(help_text='The label benchmark results report as "model".', max_length=200)),
+                ("base_model", models.CharField(help_text="Hugging Face id, e.g. meta-llama/Llama-3.1-8B-Instruct", max_length=200, verbose_name="Base model")),
+                ("adapter", models.FileField(help_text="The LoRA adapter as a zip.", upload_to=finetunes.models.adapter_path)),
+                ("adapter_size", models.BigIntegerField(default=0)),
+                ("description", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("created_by", models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to=settings.AUTH_USER_MODEL)),
+                ("project", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="finetuned_models", to="core.project")),
             ],
             options={
-                'ordering': ['-created_at'],
-                'constraints': [models.UniqueConstraint(fields=('project', 'name'), name='one_model_name_per_project')],
+                "ordering": ["-created_at"],
+                "constraints": [models.UniqueConstraint(fields=("project", "name"), name="one_model_name_per_project")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('harnesses', '0003_reaper_schedule'),
+        ("harnesses", "0003_reaper_schedule"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='secret_env',
+            model_name="run",
+            name="secret_env",
             field=models.JSONField(blank=True, default=dict),
         ),
     ]

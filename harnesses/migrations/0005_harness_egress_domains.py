@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('harnesses', '0004_run_secret_env'),
+        ("harnesses", "0004_run_secret_env"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='harness',
-            name='egress_domains',
-            field=models.TextField(blank=True, help_text='Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.', verbose_name='Egress allowlist'),
+            model_name="harness",
+            name="egress_domains",
+            field=models.TextField(
+                blank=True,
+                help_text="Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.",
+                verbose_name="Egress allowlist",
+            ),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('harnesses', '0006_presets_use_shipped_drivers'),
+        ("harnesses", "0006_presets_use_shipped_drivers"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='run',
-            options={'ordering': ['-created_at', '-pk'], 'permissions': [('refund_run', 'Can refund runs')]},
+            name="run",
+            options={"ordering": ["-created_at", "-pk"], "permissions": [("refund_run", "Can refund runs")]},
         ),
     ]

@@ -26,11 +26,22 @@ class FakeOllama(BaseHTTPRequestHandler):
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         last = request["messages"][-1]
-        message = {"role": "assistant", "content": "It is sunny in Lisbon."} if last["role"] == "tool" else {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]}
-        body = json.dumps({
-            "model": request["model"], "created_at": "2026-11-30T12:00:00Z", "message": message, "done": True, "done_reason": "stop",
-            "prompt_eval_count": 12 * len(request["messages"]), "eval_count": 8,
-        }).encode()
+        message = (
+            {"role": "assistant", "content": "It is sunny in Lisbon."}
+            if last["role"] == "tool"
+            else {"role": "assistant", "content": "", "tool_calls": [TOOL_CALL]}
+        )
+        body = json.dumps(
+            {
+                "model": request["model"],
+                "created_at": "2026-11-30T12:00:00Z",
+                "message": message,
+                "done": True,
+                "done_reason": "stop",
+                "prompt_eval_count": 12 * len(request["messages"]),
+                "eval_count": 8,
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -49,7 +60,9 @@ def main():
     Traceloop.set_association_properties({"session_id": "ollama-session", "user_id": "ollama-user"})
     client = Client(host=f"http://127.0.0.1:{server.server_address[1]}")
     messages = [{"role": "system", "content": "You answer weather questions."}, {"role": "user", "content": "What is the weather in Lisbon?"}]
-    first = client.chat(model="llama3.2", messages=messages, tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])
+    first = client.chat(
+        model="llama3.2", messages=messages, tools=[{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    )
     messages += [first.message.model_dump(exclude_none=True), {"role": "tool", "content": "Sunny, 24 °C", "tool_name": "get_weather"}]
     client.chat(model="llama3.2", messages=messages)
     server.shutdown()

@@ -37,7 +37,10 @@ def weather_question(client: OpenAI, question: str) -> str:
     messages = [{"role": "system", "content": "You answer weather questions."}, {"role": "user", "content": question}]
     first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
     call = first.choices[0].message.tool_calls[0]
-    messages += [first.choices[0].message.model_dump(exclude_none=True), {"role": "tool", "tool_call_id": call.id, "content": get_weather(**json.loads(call.function.arguments))}]
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": get_weather(**json.loads(call.function.arguments))},
+    ]
     return client.chat.completions.create(model="gpt-4o-mini", messages=messages).choices[0].message.content
 
 
@@ -60,8 +63,13 @@ def main():
         provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
         set_logger_provider(provider)
     Traceloop.init(
-        app_name="traceloop-agent", api_endpoint=f"{base_url}/api", headers={"Authorization": f"Bearer {api_key}"},
-        disable_batch=True, telemetry_enabled=False, exporter=exporter, use_attributes=not events,
+        app_name="traceloop-agent",
+        api_endpoint=f"{base_url}/api",
+        headers={"Authorization": f"Bearer {api_key}"},
+        disable_batch=True,
+        telemetry_enabled=False,
+        exporter=exporter,
+        use_attributes=not events,
     )
     Traceloop.set_association_properties({"session_id": session_id, "user_id": "traceloop-user", "tier": "gold"})
     answer = weather_question(OpenAI(base_url=openai_url, api_key="sk-fake"), QUESTION)

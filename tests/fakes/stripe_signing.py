@@ -12,7 +12,9 @@ def sign(payload: bytes, secret: str, timestamp: int | None = None) -> str:
     return f"t={timestamp},v1={digest}"
 
 
-def checkout_event(event_id, session_id, *, amount_total, client_reference_id, payment_status="paid", type="checkout.session.completed", currency="usd") -> bytes:
+def checkout_event(
+    event_id, session_id, *, amount_total, client_reference_id, payment_status="paid", type="checkout.session.completed", currency="usd"
+) -> bytes:
     return json.dumps(
         {
             "id": event_id,

@@ -13,7 +13,9 @@ import urllib.request
 
 if os.environ.get("OPENAI_BASE_URL"):  # tools that call no model (sb-cli) are run without a relay
     body = {"model": os.environ.get("LLM_MODEL", "m"), "messages": [{"role": "user", "content": "fake upstream: " + " ".join(sys.argv[1:3])}]}
-    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     urllib.request.urlopen(request, timeout=10).read()
 for source, destination in json.loads(os.environ.get("FAKE_OUTPUTS", "{}")).items():
     os.makedirs(os.path.dirname(destination), exist_ok=True)

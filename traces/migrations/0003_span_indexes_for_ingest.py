@@ -5,34 +5,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0003_projectsecret'),
-        ('traces', '0002_schedule'),
+        ("core", "0003_projectsecret"),
+        ("traces", "0002_schedule"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='span',
-            name='project',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='spans', to='core.project'),
+            model_name="span",
+            name="project",
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="spans", to="core.project"),
         ),
         migrations.AlterField(
-            model_name='span',
-            name='task',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='spans', to='traces.task'),
+            model_name="span",
+            name="task",
+            field=models.ForeignKey(
+                blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="spans", to="traces.task"
+            ),
         ),
         migrations.AlterField(
-            model_name='span',
-            name='trace_id',
+            model_name="span",
+            name="trace_id",
             field=models.CharField(max_length=32),
         ),
         migrations.AddIndex(
-            model_name='span',
-            index=models.Index(fields=['trace_id'], name='span_trace_id'),
+            model_name="span",
+            index=models.Index(fields=["trace_id"], name="span_trace_id"),
         ),
         migrations.AddIndex(
-            model_name='span',
-            index=models.Index(condition=models.Q(('task__isnull', False)), fields=['task'], name='span_task_assigned'),
+            model_name="span",
+            index=models.Index(condition=models.Q(("task__isnull", False)), fields=["task"], name="span_task_assigned"),
         ),
     ]

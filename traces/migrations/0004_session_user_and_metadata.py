@@ -16,27 +16,26 @@ def drop_metadata_index(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0003_projectsecret'),
-        ('harnesses', '0004_run_secret_env'),
-        ('traces', '0003_span_indexes_for_ingest'),
+        ("core", "0003_projectsecret"),
+        ("harnesses", "0004_run_secret_env"),
+        ("traces", "0003_span_indexes_for_ingest"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='tracesession',
-            name='metadata',
+            model_name="tracesession",
+            name="metadata",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name='tracesession',
-            name='user_id',
+            model_name="tracesession",
+            name="user_id",
             field=models.CharField(blank=True, max_length=255),
         ),
         migrations.AddIndex(
-            model_name='tracesession',
-            index=models.Index(fields=['project', 'user_id', '-last_span_at'], name='session_user'),
+            model_name="tracesession",
+            index=models.Index(fields=["project", "user_id", "-last_span_at"], name="session_user"),
         ),
         migrations.RunPython(add_metadata_index, drop_metadata_index),
     ]

@@ -6,24 +6,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0002_cache_table'),
+        ("core", "0002_cache_table"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ProjectSecret',
+            name="ProjectSecret",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('value', models.TextField()),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='secrets', to='core.project')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                ("value", models.TextField()),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("project", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="secrets", to="core.project")),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.UniqueConstraint(fields=('project', 'name'), name='one_secret_name_per_project')],
+                "ordering": ["name"],
+                "constraints": [models.UniqueConstraint(fields=("project", "name"), name="one_secret_name_per_project")],
             },
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0004_invitation'),
+        ("core", "0004_invitation"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='apikey',
-            options={'ordering': ['-created_at'], 'permissions': [('revoke_apikey', 'Can revoke API keys')], 'verbose_name': 'API key'},
+            name="apikey",
+            options={"ordering": ["-created_at"], "permissions": [("revoke_apikey", "Can revoke API keys")], "verbose_name": "API key"},
         ),
     ]

@@ -4,19 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0005_admin_action_permissions'),
+        ("core", "0005_admin_action_permissions"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RateCounter',
+            name="RateCounter",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=255, unique=True)),
-                ('count', models.PositiveIntegerField(default=0)),
-                ('expires_at', models.DateTimeField(db_index=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=255, unique=True)),
+                ("count", models.PositiveIntegerField(default=0)),
+                ("expires_at", models.DateTimeField(db_index=True)),
             ],
         ),
     ]

@@ -47,7 +47,10 @@ def issue_grant(owner: Owner, *, domains=(), max_bytes=None) -> tuple[EgressGran
     with transaction.atomic():
         EgressGrant.objects.for_owner(owner).delete()
         grant = EgressGrant.objects.create(
-            owner_kind=owner.kind, owner_id=owner.id, token_hash=hash_token(token), domains=list(domains),
+            owner_kind=owner.kind,
+            owner_id=owner.id,
+            token_hash=hash_token(token),
+            domains=list(domains),
             max_bytes=max_bytes or settings.EGRESS_MAX_BYTES,
         )
     return grant, token

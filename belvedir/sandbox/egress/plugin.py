@@ -17,7 +17,8 @@ logger = logging.getLogger(__name__)
 
 def _reject(status: int, message: str) -> HttpRequestRejected:
     return HttpRequestRejected(
-        status_code=status, reason=b"Forbidden" if status == 403 else b"Proxy Authentication Required",
+        status_code=status,
+        reason=b"Forbidden" if status == 403 else b"Proxy Authentication Required",
         headers={b"Content-Type": b"text/plain", **({b"Proxy-Authenticate": b'Basic realm="belvedir egress"'} if status == 407 else {})},
         body=f"Belvedir egress: {message}\n".encode(),
     )

@@ -62,8 +62,13 @@ class Recorder:
             known = self._by_id.get(row.id)
             used = max(row.bytes_up + row.bytes_down, known.used if known else 0)
             state = GrantState(
-                id=row.id, owner=str(row.owner), domains=tuple(row.domains), max_bytes=row.max_bytes,
-                used=used, revoked=row.revoked_at is not None, capped=bool(known and known.capped) or row.cap_reached_at is not None,
+                id=row.id,
+                owner=str(row.owner),
+                domains=tuple(row.domains),
+                max_bytes=row.max_bytes,
+                used=used,
+                revoked=row.revoked_at is not None,
+                capped=bool(known and known.capped) or row.cap_reached_at is not None,
             )
             self._grants[token_hash] = self._by_id[row.id] = state
         return state

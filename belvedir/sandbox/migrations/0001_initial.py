@@ -6,42 +6,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='SandboxHost',
+            name="SandboxHost",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('docker_url', models.CharField(help_text='unix:///var/run/docker.sock or tcp://host:2376', max_length=255)),
-                ('kind', models.CharField(choices=[('cpu', 'CPU'), ('gpu', 'GPU')], default='cpu', max_length=3)),
-                ('gpu_type', models.CharField(blank=True, default='A10G', max_length=40)),
-                ('gpu_count', models.PositiveIntegerField(default=0, help_text='GPUs on a GPU host, tracked as slots 0..n-1.')),
-                ('capacity', models.PositiveIntegerField(default=4, help_text='Sandboxes this host runs at once.')),
-                ('enabled', models.BooleanField(default=True)),
-                ('draining', models.BooleanField(default=False, help_text='Finish running sandboxes, take no new ones.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("docker_url", models.CharField(help_text="unix:///var/run/docker.sock or tcp://host:2376", max_length=255)),
+                ("kind", models.CharField(choices=[("cpu", "CPU"), ("gpu", "GPU")], default="cpu", max_length=3)),
+                ("gpu_type", models.CharField(blank=True, default="A10G", max_length=40)),
+                ("gpu_count", models.PositiveIntegerField(default=0, help_text="GPUs on a GPU host, tracked as slots 0..n-1.")),
+                ("capacity", models.PositiveIntegerField(default=4, help_text="Sandboxes this host runs at once.")),
+                ("enabled", models.BooleanField(default=True)),
+                ("draining", models.BooleanField(default=False, help_text="Finish running sandboxes, take no new ones.")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='SandboxLease',
+            name="SandboxLease",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('owner', models.CharField(help_text='kind:id of the run or eval holding it', max_length=100, unique=True)),
-                ('gpu_slot', models.PositiveIntegerField(blank=True, null=True)),
-                ('acquired_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('host', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='leases', to='sandbox.sandboxhost')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("owner", models.CharField(help_text="kind:id of the run or eval holding it", max_length=100, unique=True)),
+                ("gpu_slot", models.PositiveIntegerField(blank=True, null=True)),
+                ("acquired_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("host", models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="leases", to="sandbox.sandboxhost")),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('host', 'gpu_slot'), name='one_lease_per_gpu_slot')],
+                "constraints": [models.UniqueConstraint(fields=("host", "gpu_slot"), name="one_lease_per_gpu_slot")],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sandbox', '0002_default_local_host'),
+        ("sandbox", "0002_default_local_host"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sandboxhost',
-            name='gpu_device_requests',
-            field=models.BooleanField(default=True, help_text='Give GPU sandboxes a Docker device request. Off only to test GPU harnesses on a CPU engine.'),
+            model_name="sandboxhost",
+            name="gpu_device_requests",
+            field=models.BooleanField(default=True, help_text="Give GPU sandboxes a Docker device request. Off only to test GPU harnesses on a CPU engine."),
         ),
     ]

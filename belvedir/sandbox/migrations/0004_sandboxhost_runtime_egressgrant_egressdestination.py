@@ -6,52 +6,56 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sandbox', '0003_sandboxhost_gpu_device_requests'),
+        ("sandbox", "0003_sandboxhost_gpu_device_requests"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sandboxhost',
-            name='runtime',
-            field=models.CharField(choices=[('auto', 'Auto (runsc when available)'), ('runsc', 'gVisor (runsc)'), ('runc', 'runc')], default='auto', help_text='Container runtime for untrusted work. Auto: gVisor (runsc) when the engine has it, else runc.', max_length=10),
+            model_name="sandboxhost",
+            name="runtime",
+            field=models.CharField(
+                choices=[("auto", "Auto (runsc when available)"), ("runsc", "gVisor (runsc)"), ("runc", "runc")],
+                default="auto",
+                help_text="Container runtime for untrusted work. Auto: gVisor (runsc) when the engine has it, else runc.",
+                max_length=10,
+            ),
         ),
         migrations.CreateModel(
-            name='EgressGrant',
+            name="EgressGrant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('owner_kind', models.CharField(max_length=20)),
-                ('owner_id', models.CharField(max_length=40)),
-                ('token_hash', models.CharField(max_length=64, unique=True)),
-                ('domains', models.JSONField(blank=True, default=list, help_text='Empty: the whole public internet.')),
-                ('max_bytes', models.BigIntegerField()),
-                ('bytes_up', models.BigIntegerField(default=0)),
-                ('bytes_down', models.BigIntegerField(default=0)),
-                ('cap_reached_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("owner_kind", models.CharField(max_length=20)),
+                ("owner_id", models.CharField(max_length=40)),
+                ("token_hash", models.CharField(max_length=64, unique=True)),
+                ("domains", models.JSONField(blank=True, default=list, help_text="Empty: the whole public internet.")),
+                ("max_bytes", models.BigIntegerField()),
+                ("bytes_up", models.BigIntegerField(default=0)),
+                ("bytes_down", models.BigIntegerField(default=0)),
+                ("cap_reached_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("revoked_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('owner_kind', 'owner_id'), name='one_egress_grant_per_owner')],
+                "constraints": [models.UniqueConstraint(fields=("owner_kind", "owner_id"), name="one_egress_grant_per_owner")],
             },
         ),
         migrations.CreateModel(
-            name='EgressDestination',
+            name="EgressDestination",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('host', models.CharField(max_length=255)),
-                ('port', models.PositiveIntegerField()),
-                ('reason', models.CharField(blank=True, help_text='Why it was denied; empty when allowed.', max_length=300)),
-                ('requests', models.PositiveIntegerField(default=0)),
-                ('bytes_up', models.BigIntegerField(default=0)),
-                ('bytes_down', models.BigIntegerField(default=0)),
-                ('last_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('grant', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='destinations', to='sandbox.egressgrant')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("host", models.CharField(max_length=255)),
+                ("port", models.PositiveIntegerField()),
+                ("reason", models.CharField(blank=True, help_text="Why it was denied; empty when allowed.", max_length=300)),
+                ("requests", models.PositiveIntegerField(default=0)),
+                ("bytes_up", models.BigIntegerField(default=0)),
+                ("bytes_down", models.BigIntegerField(default=0)),
+                ("last_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("grant", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="destinations", to="sandbox.egressgrant")),
             ],
             options={
-                'ordering': ['reason', '-bytes_down', 'host'],
-                'constraints': [models.UniqueConstraint(fields=('grant', 'host', 'port', 'reason'), name='one_row_per_destination_verdict')],
+                "ordering": ["reason", "-bytes_down", "host"],
+                "constraints": [models.UniqueConstraint(fields=("grant", "host", "port", "reason"), name="one_row_per_destination_verdict")],
             },
         ),
     ]

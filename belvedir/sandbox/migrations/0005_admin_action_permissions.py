@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sandbox', '0004_sandboxhost_runtime_egressgrant_egressdestination'),
+        ("sandbox", "0004_sandboxhost_runtime_egressgrant_egressdestination"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='sandboxhost',
-            options={'ordering': ['name'], 'permissions': [('drain_sandboxhost', 'Can drain sandbox hosts')]},
+            name="sandboxhost",
+            options={"ordering": ["name"], "permissions": [("drain_sandboxhost", "Can drain sandbox hosts")]},
         ),
     ]

@@ -15,42 +15,41 @@ def unschedule(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_q', '0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more'),
-        ('sandbox', '0005_admin_action_permissions'),
+        ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
+        ("sandbox", "0005_admin_action_permissions"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sandboxhost',
-            name='healthy',
-            field=models.BooleanField(default=True, help_text='Answered its last health check. An unhealthy host takes no new sandboxes.'),
+            model_name="sandboxhost",
+            name="healthy",
+            field=models.BooleanField(default=True, help_text="Answered its last health check. An unhealthy host takes no new sandboxes."),
         ),
         migrations.AddField(
-            model_name='sandboxhost',
-            name='last_checked_at',
+            model_name="sandboxhost",
+            name="last_checked_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='sandboxhost',
-            name='last_error',
+            model_name="sandboxhost",
+            name="last_error",
             field=models.TextField(blank=True),
         ),
         migrations.AddField(
-            model_name='sandboxhost',
-            name='tls_ca',
-            field=models.TextField(blank=True, help_text="PEM or path. The CA that signed the engine's certificate.", verbose_name='TLS CA certificate'),
+            model_name="sandboxhost",
+            name="tls_ca",
+            field=models.TextField(blank=True, help_text="PEM or path. The CA that signed the engine's certificate.", verbose_name="TLS CA certificate"),
         ),
         migrations.AddField(
-            model_name='sandboxhost',
-            name='tls_cert',
-            field=models.TextField(blank=True, help_text='PEM or path.', verbose_name='TLS client certificate'),
+            model_name="sandboxhost",
+            name="tls_cert",
+            field=models.TextField(blank=True, help_text="PEM or path.", verbose_name="TLS client certificate"),
         ),
         migrations.AddField(
-            model_name='sandboxhost',
-            name='tls_key',
-            field=models.TextField(blank=True, help_text='PEM or path. A secret: never shown again.', verbose_name='TLS client key'),
+            model_name="sandboxhost",
+            name="tls_key",
+            field=models.TextField(blank=True, help_text="PEM or path. A secret: never shown again.", verbose_name="TLS client key"),
         ),
         migrations.RunPython(schedule, unschedule),
     ]

@@ -3,8 +3,8 @@ from datetime import date
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.actions import create_coupon_batch, parse_dollars
-from billing.exports import end_of_day, write_coupons_csv
 from billing.errors import TopUpError
+from billing.exports import end_of_day, write_coupons_csv
 
 
 class Command(BaseCommand):

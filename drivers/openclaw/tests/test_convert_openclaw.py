@@ -14,7 +14,7 @@ def stream(name):
 def test_it_reads_the_final_result_and_counts_tool_steps():
     parsed = stream("task-1.ndjson")
     assert parsed["ok"] and parsed["finished"] and parsed["steps"] == 2
-    assert parsed["answer"].startswith("I wrote \"hi\"") and parsed["model"] == "gpt-4o"
+    assert parsed["answer"].startswith('I wrote "hi"') and parsed["model"] == "gpt-4o"
     assert (parsed["input_tokens"], parsed["output_tokens"]) == (1830, 96)
 
 

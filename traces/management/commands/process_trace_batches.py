@@ -21,7 +21,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--every", type=float, default=settings.TRACE_BATCH_POLL_SECONDS,
+            "--every",
+            type=float,
+            default=settings.TRACE_BATCH_POLL_SECONDS,
             help="Seconds between looks when idle (a batch accepted on PostgreSQL wakes it at once).",
         )
         parser.add_argument("--nice", type=int, default=5, help="Scheduling niceness added to this process (0 for none).")

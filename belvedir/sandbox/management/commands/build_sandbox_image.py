@@ -31,9 +31,7 @@ class Command(BaseCommand):
                 return
             if shutil.which("mmdebstrap") is None:
                 raise CommandError("mmdebstrap is not installed: apt-get install mmdebstrap")
-            packages = [
-                line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")
-            ]
+            packages = [line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
             # The base tag names its package list, so a changed list builds a new base.
             base_tag = f"belvedir-sandbox-base:{hashlib.sha256(','.join(packages).encode()).hexdigest()[:12]}"
             if force or not sandbox_docker.image_exists(docker_url, base_tag):

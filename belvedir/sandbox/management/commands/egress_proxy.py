@@ -32,13 +32,19 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
         flags = [
-            "--unix-socket-path", str(path),
+            "--unix-socket-path",
+            str(path),
             # One process, a thread per connection: the plugin's byte counts
             # and caps live in that process (see egress/recorder.py).
-            "--threaded", "--num-acceptors", "1",
-            "--plugins", "belvedir.sandbox.egress.plugin.EgressPolicyPlugin",
-            "--log-level", "WARNING",
-            "--timeout", "30",
+            "--threaded",
+            "--num-acceptors",
+            "1",
+            "--plugins",
+            "belvedir.sandbox.egress.plugin.EgressPolicyPlugin",
+            "--log-level",
+            "WARNING",
+            "--timeout",
+            "30",
         ]
         with proxy.Proxy(flags):
             # Every sandbox uid connects through the forwarder; the policy, not

@@ -12,6 +12,4 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         outcome = reap()
         reaped = ", ".join(f"{n} {kind}(s)" for kind, n in outcome["reaped"].items()) or "nothing"
-        self.stdout.write(
-            f"Reaped {reaped}, released {outcome['leases_released']} lease(s), removed {outcome['orphans_removed']} orphan container(s)."
-        )
+        self.stdout.write(f"Reaped {reaped}, released {outcome['leases_released']} lease(s), removed {outcome['orphans_removed']} orphan container(s).")
