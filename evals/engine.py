@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import aiohttp
 import orjson
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Q, Sum
@@ -127,6 +127,14 @@ class EvalRun:
         self.spent = ev.cost or 0
 
     async def run(self):
+        # The ORM calls below run in one thread of this eval's own: by default
+        # every thread-sensitive call in the process shares one global thread,
+        # and an eval stuck on a lock there (seen in the test suite, where
+        # evals run as threads of one process) would stall every other eval.
+        async with ThreadSensitiveContext():
+            await self._run()
+
+    async def _run(self):
         deployment = self.eval.deployment
         limit = min(deployment.max_in_flight, settings.EVAL_MAX_IN_FLIGHT)
         done = set(await sync_to_async(self._done_rows)())
