@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 API_TIMEOUT = 60
 # How often a long command checks that its container still runs.
 LIVENESS_SECONDS = 1.0
+# runsc's own exit code for an exec it could not see to the end.
+RUNSC_EXEC_FAILED = 128
 
 
 def connect(engine: Engine | str, timeout: float = API_TIMEOUT) -> docker.DockerClient:
@@ -300,7 +302,12 @@ class Sandbox:
                 reader.join(1)
                 break
         output = tail.text()
-        if self._stopped():
+        exit_code, stopped = None, self._stopped()
+        if not stopped:
+            with self.engine_errors("finish a command"):
+                exit_code = api.exec_inspect(exec_id)["ExitCode"]
+            stopped = self._dying(exit_code)
+        if stopped:
             if self._oom_killed():
                 raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
             # Stopped by the workload (charged) or by the platform (refunded): the evidence decides.
@@ -308,8 +315,6 @@ class Sandbox:
                 died.output = output
                 raise died
             raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
-        with self.engine_errors("finish a command"):
-            exit_code = api.exec_inspect(exec_id)["ExitCode"]
         if exit_code != 0 and (died := self.diagnose(check_pids=False)):
             died.output = output
             raise died
@@ -386,6 +391,22 @@ class Sandbox:
         exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
         stdout = api.exec_start(exec_id, demux=True)[0] or b""
         return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
+
+    def _dying(self, exit_code: int) -> bool:
+        """Whether an exec that ended with this code did so because its whole sandbox is going.
+
+        gVisor kills the whole sandbox when it runs out of memory, and runsc
+        then ends the exec itself (exit 128, "urpc method
+        containerManager.WaitPID failed: EOF") a moment before the engine
+        sees the container stop: wait for that moment, bounded.
+        """
+        if self.runtime != "runsc" or exit_code != RUNSC_EXEC_FAILED:
+            return False
+        for _ in range(15):
+            if self._stopped():
+                return True
+            time.sleep(0.2)
+        return False
 
     def _stopped(self) -> bool:
         with engine_errors("check on the sandbox"):
