@@ -364,7 +364,7 @@ def _json_value(value, depth: int = 0):
 def _json_int(raw, depth=0):
     try:
         return int(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an intValue of Infinity
         return _clean_value(str(raw))
 
 
