@@ -59,6 +59,25 @@ def test_it_reports_out_of_memory(docker_url, runtime):
             box.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'", timeout=60)
 
 
+def test_gvisor_sandboxes_running_out_of_memory_at_once_each_report_it(docker_url):
+    """Under gVisor the whole sandbox dies, and runsc may end the exec (exit 128) before the
+    engine sees the container stop: that must still read as out of memory, not as the
+    command's own exit code. Three at once made it happen about one time in four."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run_out(i):
+        with Sandbox(spec(name=f"oom{i}", limits=Limits.defaults(memory_mb=64), runtime="runsc"), docker_url) as box:
+            try:
+                result = box.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'", timeout=60)
+            except SandboxOutOfMemory as exc:
+                return exc.message
+            return f"returned exit code {result.exit_code}: {result.output[-200:]}"
+
+    with ThreadPoolExecutor(3) as pool:
+        outcomes = list(pool.map(run_out, range(9)))
+    assert all("out of memory (limit 64 MB)" in outcome for outcome in outcomes), outcomes
+
+
 @runtimes
 def test_it_contains_a_fork_bomb_while_the_host_stays_responsive(docker_url, runtime):
     def cgroup(name: str) -> str:
