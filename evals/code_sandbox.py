@@ -163,8 +163,8 @@ class CodeSandbox:
     # -- runners -----------------------------------------------------------
 
     def _session(self, slot: int) -> ExecSession:
-        # Two tries: a runner started while the slot's last sample is still
-        # being swept (under gVisor, on a loaded host) may not come up.
+        # Two tries: on a loaded host a runner may not come up in time; only a
+        # second failure is called the platform's.
         for attempt in range(2):
             if self._runners[slot] is not None:
                 break

@@ -157,7 +157,8 @@ def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_pa
 
 def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(docker_url, monkeypatch):
     """The race behind HumanEval/4's "killed or wedged its runner": a busy client parses docker's
-    101 answer late, the runner's BV-READY arrives in the same read and sat unseen in http.client's buffer."""
+    101 answer late, the session's first line (then the runner's BV-READY, now the reporter's) arrives in
+    the same read and sat unseen in http.client's buffer."""
     import http.client
     import threading
     import time
