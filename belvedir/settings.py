@@ -348,8 +348,10 @@ TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, min
 # Ingest answers once a request's body is kept; `manage.py process_trace_batches`
 # stores its spans, looking for new batches this often when idle.
 TRACE_BATCH_POLL_SECONDS = env_float("BELVEDIR_TRACE_BATCH_POLL_SECONDS", 0.1)
-# Past this many seconds of backlog (the oldest batch not yet stored), ingest
-# answers 503 with Retry-After instead of piling up more: spans stay fresh.
+# Past this many seconds of backlog (how long a batch accepted now would wait:
+# the oldest waiting batch's age, or the queue ahead at the recent storing
+# rate, traces/backlog.py), ingest answers 503 with Retry-After instead of
+# piling up more: spans stay fresh.
 TRACE_INGEST_MAX_LAG_SECONDS = env_float("BELVEDIR_TRACE_INGEST_MAX_LAG_SECONDS", 1.5)
 # Store each batch inside its request instead (tests; a one-process debug setup).
 TRACE_INGEST_INLINE = env_bool("BELVEDIR_TRACE_INGEST_INLINE", False)

@@ -69,9 +69,9 @@ def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypa
 
     from django.utils import timezone
 
-    from traces import batches
+    from traces import backlog
 
-    monkeypatch.setattr(batches, "LAG_LOOK_SECONDS", 0)
+    monkeypatch.setattr(backlog, "LOOK_SECONDS", 0)
     post(api, body([span("old")]))
     TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=5))
     refused = post(api, body([span("new")]))
@@ -79,6 +79,82 @@ def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypa
     assert TraceBatch.objects.count() == 1
     process_pending()
     assert post(api, body([span("new")])).status_code == 200
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _waiting_batches(project, count, spans_each):
+    from django.utils import timezone
+
+    return [
+        TraceBatch.objects.create(project=project, body=b"{}", content_type="application/json", span_count=spans_each, received_at=timezone.now()).pk
+        for _ in range(count)
+    ]
+
+
+def test_the_lag_counts_the_queue_ahead_at_the_rate_batches_leave(project):
+    from traces.backlog import Backlog
+
+    clock = FakeClock()
+    backlog = Backlog(clock)
+    ids = _waiting_batches(project, 10, 1000)
+    # Nothing seen stored yet: only the oldest batch's age (just now) tells.
+    assert backlog.lag() < 1
+    # The processors store 2 of the 10 in a second, with the rest still
+    # waiting: 8,000 spans at 2,000 a second is a 4 s wait for a new batch,
+    # though the oldest waiting batch is only a second old.
+    TraceBatch.objects.filter(pk__in=ids[:2]).delete()
+    clock.now += 1
+    assert backlog.lag() == pytest.approx(4.0)
+    # Faster now: 6 more in the next half second. 2,000 spans at 8,000 spans
+    # over 1.5 s watched is 0.375 s.
+    TraceBatch.objects.filter(pk__in=ids[2:8]).delete()
+    clock.now += 0.5
+    assert backlog.lag() == pytest.approx(2000 / (8000 / 1.5))
+
+
+def test_a_rate_is_taken_only_from_stretches_the_processors_were_busy(project):
+    from traces.backlog import Backlog
+
+    clock = FakeClock()
+    backlog = Backlog(clock)
+    # A small batch, stored at once: the queue ran dry, so the 2 seconds
+    # since the last look say nothing of how fast the processors store.
+    [small] = _waiting_batches(project, 1, 1)
+    backlog.lag()
+    TraceBatch.objects.filter(pk=small).delete()
+    clock.now += 2
+    backlog.lag()
+    assert backlog.storing_rate(clock.now) is None
+    # Then a big batch arrives: it is not refused for a 1 span per 2 s "rate".
+    _waiting_batches(project, 1, 1000)
+    clock.now += 0.2
+    assert backlog.lag() < 1
+
+
+def test_stopped_processors_leave_the_age_to_decide(project):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.backlog import Backlog
+
+    clock = FakeClock()
+    backlog = Backlog(clock)
+    _waiting_batches(project, 3, 1000)
+    TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=7))
+    backlog.lag()
+    clock.now += 1
+    # A second with batches waiting and none stored: no rate to divide by,
+    # and the oldest batch has waited 7 s.
+    assert backlog.storing_rate(clock.now) is None
+    assert backlog.lag() == pytest.approx(7, abs=0.5)
 
 
 @pytest.mark.parametrize(

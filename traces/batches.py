@@ -20,16 +20,12 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.errors import CheckViolation
 
-from . import otlp, partitions
+from . import backlog, otlp, partitions
 from .extract import to_datetime
 from .ingest import collector_paused, run_session_of, store_spans
 from .models import IngestRejection, TraceBatch
 
 logger = logging.getLogger(__name__)
-
-# How long a web process trusts its last look at the oldest waiting batch.
-LAG_LOOK_SECONDS = 0.1
-_last_look = (float("-inf"), None)
 
 # Batches per transaction. One: with several processors, a processor that
 # claimed a few at once would leave the others idle while it works through
@@ -214,22 +210,16 @@ def store_waiting(project, timeout: float = 5.0):
 
 
 def lag_past_limit() -> float | None:
-    """How long the oldest waiting batch has waited, when past TRACE_INGEST_MAX_LAG_SECONDS; else None.
+    """How long a batch accepted now would wait to be stored, when past TRACE_INGEST_MAX_LAG_SECONDS; else None.
 
     Past it, ingest answers 503 with Retry-After (OTLP exporters retry): when
     clients send faster than the processors store, refusing keeps accepted
     spans fresh and the waiting table bounded, where accepting would let
-    both grow without end.
+    both grow without end. `traces.backlog` estimates the wait.
     """
-    global _last_look
     if settings.TRACE_INGEST_INLINE:
         return None
-    now = time.monotonic()
-    if now - _last_look[0] > LAG_LOOK_SECONDS:
-        _last_look = (now, TraceBatch.objects.order_by("pk").values_list("received_at", flat=True).first())
-    if _last_look[1] is None:
-        return None
-    lag = (timezone.now() - _last_look[1]).total_seconds()
+    lag = backlog.current_lag()
     return lag if lag > settings.TRACE_INGEST_MAX_LAG_SECONDS else None
 
 
