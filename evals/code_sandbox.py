@@ -5,7 +5,8 @@ even a `docker exec` per sample costs more than most tests (about 85 ms of
 engine work on this machine kind). So one locked-down container (network
 none, memory and pids limits, read-only root, no capabilities) serves a whole
 eval, with one long-lived runner per concurrency slot, fed samples through
-its stdin. Isolation between samples comes from the kernel:
+its stdin; under gVisor, one such container per slot (`slots_per_sandbox`,
+`CodeSandboxes`). Isolation between samples comes from the kernel:
 
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
@@ -41,10 +42,10 @@ import json
 import queue
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from belvedir.sandbox.docker import ExecSession, Sandbox
+from belvedir.sandbox.docker import ExecSession, Sandbox, resolved_runtime
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.owners import Owner
@@ -57,11 +58,23 @@ REPORTER_SOCKET = "/tmp/bv-reporter/socket"
 START_SECONDS = 60  # for a runner or the reporter to come up, on a loaded host
 
 
-def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, runtime: str = "auto") -> SandboxSpec:
+def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, runtime: str = "auto", part: int = 0) -> SandboxSpec:
     """The container a CodeSandbox of `slots` runners needs: no network, room for every slot."""
     # Room for every slot's address-space limit, plus the runners and tmpfs.
     limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
-    return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime)
+    return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime, part=part)
+
+
+def slots_per_sandbox(runtime: str, slots: int) -> int:
+    """How many of a scorer's slots share one sandbox under this (resolved) runtime.
+
+    Under gVisor, one: on its ptrace platform the processes of one sandbox
+    wait on each other to fork and to fault pages in (bench/humaneval_sandbox.py:
+    one sandbox of 4 slots scored a sample every 65 ms here, 4 sandboxes of
+    one slot every 23 ms, the two cores then busy). Under runc the kernel
+    runs a sandbox's slots side by side, and one container is cheapest.
+    """
+    return 1 if runtime == "runsc" else slots
 
 
 class CodeSandbox:
@@ -255,3 +268,56 @@ class CodeSandbox:
             return self.sandbox.exec(["true"], timeout=30).exit_code == 0
         except SandboxError:
             return False
+
+
+class CodeSandboxes:
+    """Several CodeSandboxes scoring as one (see `slots_per_sandbox`): `run` takes the one with the most free slots."""
+
+    def __init__(self, parts: list[CodeSandbox]):
+        self.parts = parts
+        self._free = [part.slots for part in parts]
+        self._lock = threading.Condition()
+
+    @classmethod
+    @contextmanager
+    def opened(cls, first: Sandbox, *, slots: int, timeout: int, memory_mb: int = MEMORY_MB):
+        """`first` (open, made by `code_sandbox_spec` for `slots_per_sandbox` slots) and the further sandboxes the slots need, on its engine.
+
+        All of them are `first`'s owner's, so its lease and the reaper cover them.
+        """
+        per = slots_per_sandbox(first.runtime, slots)
+        with ExitStack() as stack:
+            boxes = [first] + [
+                stack.enter_context(
+                    Sandbox(code_sandbox_spec(first.spec.owner, slots=per, memory_mb=memory_mb, runtime=first.runtime, part=part), first.engine)
+                )
+                for part in range(1, -(-slots // per))
+            ]
+            yield cls([stack.enter_context(CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb)) for box in boxes])
+
+    @classmethod
+    @contextmanager
+    def standalone(cls, name: str, engine, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
+        """Its own containers on `engine`, laid out as an eval's are, with no lease: for benches and tests."""
+        runtime = resolved_runtime(runtime, engine)
+        spec = code_sandbox_spec(Owner("standalone", name), slots=slots_per_sandbox(runtime, slots), memory_mb=memory_mb, runtime=runtime)
+        with Sandbox(spec, engine) as first, cls.opened(first, slots=slots, timeout=timeout, memory_mb=memory_mb) as scorer:
+            yield scorer
+
+    @property
+    def runtime(self) -> str:
+        return self.parts[0].sandbox.runtime
+
+    def run(self, program: str) -> tuple[bool, str]:
+        """(passed, detail), as `CodeSandbox.run`; blocks while every slot of every part is busy."""
+        with self._lock:
+            while not any(self._free):
+                self._lock.wait()
+            index = max(range(len(self.parts)), key=self._free.__getitem__)
+            self._free[index] -= 1
+        try:
+            return self.parts[index].run(program)
+        finally:
+            with self._lock:
+                self._free[index] += 1
+                self._lock.notify()

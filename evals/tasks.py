@@ -12,11 +12,12 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from belvedir.core.requeue import requeue_waiting
+from belvedir.sandbox.docker import resolved_runtime
 from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
-from .code_sandbox import CodeSandbox, code_sandbox_spec
+from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
 from .datasets import DatasetSpec
 from .engine import EvalRun, refresh_counters
 from .models import Eval
@@ -66,15 +67,16 @@ def run_eval(eval_id: int):
 
 
 @contextmanager
-def scoring_sandbox(ev: Eval) -> Iterator[CodeSandbox]:
-    """The eval's CodeSandbox, on a leased host's runtime; lease and container go when it closes."""
+def scoring_sandbox(ev: Eval) -> Iterator[CodeSandboxes]:
+    """The eval's scoring sandboxes, on a leased host's runtime; the lease and containers go when it closes."""
     slots = settings.HUMANEVAL_SLOTS
 
     def spec_on(lease):
-        return code_sandbox_spec(ev.owner, slots=slots, runtime=lease.host.runtime)
+        runtime = resolved_runtime(lease.host.runtime, lease.host.engine)
+        return code_sandbox_spec(ev.owner, slots=slots_per_sandbox(runtime, slots), runtime=runtime)
 
-    with workload(ev.owner, spec_on) as box, CodeSandbox(box, slots=slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
-        yield sandbox
+    with workload(ev.owner, spec_on) as first, CodeSandboxes.opened(first, slots=slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as scorer:
+        yield scorer
 
 
 def _fail(ev, message):

@@ -8,7 +8,7 @@ import pytest
 from belvedir.sandbox.models import SandboxHost
 from evals.actions import create_eval
 from evals.benchmarks import humaneval
-from evals.code_sandbox import CodeSandbox
+from evals.code_sandbox import CodeSandbox, CodeSandboxes
 from evals.models import Deployment, Sample
 from evals.tasks import run_eval
 
@@ -58,11 +58,13 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
 
     assert runtime in engine_runtimes(docker_url), f"this engine has no {runtime}"
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
-    with CodeSandbox.standalone("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as sandbox:
+    # Laid out as an eval's: one container of 4 slots under runc, 4 of one slot under gVisor.
+    with CodeSandboxes.standalone("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as scorer:
+        assert len(scorer.parts) == {"runc": 1, "runsc": 4}[runtime]
         # Honest samples interleaved with hostile ones, several at once.
         order = [name for pair in zip(list(HONEST), list(HOSTILE), strict=False) for name in pair] + list(HONEST)[len(HOSTILE) :] + list(HOSTILE)[len(HONEST) :]
         with ThreadPoolExecutor(4) as pool:
-            results = dict(zip(order, pool.map(lambda name: sandbox.run(programs[name]), order), strict=True))
+            results = dict(zip(order, pool.map(lambda name: scorer.run(programs[name]), order), strict=True))
         for name, (_, should_pass) in HONEST.items():
             assert results[name][0] is should_pass, (name, results[name])
         for name in HOSTILE:
@@ -72,12 +74,14 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
         assert "MemoryError" in results["10 GB"][1]
         if "no other sample" not in results["reads other samples"][1]:
             assert "PermissionError" in results["reads other samples"][1]
-        # The sandbox is still healthy afterwards, and nothing of the hostile ones
-        # lingers: each slot's uid runs its runner and nothing else.
-        assert sandbox.run("assert True\n") == (True, "")
-        uids = [int(u) for u in sandbox.sandbox.exec("ps -eo uid=", timeout=30).output.split()]
-        per_uid = {uid: uids.count(uid) for uid in uids if uid >= 20000}
-        assert per_uid and max(per_uid.values()) == 1, per_uid
+        # Every sandbox is still healthy afterwards, and nothing of the hostile
+        # ones lingers: each slot's uid runs its runner (or, where the last
+        # sample killed it, nothing) and nothing else.
+        for part in scorer.parts:
+            assert part.run("assert True\n") == (True, "")
+            uids = [int(u) for u in part.sandbox.exec("ps -eo uid=", timeout=30).output.split()]
+            per_uid = {uid: uids.count(uid) for uid in uids if uid >= 20000}
+            assert per_uid and max(per_uid.values()) == 1, per_uid
 
 
 KILLER_THAT_COUNTS = (

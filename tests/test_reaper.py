@@ -6,13 +6,13 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from belvedir.sandbox import scheduler
-from belvedir.sandbox.docker import Sandbox, managed_containers
+from belvedir.sandbox.docker import Sandbox, managed_containers, resolved_runtime
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
 from evals.actions import create_eval
 from evals.benchmarks import humaneval
-from evals.code_sandbox import code_sandbox_spec
+from evals.code_sandbox import code_sandbox_spec, slots_per_sandbox
 from evals.models import Deployment, Eval
 
 from .fakes.openai_server import FakeOpenAI
@@ -99,6 +99,10 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     from .harness_fixtures import wait_for
 
     local_host()
+    # Under gVisor an eval scores in a container per slot (slots_per_sandbox): all of them must go.
+    runtime = resolved_runtime("auto", docker_url)
+    containers = settings.HUMANEVAL_SLOTS // slots_per_sandbox(runtime, settings.HUMANEVAL_SLOTS)
+    assert (runtime, containers) == ("runsc", 4)
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt], latency=5) as fake:
         deployment = Deployment.objects.create(project=project, name="slow", base_url=fake.url, model="oracle")
         ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=20)
@@ -107,7 +111,8 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
             [sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True
         )
         try:
-            wait_for(lambda: [c["name"] for c in managed_containers(docker_url, "eval")] == [f"bv-eval-{ev.pk}"], timeout=90)
+            expected = sorted([f"bv-eval-{ev.pk}"] + [f"bv-eval-{ev.pk}-{part}" for part in range(1, containers)])
+            wait_for(lambda: sorted(c["name"] for c in managed_containers(docker_url, "eval")) == expected, timeout=90)
             wait_for(lambda: fake.requests, timeout=30)  # scoring under way
         finally:
             os.killpg(worker.pid, signal.SIGKILL)
@@ -125,6 +130,6 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     outcome = reap()
     ev.refresh_from_db()
     assert ev.status == "error" and "worker stopped" in ev.status_message
-    assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, 1)
+    assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, containers)
     assert not SandboxLease.objects.exists()
     assert managed_containers(docker_url, "eval") == []

@@ -191,9 +191,7 @@ class Sandbox:
             pass
 
     def _runtime(self) -> str:
-        if self.spec.runtime != "auto":
-            return self.spec.runtime
-        return "runsc" if "runsc" in engine_runtimes(self.engine, self.client) else "runc"
+        return resolved_runtime(self.spec.runtime, self.engine, self.client)
 
     def _create(self):
         spec, limits = self.spec, self.spec.limits
@@ -634,6 +632,13 @@ def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
             if owned:
                 client.close()
     return _runtimes[url]
+
+
+def resolved_runtime(runtime: str, engine: Engine | str, client=None) -> str:
+    """The runtime a sandbox asking for `runtime` gets on that engine: auto is runsc where the engine has it."""
+    if runtime != "auto":
+        return runtime
+    return "runsc" if "runsc" in engine_runtimes(engine, client) else "runc"
 
 
 # Runs in the sandbox: copies length-prefixed frames from stdin to stdout until an empty one.

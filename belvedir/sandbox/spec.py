@@ -40,7 +40,7 @@ class GpuRequest:
 
 @dataclass
 class SandboxSpec:
-    """What to launch. The container name is deterministic (`bv-<kind>-<id>`)."""
+    """What to launch. The container name is deterministic (`bv-<kind>-<id>`, then `-<part>` for a workload's further containers)."""
 
     owner: Owner
     image: str = field(default_factory=lambda: settings.SANDBOX_IMAGE)
@@ -52,10 +52,13 @@ class SandboxSpec:
     gpu: GpuRequest | None = None
     workdir: str = HOME
     user: str = field(default_factory=lambda: settings.SANDBOX_USER)
+    # A workload of several containers (an eval's scoring sandboxes under
+    # gVisor) numbers the others from 1; all carry the owner's labels.
+    part: int = 0
 
     @property
     def name(self) -> str:
-        return self.owner.container_name
+        return f"{self.owner.container_name}-{self.part}" if self.part else self.owner.container_name
 
     @property
     def labels(self) -> dict[str, str]:
