@@ -225,3 +225,35 @@ def test_pass_at_k_sandboxes_every_completion_at_the_configured_temperature(proj
     first = Sample.objects.get(eval=ev, input=prompts[1])
     assert [c["passed"] for c in first.completions] == [True, True, True, False, False]
     assert first.scores == {"passed": 3, "n": 5} and "ValueError" in first.completions[-1]["detail"]
+
+
+def test_several_sandboxes_score_as_one_each_slot_used_and_none_overfilled():
+    """CodeSandboxes hands each sample to the part with the most free slots, and waits when all are busy."""
+    import threading
+    import time
+
+    from evals.code_sandbox import CodeSandboxes
+
+    class Part:
+        def __init__(self, slots):
+            self.slots, self.busy, self.most, self.ran = slots, 0, 0, 0
+            self.lock = threading.Lock()
+
+        def run(self, program):
+            with self.lock:
+                self.busy += 1
+                self.most = max(self.most, self.busy)
+            time.sleep(0.05)
+            with self.lock:
+                self.busy -= 1
+                self.ran += 1
+            return True, program
+
+    parts = [Part(1), Part(1), Part(2)]
+    scorer = CodeSandboxes(parts)
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(scorer.run, [f"p{i}" for i in range(40)]))
+    assert results == [(True, f"p{i}") for i in range(40)]
+    # Every part took work, none past its own slots, and the 2-slot part about twice as much.
+    assert [p.most for p in parts] == [1, 1, 2]
+    assert sum(p.ran for p in parts) == 40 and parts[2].ran > max(parts[0].ran, parts[1].ran)
