@@ -39,6 +39,7 @@ failed sample.
 import base64
 import itertools
 import json
+import math
 import queue
 import threading
 import time
@@ -291,7 +292,7 @@ class CodeSandboxes:
                 stack.enter_context(
                     Sandbox(code_sandbox_spec(first.spec.owner, slots=per, memory_mb=memory_mb, runtime=first.runtime, part=part), first.engine)
                 )
-                for part in range(1, -(-slots // per))
+                for part in range(1, math.ceil(slots / per))
             ]
             yield cls([stack.enter_context(CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb)) for box in boxes])
 

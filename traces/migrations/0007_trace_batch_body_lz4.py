@@ -3,7 +3,8 @@
 0005 stored them uncompressed because pglz cost the request more than it
 saved. lz4 is several times cheaper: per 1,000-span JSON body, PostgreSQL's
 own CPU for accepting it fell from ~10 to ~7.5 ms and for storing its spans
-from ~37 to ~34.5 ms, and the WAL written per body shrinks about fourfold.
+from ~37 to ~34.5 ms, and the bench's 2.1 MB body takes 326 KB of table
+and WAL (real prompts compress less).
 A server built without lz4 keeps 0005's uncompressed storage.
 """
 
