@@ -374,6 +374,9 @@ EVAL_REGEX_TIMEOUT_SECONDS = 0.05
 # probe the platform's own network; allowed only in development and tests.
 EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)
 HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
+# CPU an eval's scoring may use per slot (a sample is one single-threaded
+# process): the container of N slots gets N times this, up to the host's cores.
+HUMANEVAL_CPUS_PER_SLOT = env_float("BELVEDIR_HUMANEVAL_CPUS_PER_SLOT", 1.0)
 HUMANEVAL_TIMEOUT_SECONDS = 10
 
 # Any upload but an adapter (datasets): refused while streaming past this.

@@ -46,6 +46,8 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from django.conf import settings
+
 from belvedir.sandbox.docker import ExecSession, Sandbox, resolved_runtime
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
@@ -60,9 +62,13 @@ START_SECONDS = 60  # for a runner or the reporter to come up, on a loaded host
 
 
 def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, runtime: str = "auto", part: int = 0) -> SandboxSpec:
-    """The container a CodeSandbox of `slots` runners needs: no network, room for every slot."""
+    """The container a CodeSandbox of `slots` runners needs: no network, room and a CPU for every slot."""
     # Room for every slot's address-space limit, plus the runners and tmpfs.
-    limits = Limits.defaults(memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16)
+    # A core per slot: with one core for all of them (the harness default),
+    # gVisor's own work for 4 concurrent samples queued behind one core.
+    limits = Limits.defaults(
+        memory_mb=slots * memory_mb + 512, pids=slots * 64 + 32, tmp_mb=slots * 64, home_mb=16, cpus=slots * settings.HUMANEVAL_CPUS_PER_SLOT
+    )
     return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime, part=part)
 
 
@@ -272,11 +278,17 @@ class CodeSandbox:
 
 
 class CodeSandboxes:
-    """Several CodeSandboxes scoring as one (see `slots_per_sandbox`): `run` takes the one with the most free slots."""
+    """Several CodeSandboxes scoring as one (see `slots_per_sandbox`): `run` takes the one with the most free slots.
+
+    A part that fails with a platform error (its container gone: under
+    gVisor a sandbox out of memory stops whole) takes no more samples; the
+    others go on. Only when none is left are samples errors.
+    """
 
     def __init__(self, parts: list[CodeSandbox]):
         self.parts = parts
         self._free = [part.slots for part in parts]
+        self._dead: set[int] = set()
         self._lock = threading.Condition()
 
     @classmethod
@@ -310,15 +322,24 @@ class CodeSandboxes:
         return self.parts[0].sandbox.runtime
 
     def run(self, program: str) -> tuple[bool, str]:
-        """(passed, detail), as `CodeSandbox.run`; blocks while every slot of every part is busy."""
+        """(passed, detail), as `CodeSandbox.run`; blocks while every slot of every live part is busy."""
         with self._lock:
-            while not any(self._free):
+            while True:
+                live = [i for i in range(len(self.parts)) if i not in self._dead]
+                if not live:
+                    raise SandboxPlatformError("Every scoring sandbox of this eval stopped.")
+                index = max(live, key=self._free.__getitem__)
+                if self._free[index]:
+                    break
                 self._lock.wait()
-            index = max(range(len(self.parts)), key=self._free.__getitem__)
             self._free[index] -= 1
         try:
             return self.parts[index].run(program)
+        except SandboxPlatformError:
+            with self._lock:
+                self._dead.add(index)
+            raise
         finally:
             with self._lock:
                 self._free[index] += 1
-                self._lock.notify()
+                self._lock.notify_all()

@@ -74,9 +74,10 @@ def test_hostile_completions_fail_alone(docker_url, runtime):
         assert "MemoryError" in results["10 GB"][1]
         if "no other sample" not in results["reads other samples"][1]:
             assert "PermissionError" in results["reads other samples"][1]
-        # Every sandbox is still healthy afterwards, and nothing of the hostile
-        # ones lingers: each slot's uid runs its runner (or, where the last
-        # sample killed it, nothing) and nothing else.
+        # Every sandbox is still healthy afterwards (an honest sample passes,
+        # on a fresh runner where the last one killed its own), and nothing
+        # of the hostile ones lingers: each slot's uid runs its runner and
+        # nothing else.
         for part in scorer.parts:
             assert part.run("assert True\n") == (True, "")
             uids = [int(u) for u in part.sandbox.exec("ps -eo uid=", timeout=30).output.split()]
@@ -257,3 +258,32 @@ def test_several_sandboxes_score_as_one_each_slot_used_and_none_overfilled():
     # Every part took work, none past its own slots, and the 2-slot part about twice as much.
     assert [p.most for p in parts] == [1, 1, 2]
     assert sum(p.ran for p in parts) == 40 and parts[2].ran > max(parts[0].ran, parts[1].ran)
+
+
+def test_a_stopped_sandbox_takes_no_more_samples_and_the_others_go_on():
+    from belvedir.sandbox.errors import SandboxPlatformError
+    from evals.code_sandbox import CodeSandboxes
+
+    class Part:
+        def __init__(self, alive):
+            self.slots, self.alive, self.ran = 1, alive, 0
+
+        def run(self, program):
+            self.ran += 1
+            if not self.alive:
+                raise SandboxPlatformError("The sandbox container stopped while scoring.")
+            return True, ""
+
+    dead, live = Part(alive=False), Part(alive=True)
+    scorer = CodeSandboxes([dead, live])
+    # Both free: the first part is tried and found stopped (an error, not a failure)...
+    with pytest.raises(SandboxPlatformError):
+        scorer.run("a")
+    # ...and never again, though it has the most free slots.
+    assert [scorer.run(f"p{i}") for i in range(5)] == [(True, "")] * 5
+    assert (dead.ran, live.ran) == (1, 5)
+    live.alive = False
+    with pytest.raises(SandboxPlatformError):
+        scorer.run("b")
+    with pytest.raises(SandboxPlatformError, match="Every scoring sandbox"):
+        scorer.run("c")

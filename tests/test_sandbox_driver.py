@@ -205,6 +205,19 @@ def test_it_replaces_a_stale_container_of_the_same_name(docker_url):
     assert not [c for c in sandbox_docker.managed_containers(docker_url) if c["name"] == "bv-test-stale"]
 
 
+def test_a_cpu_limit_past_the_hosts_cores_means_all_of_them(docker_url):
+    # Docker refuses such a limit outright; an eval's scoring asks a core per slot, more than this host has.
+    cores = sandbox_docker.engine_cpus(docker_url)
+    assert cores >= 1
+    with Sandbox(spec(limits=Limits.defaults(cpus=cores + 14)), docker_url) as box:
+        box.container.reload()
+        assert box.container.attrs["HostConfig"]["NanoCpus"] == cores * 10**9
+        assert box.exec("true", timeout=30).exit_code == 0
+    with Sandbox(spec(limits=Limits.defaults(cpus=0.5)), docker_url) as box:
+        box.container.reload()
+        assert box.container.attrs["HostConfig"]["NanoCpus"] == 5 * 10**8
+
+
 def test_it_labels_its_containers_for_the_reaper(docker_url):
     with Sandbox(spec("labelled"), docker_url):
         found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == "bv-test-labelled"]

@@ -10,6 +10,7 @@ the recent storing rate; the spans waiting over that rate is the wait a
 batch accepted now would see. The larger of the two is the lag.
 """
 
+import threading
 import time
 from collections import deque
 
@@ -78,7 +79,11 @@ class Backlog:
 
 
 _backlog = Backlog()
+# gunicorn's sync workers ask one at a time; a threaded server (runserver,
+# tests' live server) would otherwise look and prune from several threads at once.
+_lock = threading.Lock()
 
 
 def current_lag() -> float:
-    return _backlog.lag()
+    with _lock:
+        return _backlog.lag()

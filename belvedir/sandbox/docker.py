@@ -193,6 +193,11 @@ class Sandbox:
     def _runtime(self) -> str:
         return resolved_runtime(self.spec.runtime, self.engine, self.client)
 
+    def _cpus(self, wanted: float) -> float:
+        # Docker refuses a CPU limit above the host's cores; asking for more means all of them.
+        cores = engine_cpus(self.engine, self.client)
+        return min(wanted, cores) if cores else wanted
+
     def _create(self):
         spec, limits = self.spec, self.spec.limits
         try:
@@ -229,7 +234,7 @@ class Sandbox:
             **_process_limits(self.runtime, limits.pids),
             mem_limit=memory,
             memswap_limit=memory,  # equal to mem_limit: no swap
-            nano_cpus=int(limits.cpus * 1e9),
+            nano_cpus=int(self._cpus(limits.cpus) * 1e9),
             network_mode="none" if spec.network == egress.NETWORK else spec.network,
             device_requests=device_requests,
             # Output is streamed as it comes; the engine's own copy stays small.
@@ -617,21 +622,33 @@ def _process_limits(runtime: str, pids: int) -> dict:
     return {"pids_limit": pids, "ulimits": [nofile]}
 
 
-_runtimes: dict[str, frozenset[str]] = {}
+_engine_info: dict[str, dict] = {}
 
 
-def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
-    """The runtimes an engine offers (asked once per engine and process)."""
-    url = as_engine(engine).url
-    if url not in _runtimes:
+def _info(engine: Engine | str, client=None) -> dict:
+    """`docker info` of an engine, asked once per engine and process (runtimes and cores do not change under it)."""
+    engine = as_engine(engine)
+    if engine.url not in _engine_info:
         owned = client is None
         client = client or connect(engine)
         try:
-            _runtimes[url] = frozenset(client.info().get("Runtimes", {}))
+            _engine_info[engine.url] = client.info()
+        except (docker_errors.DockerException, requests.RequestException) as exc:
+            raise DockerUnavailable(f"Docker engine at {engine.url} did not describe itself: {_explain(exc)}") from exc
         finally:
             if owned:
                 client.close()
-    return _runtimes[url]
+    return _engine_info[engine.url]
+
+
+def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
+    """The runtimes an engine offers."""
+    return frozenset(_info(engine, client).get("Runtimes", {}))
+
+
+def engine_cpus(engine: Engine | str, client=None) -> int:
+    """The engine host's CPU count (0 when it does not say)."""
+    return int(_info(engine, client).get("NCPU") or 0)
 
 
 def resolved_runtime(runtime: str, engine: Engine | str, client=None) -> str:
