@@ -43,6 +43,7 @@ import math
 import queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -296,17 +297,38 @@ class CodeSandboxes:
     def opened(cls, first: Sandbox, *, slots: int, timeout: int, memory_mb: int = MEMORY_MB):
         """`first` (open, made by `code_sandbox_spec` for `slots_per_sandbox` slots) and the further sandboxes the slots need, on its engine.
 
-        All of them are `first`'s owner's, so its lease and the reaper cover them.
+        All of them are `first`'s owner's, so its lease and the reaper cover
+        them. They start side by side (under gVisor ~0.7 s each, container
+        and reporter); if any fails, those that started are closed again.
         """
         per = slots_per_sandbox(first.runtime, slots)
+
+        def open_part(part: int) -> CodeSandbox:
+            box = first
+            if part:
+                spec = code_sandbox_spec(first.spec.owner, slots=per, memory_mb=memory_mb, runtime=first.runtime, part=part)
+                box = Sandbox(spec, first.engine).__enter__()
+            try:
+                return CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb).__enter__()
+            except BaseException:
+                if part:
+                    box.__exit__(None, None, None)
+                raise
+
+        count = math.ceil(slots / per)
         with ExitStack() as stack:
-            boxes = [first] + [
-                stack.enter_context(
-                    Sandbox(code_sandbox_spec(first.spec.owner, slots=per, memory_mb=memory_mb, runtime=first.runtime, part=part), first.engine)
-                )
-                for part in range(1, math.ceil(slots / per))
-            ]
-            yield cls([stack.enter_context(CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb)) for box in boxes])
+            with ThreadPoolExecutor(count) as pool:
+                futures = [pool.submit(open_part, part) for part in range(count)]
+            for future in futures:
+                if future.exception() is None:
+                    code = future.result()
+                    if code.sandbox is not first:  # the caller's to close
+                        stack.callback(code.sandbox.__exit__, None, None, None)
+                    stack.callback(code.__exit__)
+            failed = [future.exception() for future in futures if future.exception() is not None]
+            if failed:
+                raise failed[0]
+            yield cls([future.result() for future in futures])
 
     @classmethod
     @contextmanager

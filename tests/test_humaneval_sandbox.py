@@ -287,3 +287,23 @@ def test_a_stopped_sandbox_takes_no_more_samples_and_the_others_go_on():
         scorer.run("b")
     with pytest.raises(SandboxPlatformError, match="Every scoring sandbox"):
         scorer.run("c")
+
+
+def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_url, monkeypatch):
+    from belvedir.sandbox.docker import managed_containers
+    from belvedir.sandbox.errors import SandboxPlatformError
+    from evals.code_sandbox import CodeSandboxes
+
+    start_reporter = CodeSandbox._start_reporter
+
+    def third_fails(self):
+        if self.sandbox.spec.part == 2:
+            raise SandboxPlatformError("The sample reporter did not start: (made to fail)")
+        start_reporter(self)
+
+    monkeypatch.setattr(CodeSandbox, "_start_reporter", third_fails)
+    with pytest.raises(SandboxPlatformError, match="made to fail"):
+        with CodeSandboxes.standalone("half", docker_url, slots=4, runtime="runsc"):
+            pass
+    # The others started beside it (the parts open side by side) and were all removed again.
+    assert not [c for c in managed_containers(docker_url, "standalone") if c["name"].startswith("bv-standalone-half")]
