@@ -77,10 +77,11 @@ def slots_per_sandbox(runtime: str, slots: int) -> int:
     """How many of a scorer's slots share one sandbox under this (resolved) runtime.
 
     Under gVisor, one: on its ptrace platform the processes of one sandbox
-    wait on each other to fork and to fault pages in (bench/humaneval_sandbox.py:
-    one sandbox of 4 slots scored a sample every 65 ms here, 4 sandboxes of
-    one slot every 23 ms, the two cores then busy). Under runc the kernel
-    runs a sandbox's slots side by side, and one container is cheapest.
+    wait on each other to fork and to fault pages in. With the same CPU,
+    4 sandboxes of one slot scored ~1.4 times as fast as one of 4 slots
+    (45.8 against 65 ms a sample on one core in all, 21-23 against 30.4 on
+    two; bench/README.md). Under runc the kernel runs a sandbox's slots side
+    by side, and one container is cheapest.
     """
     return 1 if runtime == "runsc" else slots
 
