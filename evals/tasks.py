@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import uvloop
 from django.conf import settings
 from django.db import close_old_connections
-from django.db.models import Value
+from django.db.models import F, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -63,7 +63,21 @@ def run_eval(eval_id: int):
         _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
     finally:
         refresh_counters(ev.pk)
-    Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now())
+    finish(ev.pk)
+
+
+def finish(eval_id: int) -> bool:
+    """Mark a running eval succeeded once every one of its rows is stored; True if it was.
+
+    Not just because this worker's pass ended: a worker slow enough to be
+    taken for dead has its eval resumed by the reaper and claimed by another
+    worker, and finds it no longer its own (it stops sending). Marking it
+    succeeded then ended the other worker's pass too, with rows never stored
+    (seen in tests/test_many_workers.py under load: 22 of 24).
+    """
+    return bool(
+        Eval.objects.filter(pk=eval_id, status=Eval.Status.RUNNING, done_count__gte=F("total")).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now())
+    )
 
 
 @contextmanager

@@ -141,6 +141,25 @@ def test_cancel_stops_the_worker_and_no_request_is_made_after_it(project, owner,
     assert 20 <= ev.done_count < 300 and ev.done_count == Sample.objects.filter(eval=ev).count()
 
 
+def test_a_worker_whose_eval_was_taken_over_does_not_end_it_with_rows_missing(project, owner, deployment):
+    """A worker taken for dead finds its eval resumed and claimed by another: its pass ends, the eval goes on."""
+    from evals.engine import refresh_counters
+    from evals.tasks import finish
+
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=3)
+    Eval.objects.filter(pk=ev.pk).update(status=Eval.Status.RUNNING, total=3)
+    for index in (0, 1):
+        Sample.objects.create(eval=ev, row_index=index, input=f"q{index}", output="#### 1", score=1.0)
+    refresh_counters(ev.pk)
+    # Two of three rows stored (the other worker is still on the third).
+    assert finish(ev.pk) is False and Eval.objects.get(pk=ev.pk).status == "running"
+    Sample.objects.create(eval=ev, row_index=2, input="q2", output="#### 1", score=0.0)
+    refresh_counters(ev.pk)
+    assert finish(ev.pk) is True
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.total) == ("succeeded", 3, 3)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, deployment, settings, subprocess_env):
     import os
