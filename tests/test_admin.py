@@ -204,3 +204,25 @@ def test_a_runs_secret_env_never_renders_in_admin(staff_client, owner, project, 
         response = staff_client.get(url)
         assert response.status_code == 200, url
         assert b"hf_admin_hidden_789" not in response.content and b"signed-admin-hidden" not in response.content, url
+
+
+def test_admin_deletes_a_project_the_way_the_dashboard_does(staff_client, api, owner, project, tmp_path):
+    from belvedir.core.models import Project
+    from harnesses.models import Run
+    from traces.models import Span
+
+    from .harness_fixtures import harness
+    from .otlp_builders import body, span
+
+    assert (
+        api.generic("POST", "/api/v1/traces", body([span("kept until the project goes", session_id="s")]), content_type="application/json").status_code == 200
+    )
+    run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, status="running")
+    url = f"/admin/core/project/{project.pk}/delete/"
+    response = staff_client.post(url, {"post": "yes"})
+    assert response.status_code == 403 and Project.objects.filter(pk=project.pk).exists()
+
+    Run.objects.filter(pk=run.pk).update(status="succeeded")
+    assert staff_client.post(url, {"post": "yes"}).status_code == 302
+    # Spans have no foreign key in the database: deleting the project took them.
+    assert not Project.objects.filter(pk=project.pk).exists() and not Span.objects.filter(project_id=project.pk).exists()

@@ -1,8 +1,10 @@
 """Ingest answers before it stores: accepted batches, the worker that stores them, and what survives its death."""
 
+import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -168,6 +170,11 @@ def test_stopped_processors_leave_the_age_to_decide(project):
         ["a string", 7, None, [1], span("fine")],
         [{**span("snake"), "trace_id": "ab" * 16}, {k: v for k, v in span("only snake").items() if k != "traceId"} | {"trace_id": "cd" * 16}],
         [{**span("times"), "startTimeUnixNano": "later"}, {**span("backwards"), "endTimeUnixNano": "1"}, {**span("huge"), "endTimeUnixNano": str(2**64)}],
+        # Well-formed on their face, for the fast path to take or leave whole:
+        [span("a"), {**span("upper"), "traceId": "AB" * 16}, {**span("numbers"), "startTimeUnixNano": 5, "endTimeUnixNano": 6}],
+        [span("fine"), {**span("zeros"), "traceId": "0" * 32}],
+        [span("fine"), {**span("past int64"), "endTimeUnixNano": str(2**63)}],
+        [{**span("null parent"), "parentSpanId": None}, {**span("newline"), "spanId": "ab" * 8 + "\n"}],
     ],
 )
 def test_the_requests_check_counts_what_the_full_parse_keeps(spans):
@@ -177,6 +184,15 @@ def test_the_requests_check_counts_what_the_full_parse_keeps(spans):
     checked, parsed = otlp.check(payload, "application/json"), otlp.parse(payload, "application/json")
     assert (checked.accepted, checked.rejected) == (len(parsed.spans), parsed.rejected)
     assert checked.reasons == parsed.reasons
+
+
+def test_a_body_of_well_formed_spans_is_counted_without_building_them():
+    from traces import otlp
+
+    assert otlp._all_valid_count(body([span(f"s{i}") for i in range(3)])) == 3
+    # Anything else goes the full path, which words the answer.
+    assert otlp._all_valid_count(body([span("a"), {**span("zeros"), "spanId": "0" * 16}])) is None
+    assert otlp._all_valid_count(json.dumps({"resource_spans": []}).encode()) is None
 
 
 def test_garbage_is_refused_and_nothing_is_kept(api, deferred):
@@ -291,6 +307,65 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_the_next_stores_it_once(api
     assert Span.objects.filter(name__startswith="late-").count() == 200
     session = TraceSession.objects.get(session_id="held")
     assert (session.span_count, session.input_tokens) == (201, 200)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_of_a_project_being_deleted_is_left_to_go_with_it(api, project, deferred):
+    post(api, body([span("late", session_id="s")]))
+    with psycopg.connect(_database_url()) as deleter:
+        # What deleting the project holds first (traces.batches.lock_out).
+        deleter.execute("SELECT 1 FROM core_project WHERE id = %s FOR UPDATE", [project.pk])
+        assert process_pending() == 0
+        assert TraceBatch.objects.count() == 1 and not Span.objects.exists()
+        deleter.rollback()
+    assert process_pending() == 1 and Span.objects.filter(project=project).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_deleting_a_project_waits_for_the_batch_being_stored_and_leaves_no_span_behind(api, project, deferred, monkeypatch):
+    from belvedir.core.actions import delete_project
+    from traces import batches
+
+    # Spans of no session: nothing but the batch itself ties the worker to the deletion.
+    post(api, body([span(f"late-{i}") for i in range(50)]))
+    copied, resume, done = threading.Event(), threading.Event(), []
+    store_spans = batches.store_spans
+
+    def store_then_pause(*args, **kwargs):
+        stored = store_spans(*args, **kwargs)
+        copied.set()  # spans copied, nothing committed
+        resume.wait(30)
+        return stored
+
+    def in_thread(work):
+        def run():
+            try:
+                done.append(work())
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    monkeypatch.setattr(batches, "store_spans", store_then_pause)
+    worker = in_thread(process_pending)
+    assert copied.wait(30)
+    deleting = in_thread(lambda: delete_project(project))
+    with psycopg.connect(_database_url(), autocommit=True) as observer:
+        wait_for(
+            lambda: (
+                observer.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").fetchone()[0] == 1
+            ),
+            timeout=30,
+        )
+        resume.set()
+        worker.join(30)
+        deleting.join(30)
+        assert done == [1, None]
+        # No foreign key refuses orphans: nothing of the project may be left.
+        for table, column in [("traces_span", "project_id"), ("traces_tracebatch", "project_id"), ("core_project", "id")]:
+            assert observer.execute(f"SELECT count(*) FROM {table} WHERE {column} = %s", [project.pk]).fetchone()[0] == 0, table
 
 
 @pytest.mark.django_db(transaction=True)

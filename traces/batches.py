@@ -20,8 +20,9 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.errors import CheckViolation
 
+from belvedir.core.models import Project
+
 from . import backlog, otlp, partitions
-from .extract import to_datetime
 from .ingest import collector_paused, run_session_of, store_spans
 from .models import IngestRejection, TraceBatch
 
@@ -105,6 +106,8 @@ def _process(limit: int, only: list[int] | None) -> int:
         if connection.vendor == "postgresql":
             claimed = claimed.defer("body")
         batches = list(claimed[:limit])
+        if connection.vendor == "postgresql":
+            batches = _of_held_projects(batches)
         if not batches:
             return 0
         if connection.vendor == "postgresql":
@@ -116,7 +119,7 @@ def _process(limit: int, only: list[int] | None) -> int:
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL synchronous_commit = off")
         work = [(batch, _parse(batch)) for batch in batches]
-        months = {partitions.month_of(to_datetime(span["start"])) for _, parsed in work if parsed for span in parsed.spans}
+        months = partitions.months_of([span["start"] for _, parsed in work if parsed for span in parsed.spans])
         if missing := partitions.missing_months(months):
             raise _NeedPartitions(missing)
         for batch, parsed in work:
@@ -128,6 +131,28 @@ def _process(limit: int, only: list[int] | None) -> int:
                 _record_rejection(batch, batch.span_count - stored, reasons)
         TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
     return len(batches)
+
+
+def _of_held_projects(batches: list[TraceBatch]) -> list[TraceBatch]:
+    """The batches whose project this transaction now holds (FOR KEY SHARE) until it ends.
+
+    The span table has no foreign key on its project (its per-row check cost
+    a fifth of storing a batch): this one lock per batch stands in for it. A
+    project being deleted (`lock_out`) is skipped, and its batches go with it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM core_project WHERE id = ANY(%s) FOR KEY SHARE SKIP LOCKED", [list({batch.project_id for batch in batches})])
+        held = {row[0] for row in cursor.fetchall()}
+    return [batch for batch in batches if batch.project_id in held]
+
+
+def lock_out(project):
+    """Wait for any batch of `project` being stored, and let no other start, until this transaction ends.
+
+    For deleting a project: its spans are deleted before it, and spans have
+    no foreign key to refuse a worker's batch landing in between.
+    """
+    list(Project.objects.select_for_update().filter(pk=project.pk).values_list("pk"))
 
 
 def _fetch_bodies(batches: list[TraceBatch]):

@@ -144,8 +144,10 @@ def delete_project(project: Project):
     from billing.models import CouponRedemption, LedgerEntry, TopUp
     from evals.models import Eval
     from harnesses.models import Run
+    from traces.batches import lock_out
     from traces.models import Span
 
+    lock_out(project)
     if Run.objects.filter(project=project, status__in=Run.ACTIVE).exists() or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists():
         raise TeamError("Runs or evaluations are still in progress: cancel them first.", 409)
     # PROTECT keeps these from going by accident (an eval its deployment, the

@@ -1,5 +1,8 @@
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 
+from .actions import delete_project
+from .errors import TeamError
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
 
 
@@ -15,6 +18,19 @@ class ProjectAdmin(admin.ModelAdmin):
     search_fields = ["name", "memberships__user__username"]
     list_filter = ["created_at"]
     inlines = [MembershipInline]
+
+    # Through the one way a project is deleted: it waits for trace ingest
+    # (spans have no foreign key to stop a batch landing mid-delete) and is
+    # refused while the project's work runs in a sandbox.
+    def delete_model(self, request, obj):
+        try:
+            delete_project(obj)
+        except TeamError as exc:
+            raise PermissionDenied(str(exc)) from None
+
+    def delete_queryset(self, request, queryset):
+        for project in queryset:
+            self.delete_model(request, project)
 
 
 @admin.register(Membership)
