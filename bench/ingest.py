@@ -33,6 +33,10 @@ import psycopg
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.cpu import children, cpu_seconds, postgres_processes  # noqa: E402
+
 ADMIN_URL = os.environ.get("BENCH_DATABASE_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench")
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
@@ -172,13 +176,15 @@ def main():
         for n, clients in enumerate(client_counts):
             watcher = FreshnessWatcher(env["DATABASE_URL"], [n * args.requests + b for b in range(args.requests)])
             watcher.start()
+            cpu_before = cpu_by_part(server, processors)
             started = time.perf_counter()
             wall, latencies, refused = send_all(url, headers, bodies[clients], clients, watcher)
             stored_wall = watcher.join() - started
+            cpu = {part: seconds - cpu_before[part] for part, seconds in cpu_by_part(server, processors).items()}
             stored = count_spans(env["DATABASE_URL"])
             assert stored - stored_before == args.requests * args.spans, f"{stored - stored_before} spans stored, {args.requests * args.spans} sent"
             stored_before = stored
-            results[clients] = (wall, latencies, refused, stored_wall, watcher.freshness())
+            results[clients] = (wall, latencies, refused, stored_wall, watcher.freshness(), cpu)
         for process in processors:
             process.terminate()
             process.wait(20)
@@ -196,7 +202,7 @@ def main():
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; gunicorn {workers} workers, {args.processors} batch processors; {args.requests} requests x "
         f"{args.spans} spans of ~{span_bytes:.0f} B per client count, every span counted in the table after"
     )
-    for clients, (wall, latencies, refused, stored_wall, freshness) in results.items():
+    for clients, (wall, latencies, refused, stored_wall, freshness, cpu) in results.items():
         rate, stored_rate = total / wall, total / stored_wall
         print(
             f"platform, {clients} client(s): accepted {rate:7,.0f} spans/s ({rate / baseline_rate:.2f} x baseline), "
@@ -204,6 +210,10 @@ def main():
             f"({refused} of {len(latencies)} answered 503 + Retry-After and sent again); "
             f"stored {stored_rate:7,.0f} spans/s ({stored_rate / baseline_rate:.2f} x); "
             f"readable after the answer: p50 {percentile(freshness, 0.5) * 1000:4.0f} ms, p99 {percentile(freshness, 0.99) * 1000:4.0f} ms"
+        )
+        print(
+            "  CPU per 1,000-span request, ms: "
+            + ", ".join(f"{part} {seconds * 1000 / args.requests * 1000 / args.spans:.0f}" for part, seconds in cpu.items())
         )
     print(
         f"processing capacity: {args.processors} processors drained a backlog of {DRAIN_BATCHES} batches at {drain_rate:7,.0f} spans/s "
@@ -214,6 +224,19 @@ def main():
     print("targets: p99 < 300 ms per 1,000-span request; throughput >= 0.9 x baseline; spans readable < 2 s after the answer at p99")
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def cpu_by_part(server, processors) -> dict[str, float]:
+    """CPU seconds so far of gunicorn's workers, the processors, PostgreSQL, this script (clients and watcher) and the machine."""
+    with open("/proc/stat") as stat:
+        ticks = [int(n) for n in stat.readline().split()[1:8]]
+    return {
+        "gunicorn": sum(cpu_seconds(pid) for pid in children(server.pid)),
+        "processors": sum(cpu_seconds(process.pid) for process in processors),
+        "postgres": sum(cpu_seconds(pid) for pid in postgres_processes()),
+        "bench": sum(os.times()[:2]),
+        "machine": (sum(ticks) - ticks[3]) / os.sysconf("SC_CLK_TCK"),  # all but idle
+    }
 
 
 def count_spans(database_url) -> int:
