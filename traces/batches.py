@@ -36,6 +36,7 @@ BATCHES_PER_PASS = 1
 # at once instead of at its next look (TRACE_BATCH_POLL_SECONDS).
 CHANNEL = "trace_batches"
 _listening = weakref.WeakSet()
+ACCEPT_LOCK_TIMEOUT = "1s"
 
 
 class _NeedPartitions(Exception):
@@ -58,9 +59,15 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
             received_at=received_at,
         ).pk
     with transaction.atomic(), connection.cursor() as cursor:
-        # The announcement goes out when this commits, and costs no round trip of its own.
-        cursor.execute(f"SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id')), pg_notify('{CHANNEL}', '')")
-        batch_id, _ = cursor.fetchone()
+        # The announcement goes out when this commits, and costs no round trip
+        # of its own. The lock timeout: the batch's foreign key is checked at
+        # commit, holding the project, which a deletion locks for all of its
+        # run (`lock_out`); rather than hold a web worker that long, the
+        # request gives up and answers 503 (DatabaseUnavailableMiddleware).
+        cursor.execute(
+            f"SELECT nextval(pg_get_serial_sequence('traces_tracebatch', 'id')), pg_notify('{CHANNEL}', ''), set_config('lock_timeout', '{ACCEPT_LOCK_TIMEOUT}', true)"
+        )
+        batch_id, _, _ = cursor.fetchone()
         # Binary COPY: the body travels as bytes. As a query parameter it
         # would be escaped to hex text twice its size, then parsed back.
         columns = "id, project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
@@ -100,14 +107,7 @@ def drain(stop=None) -> int:
 
 def _process(limit: int, only: list[int] | None) -> int:
     with transaction.atomic(), collector_paused():
-        claimed = TraceBatch.objects.select_for_update(skip_locked=True, of=("self",)).select_related("project", "api_key").order_by("pk")
-        if only is not None:
-            claimed = claimed.filter(pk__in=only)
-        if connection.vendor == "postgresql":
-            claimed = claimed.defer("body")
-        batches = list(claimed[:limit])
-        if connection.vendor == "postgresql":
-            batches = _of_held_projects(batches)
+        batches = _claim(limit, only)
         if not batches:
             return 0
         if connection.vendor == "postgresql":
@@ -133,17 +133,28 @@ def _process(limit: int, only: list[int] | None) -> int:
     return len(batches)
 
 
-def _of_held_projects(batches: list[TraceBatch]) -> list[TraceBatch]:
-    """The batches whose project this transaction now holds (FOR KEY SHARE) until it ends.
+def _claim(limit: int, only: list[int] | None) -> list[TraceBatch]:
+    """Up to `limit` waiting batches, oldest first, locked until this transaction ends; their bodies not loaded on PostgreSQL.
 
-    The span table has no foreign key on its project (its per-row check cost
-    a fifth of storing a batch): this one lock per batch stands in for it. A
-    project being deleted (`lock_out`) is skipped, and its batches go with it.
+    Each batch's project is held too (FOR KEY SHARE), in the same statement:
+    the span table has no foreign key on its project (its per-row check cost
+    PostgreSQL a sixth of storing a batch), and this one lock per batch
+    stands in for it. A project being deleted (`lock_out`) holds its row, so
+    its batches are skipped like batches another worker holds, and the next
+    project's are taken: they go with the project.
     """
+    claimed = TraceBatch.objects.select_related("project", "api_key").order_by("pk")
+    if connection.vendor != "postgresql":
+        return list((claimed.filter(pk__in=only) if only is not None else claimed)[:limit])
     with connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM core_project WHERE id = ANY(%s) FOR KEY SHARE SKIP LOCKED", [list({batch.project_id for batch in batches})])
-        held = {row[0] for row in cursor.fetchall()}
-    return [batch for batch in batches if batch.project_id in held]
+        cursor.execute(
+            "SELECT b.id FROM traces_tracebatch b JOIN core_project p ON p.id = b.project_id"
+            + (" WHERE b.id = ANY(%s)" if only is not None else "")
+            + " ORDER BY b.id LIMIT %s FOR UPDATE OF b SKIP LOCKED FOR KEY SHARE OF p SKIP LOCKED",
+            [only, limit] if only is not None else [limit],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+    return list(claimed.defer("body").filter(pk__in=ids)) if ids else []
 
 
 def lock_out(project):

@@ -92,8 +92,9 @@ def _place(key: str) -> tuple:
                 if index.isdecimal() and name:
                     place = (side, int(index), name)
                     break
-    if len(_PLACES) < MAX_PLACES:
-        _PLACES[key] = place
+    if len(_PLACES) >= MAX_PLACES:
+        _PLACES.clear()  # one sender's unique keys must not leave the rest uncached
+    _PLACES[key] = place
     return place
 
 

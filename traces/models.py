@@ -117,9 +117,9 @@ class Span(models.Model):
     # Every index is paid for by ingest: project is covered by the unique
     # constraint, which leads with it; task by a partial index (see Meta).
     # No foreign key in the database: PostgreSQL checks one per stored row,
-    # a fifth of storing a 1,000-span batch. Ingest checks the project once
+    # a sixth of storing a 1,000-span batch. Ingest holds the project once
     # per batch instead, and deleting a project waits for it
-    # (traces.batches.hold_projects, lock_out).
+    # (traces.batches._claim, lock_out).
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="spans", db_index=False, db_constraint=False)
     trace_id = models.CharField(max_length=32)
     span_id = models.CharField(max_length=16)

@@ -28,9 +28,12 @@ class ProjectAdmin(admin.ModelAdmin):
         except TeamError as exc:
             raise PermissionDenied(str(exc)) from None
 
-    def delete_queryset(self, request, queryset):
-        for project in queryset:
-            self.delete_model(request, project)
+    def get_actions(self, request):
+        # One project at a time: a refusal part-way through a bulk delete
+        # would leave the projects before it deleted.
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
 
 
 @admin.register(Membership)

@@ -31,8 +31,11 @@ class Project(models.Model):
 
     def lock(self) -> "Project":
         """Lock this project's row for the rest of the transaction: actions that
-        count the project's active work (to hold it to a limit) serialise here."""
-        return Project.objects.select_for_update().get(pk=self.pk)
+        count the project's active work (to hold it to a limit) serialise here.
+
+        FOR NO KEY UPDATE: trace workers holding the project (FOR KEY SHARE,
+        traces.batches) go on storing its spans meanwhile."""
+        return Project.objects.select_for_update(no_key=True).get(pk=self.pk)
 
 
 class Membership(models.Model):
