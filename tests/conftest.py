@@ -136,6 +136,24 @@ def subprocess_env(settings):
     return subprocess_environ()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_sandbox_left_from_an_earlier_session():
+    """A session stopped mid-test (Ctrl-C, a killed CI job) leaves its stopped sandboxes; a new one owns none yet.
+
+    Without this, one leftover container failed the teardown check below for
+    every Docker test of the next session. Running ones are left: they may be
+    another session's, on the same engine and database name.
+    """
+    from belvedir.sandbox.docker import DockerUnavailable, managed_containers, remove_container
+
+    try:
+        for container in managed_containers(settings.SANDBOX_DOCKER_URL):
+            if container["status"] != "running":
+                remove_container(settings.SANDBOX_DOCKER_URL, container["name"])
+    except DockerUnavailable:
+        pass  # no engine: the Docker tests say so themselves
+
+
 @pytest.fixture(autouse=True)
 def _no_sandbox_left_behind(request):
     """After every Docker test, no container with Belvedir's labels remains."""
