@@ -1,5 +1,7 @@
 from django.contrib import admin
 
+from belvedir.core.models import Project
+
 from .models import IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
 from .otlp import TRACE_ID
 
@@ -25,14 +27,18 @@ class SpanAdmin(admin.ModelAdmin):
     show_full_result_count = False
 
     def get_search_results(self, request, queryset, search_term):
-        # One indexed lookup instead of an OR across columns (a full scan):
-        # a trace id directly, a session id through its sessions' projects,
-        # which puts the (project, session_id) index to work.
+        # Indexed lookups instead of an OR across columns (a full scan). A
+        # trace id: one probe per project of the unique constraint's
+        # (project, trace_id, …) index, which a list of ids gets from
+        # PostgreSQL (a subquery let it scan the whole index); an index of
+        # trace ids alone cost ingest a tenth of its PostgreSQL work per span.
+        # A session id: through its sessions' projects, for the
+        # (project, session_id) index.
         term = search_term.strip()
         if not term:
             return queryset, False
         if TRACE_ID.match(term.lower()):
-            return queryset.filter(trace_id=term.lower()), False
+            return queryset.filter(project_id__in=list(Project.objects.values_list("pk", flat=True)), trace_id=term.lower()), False
         projects = TraceSession.objects.filter(session_id=term).values("project_id")
         return queryset.filter(project_id__in=projects, session_id=term), False
 

@@ -23,6 +23,7 @@ from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
+from psycopg.types.string import BytesBinaryDumper
 
 from .extract import extract, to_datetime
 from .messages import MAX_METADATA_KEYS
@@ -194,7 +195,11 @@ def _copy_values(rows) -> list[list]:
 def _copy(cursor, table, names, values):
     # Binary: no text escaping of every value, which was half of COPY's time
     # in this process (write_row ~14 ms per 1,000 spans instead of ~22-38).
-    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
+    raw = cursor.cursor
+    # bytea's binary dumper by default is psycopg's DB-API one, in Python (it
+    # unwraps `Binary`); the plain one is in C: a sixth of this COPY's time.
+    raw.adapters.register_dumper(None, BytesBinaryDumper)
+    with raw.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(_column_types())
         for row in values:
             copy.write_row(row)

@@ -114,8 +114,9 @@ class SpanQuerySet(ProjectScopedQuerySet):
 
 
 class Span(models.Model):
-    # Every index is paid for by ingest: project is covered by the unique
-    # constraint, which leads with it; task by a partial index (see Meta).
+    # Every index is paid for by ingest: project, and a trace id within a
+    # project, are covered by the unique constraint, which leads with them;
+    # task by a partial index (see Meta).
     # No foreign key in the database: PostgreSQL checks one per stored row,
     # a sixth of storing a 1,000-span batch. Ingest holds the project once
     # per batch instead, and deleting a project waits for it
@@ -162,8 +163,6 @@ class Span(models.Model):
         constraints = [models.UniqueConstraint(fields=["project", "trace_id", "span_id", "start_time"], name="span_once_per_project")]
         indexes = [
             models.Index(fields=["project", "session_id", "start_unix_nano"]),
-            # Admin search by trace id; a plain btree (no LIKE index beside it).
-            models.Index(fields=["trace_id"], name="span_trace_id"),
             # Spans arrive without a task: only segmented ones need an entry.
             models.Index(fields=["task"], condition=models.Q(task__isnull=False), name="span_task_assigned"),
         ]
