@@ -27,11 +27,11 @@ class SpanAdmin(admin.ModelAdmin):
     show_full_result_count = False
 
     def get_search_results(self, request, queryset, search_term):
-        # Indexed lookups instead of an OR across columns (a full scan). A
-        # trace id: one probe per project of the unique constraint's
-        # (project, trace_id, …) index, which a list of ids gets from
-        # PostgreSQL (a subquery let it scan the whole index); an index of
-        # trace ids alone cost ingest a tenth of its PostgreSQL work per span.
+        # Indexed lookups instead of an OR across columns (a full scan).
+        # A trace id: the unique constraint's (project, trace_id, …) index,
+        # given the project ids as a list, which PostgreSQL probes once per
+        # project (with a subquery it read the whole index). Spans have no
+        # index of trace ids alone: it cost ingest a tenth of its COPY.
         # A session id: through its sessions' projects, for the
         # (project, session_id) index.
         term = search_term.strip()
