@@ -83,6 +83,31 @@ def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypa
     assert post(api, body([span("new")])).status_code == 200
 
 
+def test_a_batch_the_database_refuses_is_recorded_and_the_batches_behind_it_are_stored(api, deferred, monkeypatch):
+    from psycopg.errors import NumericValueOutOfRange
+
+    from traces import ingest
+
+    post(api, body([span("refused", session_id="s1"), span("refused too", session_id="s1")]))
+    post(api, body([span("behind it", session_id="s2")]))
+    refused_batch = TraceBatch.objects.order_by("pk").first().pk
+    real_upsert = ingest._upsert_sessions_postgres
+
+    def refusing_upsert(project, sessions, now):
+        # After the batch's COPY: what it wrote must go too.
+        if "s1" in sessions:
+            raise NumericValueOutOfRange("value out of range for type smallint")
+        return real_upsert(project, sessions, now)
+
+    monkeypatch.setattr(ingest, "_upsert_sessions_postgres", refusing_upsert)
+    assert process_pending(limit=2) == 2  # one pass, one transaction: the refusal did not end it
+    assert list(Span.objects.values_list("name", flat=True)) == ["behind it"]
+    assert list(TraceSession.objects.values_list("session_id", flat=True)) == ["s2"]
+    assert not TraceBatch.objects.filter(pk=refused_batch).exists() and not TraceBatch.objects.exists()
+    rejection = IngestRejection.objects.get()
+    assert rejection.rejected == 2 and rejection.reasons == ["The platform could not store this batch (NumericValueOutOfRange)."]
+
+
 class FakeClock:
     def __init__(self):
         self.now = 1000.0

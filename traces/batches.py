@@ -16,7 +16,7 @@ import weakref
 
 import psycopg
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.utils import timezone
 from psycopg.errors import CheckViolation
 
@@ -125,9 +125,8 @@ def _process(limit: int, only: list[int] | None) -> int:
         for batch, parsed in work:
             # A run's key writes only its own run's session (the request already told the client).
             own_session = run_session_of(batch.api_key)
-            stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session) if parsed else 0
+            stored, reasons = _store(batch, parsed, own_session) if parsed else (0, batch.error)
             if stored < batch.span_count:
-                reasons = parsed.reasons + ([f"A run's key writes only its own session ({own_session})."] if own_session else []) if parsed else batch.error
                 _record_rejection(batch, batch.span_count - stored, reasons)
         TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
     return len(batches)
@@ -202,6 +201,26 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
         batch.error = [f"The platform could not read this batch ({type(exc).__name__})."]
         return None
     return parsed
+
+
+def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> tuple[int, list[str]]:
+    """Store a parsed batch's spans: (how many were kept, why any were not).
+
+    A batch whose content the database refuses is recorded and let go, like
+    one that cannot be parsed: it would fail on every retry, claimed first
+    each time (the oldest), and stop storage for everyone. `store_spans` runs
+    in a savepoint, so the rest of the pass goes on. Parsing bounds the
+    values it hands on; this is for what it has not foreseen.
+    """
+    try:
+        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session)
+    except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
+        # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
+        if "no partition of relation" in str(exc):
+            raise  # not the batch's fault: process_pending makes the partition and tries again
+        logger.exception("Trace batch %s could not be stored", batch.pk)
+        return 0, [f"The platform could not store this batch ({type(exc).__name__})."]
+    return stored, parsed.reasons + ([f"A run's key writes only its own session ({own_session})."] if own_session else [])
 
 
 def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):

@@ -27,7 +27,8 @@ MAX_VALUE_CHARS = 64 * 1024
 # it cannot exhaust the parser's recursion (338 levels crashed it).
 MAX_VALUE_DEPTH = 32
 TOO_DEEP = f"An attribute value is nested deeper than {MAX_VALUE_DEPTH} levels."
-MAX_UNIX_NANO = 2**63 - 1
+MAX_UNIX_NANO = MAX_INT64 = 2**63 - 1
+MIN_INT64 = -(2**63)
 TRACE_ID = re.compile(r"[0-9a-f]{32}\Z")
 SPAN_ID = re.compile(r"[0-9a-f]{16}\Z")
 SPAN_KINDS = {
@@ -347,9 +348,12 @@ def _json_value(value, depth: int = 0):
 
 def _json_int(raw, depth=0):
     try:
-        return int(raw)
+        number = int(raw)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an intValue of Infinity
         return _clean_value(str(raw))
+    # OTLP's intValue is 64-bit, and so is what jsonb columns are written
+    # with (orjson): a wider one stays the text it came as.
+    return number if MIN_INT64 <= number <= MAX_INT64 else _clean_value(str(raw))
 
 
 def _json_double(raw, depth=0):
@@ -412,10 +416,10 @@ def _parse_protobuf(body: bytes) -> Parsed:
                 "span_id": span.span_id.hex(),
                 "parent_span_id": span.parent_span_id.hex(),
                 "name": span.name,
-                "kind": int(span.kind),
+                "kind": _enum(span.kind, SPAN_KINDS),  # proto3 enums are open: any int32 parses
                 "start": span.start_time_unix_nano,
                 "end": span.end_time_unix_nano,
-                "status_code": int(span.status.code),
+                "status_code": _enum(span.status.code, STATUS_CODES),
                 "status_message": span.status.message,
                 "attributes": _pb_attributes(span.attributes),
                 "events": [{"name": e.name, "time_unix_nano": str(e.time_unix_nano), "attributes": _pb_attributes(e.attributes)} for e in span.events],
@@ -507,9 +511,15 @@ def _clean_value(value):
 
 
 def _enum(value, names: dict) -> int:
+    """An enum sent by name or number (numbered 0 to len(names) - 1); 0, unspecified, for one it does not have.
+
+    The column is a small integer: a number past it would be refused by
+    PostgreSQL (failing the whole batch) or wrapped by the binary COPY.
+    """
     if isinstance(value, str) and not value.isdigit():
         return names.get(value, 0)
-    return int(value)
+    number = int(value)
+    return number if 0 <= number < len(names) else 0
 
 
 def _get(mapping, *keys, default=None):
