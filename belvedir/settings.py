@@ -353,6 +353,9 @@ TRACE_BATCH_POLL_SECONDS = env_float("BELVEDIR_TRACE_BATCH_POLL_SECONDS", 0.1)
 # rate, traces/backlog.py), ingest answers 503 with Retry-After instead of
 # piling up more: spans stay fresh.
 TRACE_INGEST_MAX_LAG_SECONDS = env_float("BELVEDIR_TRACE_INGEST_MAX_LAG_SECONDS", 1.5)
+# A request less than this past that limit waits for storage to catch up
+# rather than being refused: a client refused sits out a whole second.
+TRACE_INGEST_HOLD_SECONDS = env_float("BELVEDIR_TRACE_INGEST_HOLD_SECONDS", 0.2)
 # Store each batch inside its request instead (tests; a one-process debug setup).
 TRACE_INGEST_INLINE = env_bool("BELVEDIR_TRACE_INGEST_INLINE", False)
 # Spans are kept this many whole months (PostgreSQL drops each month's

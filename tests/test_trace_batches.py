@@ -77,10 +77,35 @@ def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypa
     post(api, body([span("old")]))
     TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=5))
     refused = post(api, body([span("new")]))
-    assert refused.status_code == 503 and refused["Retry-After"] == "1" and "behind" in refused.json()["detail"]
+    # 5 s behind against a limit of 1.5: come back in the 3.5 s it takes to catch up.
+    assert refused.status_code == 503 and refused["Retry-After"] == "4" and "behind" in refused.json()["detail"]
     assert TraceBatch.objects.count() == 1
     process_pending()
     assert post(api, body([span("new")])).status_code == 200
+
+
+def test_a_request_just_past_the_limit_waits_for_storage_to_catch_up_instead_of_being_refused(api, deferred, settings, monkeypatch):
+    from traces import backlog
+
+    settings.TRACE_INGEST_MAX_LAG_SECONDS, settings.TRACE_INGEST_HOLD_SECONDS = 1.5, 0.2
+    # The processors storing meanwhile: each look finds less waiting.
+    lags = iter([1.62, 1.55, 1.4])
+    monkeypatch.setattr(backlog, "current_lag", lambda: next(lags))
+    started = time.monotonic()
+    assert post(api, body([span("held")])).status_code == 200
+    assert time.monotonic() - started >= 0.15 and TraceBatch.objects.count() == 1
+
+    # Further past the limit than the hold: refused at once, holding no worker.
+    monkeypatch.setattr(backlog, "current_lag", lambda: 1.8)
+    started = time.monotonic()
+    refused = post(api, body([span("refused")]))
+    assert refused.status_code == 503 and refused["Retry-After"] == "1"
+    assert time.monotonic() - started < 0.15 and TraceBatch.objects.count() == 1
+
+    # Storage that stops catching up mid-hold: refused once the hold is spent.
+    lags = iter([1.6, 1.65, 1.66, 1.67, 1.68, 1.69])
+    monkeypatch.setattr(backlog, "current_lag", lambda: next(lags))
+    assert post(api, body([span("stalled")])).status_code == 503 and TraceBatch.objects.count() == 1
 
 
 def test_a_batch_the_database_refuses_is_recorded_and_the_batches_behind_it_are_stored(api, deferred, monkeypatch):

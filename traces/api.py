@@ -1,3 +1,6 @@
+import math
+
+from django.conf import settings
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -62,7 +65,9 @@ class TraceIngest(APIView):
     def post(self, request):
         if (lag := batches.lag_past_limit()) is not None:
             detail = f"Trace storage is {lag:.1f} s behind (is `manage.py process_trace_batches` running?); send this batch again shortly."
-            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
+            # Come back when the backlog should be under the limit again: sooner only costs another refused upload.
+            retry_after = max(1, math.ceil(lag - settings.TRACE_INGEST_MAX_LAG_SECONDS))
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": str(retry_after)})
         as_protobuf = request.content_type.split(";")[0].strip().lower() in {"application/x-protobuf", "application/protobuf"}
         encoding = request.headers.get("Content-Encoding", "").strip().lower()
         with collector_paused():
