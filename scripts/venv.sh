@@ -15,3 +15,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]; then
   .venv/bin/pip install --quiet --disable-pip-version-check -r "$requirements" 2> >(grep -v "^WARNING: Location" >&2)
   echo "$digest" > "$stamp"
 fi
+# The trace ingest's per-span modules, compiled (scripts/compile.py): a no-op when current.
+.venv/bin/python scripts/compile.py
