@@ -162,17 +162,39 @@ def test_the_lag_counts_the_queue_ahead_at_the_rate_batches_leave(project):
     ids = _waiting_batches(project, 10, 1000)
     # Nothing seen stored yet: only the oldest batch's age tells (none here).
     assert backlog.lag() == 0
-    # The processors store 2 of the 10 in a second, with the rest still
-    # waiting: 8,000 spans at 2,000 a second is a 4 s wait for a new batch,
-    # though the oldest waiting batch is only a second old.
-    TraceBatch.objects.filter(pk__in=ids[:2]).delete()
-    clock.now += 1
-    assert backlog.lag() == pytest.approx(4.0)
-    # Faster now: 6 more in the next half second. 2,000 spans at 8,000 spans
-    # over 1.5 s watched is 0.375 s.
-    TraceBatch.objects.filter(pk__in=ids[2:8]).delete()
+    # The processors store 1 of the 10 in half a second, with the rest still
+    # waiting: 9,000 spans at 2,000 a second is a 4.5 s wait for a new batch,
+    # though the oldest waiting batch is only half a second old.
+    TraceBatch.objects.filter(pk__in=ids[:1]).delete()
     clock.now += 0.5
-    assert backlog.lag() == pytest.approx(2000 / (8000 / 1.5))
+    assert backlog.lag() == pytest.approx(4.5)
+    # Faster now: 7 more in the next half second. 2,000 spans at 8,000 spans
+    # over 1 s watched is 0.25 s.
+    TraceBatch.objects.filter(pk__in=ids[1:8]).delete()
+    clock.now += 0.5
+    assert backlog.lag() == pytest.approx(2000 / (8000 / 1.0))
+
+
+def test_a_long_stretch_between_looks_gives_no_rate(project):
+    from traces.backlog import MAX_STRETCH_SECONDS, Backlog
+
+    clock = FakeClock()
+    backlog = Backlog(clock)
+    first = _waiting_batches(project, 2, 1000)
+    backlog.lag()
+    # A web worker idle for 2 s: meanwhile the two batches it saw and eight
+    # it never saw were stored. Only the two would count, a fifth of the
+    # real rate, and the wait would read five times too long.
+    TraceBatch.objects.filter(pk__in=first).delete()
+    later = _waiting_batches(project, 3, 1000)
+    clock.now += 2
+    backlog.lag()
+    assert backlog.storing_rate(clock.now) is None
+    # Short stretches count again.
+    TraceBatch.objects.filter(pk=later[0]).delete()
+    clock.now += MAX_STRETCH_SECONDS
+    assert backlog.storing_rate(clock.now) is None  # (not looked yet)
+    assert backlog.lag() == pytest.approx(2000 / (1000 / MAX_STRETCH_SECONDS))
 
 
 def test_a_rate_is_taken_only_from_stretches_the_processors_were_busy(project):
