@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from traces.batches import drain, process_pending
-from traces.models import IngestRejection, Span, TraceBatch, TraceSession
+from traces.models import BatchProcessor, IngestRejection, Span, TraceBatch, TraceSession
 
 from .harness_fixtures import wait_for
 from .otlp_builders import body, span
@@ -66,15 +66,17 @@ def test_an_outcome_reported_right_after_sending_finds_its_session(api, deferred
     assert api.post("/api/v1/outcomes", {"session_id": "never-sent", "outcome": "fail"}, format="json").status_code == 404
 
 
-def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, monkeypatch):
+def test_when_the_workers_fall_behind_ingest_pushes_back(api, deferred, settings, monkeypatch):
     from datetime import timedelta
 
     from django.utils import timezone
 
     from traces import backlog
 
+    settings.TRACE_INGEST_MAX_LAG_SECONDS = 1.5
     monkeypatch.setattr(backlog, "LOOK_SECONDS", 0)
     post(api, body([span("old")]))
+    # No processor has published a rate: the oldest batch's age is the lag.
     TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=5))
     refused = post(api, body([span("new")]))
     # 5 s behind against a limit of 1.5: come back in the 3.5 s it takes to catch up.
@@ -88,7 +90,8 @@ def test_a_request_just_past_the_limit_waits_for_storage_to_catch_up_instead_of_
     from traces import backlog
 
     settings.TRACE_INGEST_MAX_LAG_SECONDS, settings.TRACE_INGEST_HOLD_SECONDS = 1.5, 0.2
-    # The processors storing meanwhile: each look finds less waiting.
+    monkeypatch.setattr(backlog, "LOOK_SECONDS", 0.1)
+    # The processors storing meanwhile: each look (0.1 s, then 0.05 s later) finds less waiting.
     lags = iter([1.62, 1.55, 1.4])
     monkeypatch.setattr(backlog, "current_lag", lambda: next(lags))
     started = time.monotonic()
@@ -154,67 +157,49 @@ def _waiting_batches(project, count, spans_each):
     ]
 
 
-def test_the_lag_counts_the_queue_ahead_at_the_rate_batches_leave(project):
-    from traces.backlog import Backlog
+def _processor(name, rate, seconds_ago=0.0):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return BatchProcessor.objects.create(name=name, spans_per_second=rate, seen_at=timezone.now() - timedelta(seconds=seconds_ago))
+
+
+def test_the_lag_counts_the_queue_ahead_at_the_rate_the_live_processors_store(project):
+    from traces.backlog import STALE_SECONDS, Backlog
 
     clock = FakeClock()
     backlog = Backlog(clock)
-    ids = _waiting_batches(project, 10, 1000)
-    # Nothing seen stored yet: only the oldest batch's age tells (none here).
-    assert backlog.lag() == 0
-    # The processors store 1 of the 10 in half a second, with the rest still
-    # waiting: 9,000 spans at 2,000 a second is a 4.5 s wait for a new batch,
-    # though the oldest waiting batch is only half a second old.
-    TraceBatch.objects.filter(pk__in=ids[:1]).delete()
-    clock.now += 0.5
-    assert backlog.lag() == pytest.approx(4.5)
-    # Faster now: 7 more in the next half second. 2,000 spans at 8,000 spans
-    # over 1 s watched is 0.25 s.
-    TraceBatch.objects.filter(pk__in=ids[1:8]).delete()
-    clock.now += 0.5
-    assert backlog.lag() == pytest.approx(2000 / (8000 / 1.0))
-
-
-def test_a_long_stretch_between_looks_gives_no_rate(project):
-    from traces.backlog import MAX_STRETCH_SECONDS, Backlog
-
-    clock = FakeClock()
-    backlog = Backlog(clock)
-    first = _waiting_batches(project, 2, 1000)
-    backlog.lag()
-    # A web worker idle for 2 s: meanwhile the two batches it saw and eight
-    # it never saw were stored. Only the two would count, a fifth of the
-    # real rate, and the wait would read five times too long.
-    TraceBatch.objects.filter(pk__in=first).delete()
-    later = _waiting_batches(project, 3, 1000)
-    clock.now += 2
-    backlog.lag()
-    assert backlog.storing_rate(clock.now) is None
-    # Short stretches count again.
-    TraceBatch.objects.filter(pk=later[0]).delete()
-    clock.now += MAX_STRETCH_SECONDS
-    assert backlog.storing_rate(clock.now) is None  # (not looked yet)
-    assert backlog.lag() == pytest.approx(2000 / (1000 / MAX_STRETCH_SECONDS))
-
-
-def test_a_rate_is_taken_only_from_stretches_the_processors_were_busy(project):
-    from traces.backlog import Backlog
-
-    clock = FakeClock()
-    backlog = Backlog(clock)
-    # A small batch, stored at once: the queue ran dry, so the 0.4 s since
-    # the last look (a short stretch, which would otherwise count) say
-    # nothing of how fast the processors store.
-    [small] = _waiting_batches(project, 1, 1)
-    backlog.lag()
-    TraceBatch.objects.filter(pk=small).delete()
-    clock.now += 0.4
-    backlog.lag()
-    assert backlog.storing_rate(clock.now) is None
-    # Then a big batch arrives: it is not refused for a 1 span per 0.4 s "rate".
-    _waiting_batches(project, 1, 1000)
+    _waiting_batches(project, 10, 1000)
+    # Two processors storing 6,000 and 2,000 spans a second: 10,000 spans
+    # waiting are a 1.25 s wait for a batch accepted now, though the oldest
+    # waiting batch is brand new. One that stopped answering (killed) stores
+    # nothing, whatever rate it last published.
+    _processor("web-1:11", 6000)
+    _processor("web-1:12", 2000)
+    _processor("gone:13", 50_000, seconds_ago=STALE_SECONDS + 1)
+    assert backlog.lag() == pytest.approx(1.25)
+    # The view is kept for a tenth of a second, then looked at again.
+    BatchProcessor.objects.filter(name="web-1:12").update(spans_per_second=14_000)
+    assert backlog.lag() == pytest.approx(1.25)
     clock.now += 0.2
-    assert backlog.lag() == 0
+    assert backlog.lag() == pytest.approx(0.5)
+
+
+def test_a_draining_queue_is_not_judged_by_the_age_of_its_front(project):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.backlog import Backlog
+
+    backlog = Backlog(FakeClock())
+    # The front batch waited 1.6 s behind a burst, now stored; 16,000 spans
+    # are left, at 20,000 a second: a batch accepted now waits 0.8 s.
+    _waiting_batches(project, 16, 1000)
+    TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=1.6))
+    _processor("web-1:11", 20_000)
+    assert backlog.lag() == pytest.approx(0.8)
 
 
 def test_stopped_processors_leave_the_age_to_decide(project):
@@ -224,16 +209,50 @@ def test_stopped_processors_leave_the_age_to_decide(project):
 
     from traces.backlog import Backlog
 
-    clock = FakeClock()
-    backlog = Backlog(clock)
+    backlog = Backlog(FakeClock())
     _waiting_batches(project, 3, 1000)
     TraceBatch.objects.update(received_at=timezone.now() - timedelta(seconds=7))
-    backlog.lag()
-    clock.now += 1
-    # A second with batches waiting and none stored: no rate to divide by,
-    # and the oldest batch has waited 7 s.
-    assert backlog.storing_rate(clock.now) is None
+    # No processor has published a rate: nothing to divide by, and the
+    # oldest batch has waited 7 s.
+    _processor("starting:1", None)
     assert backlog.lag() == pytest.approx(7, abs=0.5)
+
+
+def test_a_processor_publishes_its_rate_over_its_recent_batches(db):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from traces.backlog import PUBLISH_SECONDS, RATE_WINDOW_SECONDS, Meter
+
+    clock = FakeClock()
+    meter = Meter("worker-7:99", clock)
+    _processor("killed-yesterday:1", 9000, seconds_ago=24 * 3600)
+    _processor("killed-just-now:2", 9000, seconds_ago=10)
+    # Its first batch: published at once. Rows of processors killed long ago
+    # are cleared; a recent one is left to go stale.
+    meter.stored(1000, 0.1)
+    assert dict(BatchProcessor.objects.values_list("name", "spans_per_second")) == {"killed-just-now:2": 9000, "worker-7:99": 10_000}
+    # Storing is timed, not the gaps between: 2,000 spans in 0.4 s of work,
+    # published once the last publication is PUBLISH_SECONDS old.
+    clock.now += 0.1
+    meter.stored(1000, 0.3)
+    assert BatchProcessor.objects.get(name="worker-7:99").spans_per_second == 10_000
+    clock.now += PUBLISH_SECONDS
+    meter.stored(0, 0.0)
+    assert BatchProcessor.objects.get(name="worker-7:99").spans_per_second == pytest.approx(5000)
+    # Batches past the window no longer count: it is as fast as it is now.
+    clock.now += RATE_WINDOW_SECONDS
+    meter.stored(3000, 0.1)
+    assert BatchProcessor.objects.get(name="worker-7:99").spans_per_second == pytest.approx(30_000)
+    # Idle, it still says it is alive, with its last rate.
+    BatchProcessor.objects.filter(name="worker-7:99").update(seen_at=timezone.now() - timedelta(seconds=3))
+    clock.now += 1
+    meter.publish()
+    row = BatchProcessor.objects.get(name="worker-7:99")
+    assert row.spans_per_second == pytest.approx(30_000) and (timezone.now() - row.seen_at).total_seconds() < 1
+    meter.retire()
+    assert not BatchProcessor.objects.filter(name="worker-7:99").exists()
 
 
 @pytest.mark.parametrize(
@@ -480,11 +499,15 @@ def test_two_workers_share_the_batches_and_store_each_once(api, subprocess_env, 
     workers = [_start_worker(subprocess_env) for _ in range(2)]
     try:
         wait_for(lambda: not TraceBatch.objects.exists(), timeout=60)
+        # Each says it is alive, and how fast they store together (ingest's push-back divides by it).
+        wait_for(lambda: BatchProcessor.objects.count() == 2, timeout=30)
+        assert BatchProcessor.objects.filter(spans_per_second__gt=0).exists()
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
         assert [worker.wait(15) for worker in workers] == [0, 0]
     assert Span.objects.count() == 600
+    assert not BatchProcessor.objects.exists()  # stopped, they are no longer counted on
     assert sorted(TraceSession.objects.values_list("span_count", flat=True)) == [200, 200, 200]
 
 

@@ -1,8 +1,10 @@
 from django.contrib import admin
+from django.utils import timezone
 
 from belvedir.core.models import Project
 
-from .models import IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
+from .backlog import STALE_SECONDS
+from .models import BatchProcessor, IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
 from .otlp import TRACE_ID
 
 
@@ -70,6 +72,23 @@ class TraceBatchAdmin(admin.ModelAdmin):
     list_select_related = ["project"]
     exclude = ["body"]
     show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(BatchProcessor)
+class BatchProcessorAdmin(admin.ModelAdmin):
+    """The running `process_trace_batches`: none live while batches wait means nothing is storing them."""
+
+    list_display = ["name", "live", "spans_per_second", "seen_at"]
+
+    @admin.display(boolean=True, description=f"Seen in the last {STALE_SECONDS:g} s")
+    def live(self, obj):
+        return (timezone.now() - obj.seen_at).total_seconds() <= STALE_SECONDS
 
     def has_add_permission(self, request):
         return False

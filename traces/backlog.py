@@ -1,98 +1,130 @@
-"""How far trace storage is behind, as one web process sees it: ingest answers 503 past a limit.
+"""How far trace storage is behind: ingest answers 503 past a limit.
 
-A batch accepted now is readable once every batch ahead of it is stored.
-The oldest waiting batch's age alone does not say when that is: it tells how
-long the queue has been there, not how long it takes to drain. With 4
-clients sending back to back and the cap on that age at 1.5 s, spans became
-readable 3.5 s after their answer at p99 (bench/ingest.py). So each web
-process also watches batches leave the table between its looks and keeps
-the recent storing rate; the spans waiting over that rate is the wait a
-batch accepted now would see. The larger of the two is the lag.
+A batch accepted now is readable once every batch ahead of it is stored:
+the lag is the spans waiting over the rate the processors store them at.
+The oldest waiting batch's age does not say it. It tells how long the
+queue has been there, not how long it takes to drain: with the cap on that
+age at 1.5 s and 4 clients sending back to back, spans became readable 3.5 s
+after their answer at p99 (bench/ingest.py). Nor is it a floor: a queue
+draining after a burst has an old front and a short wait behind it (half
+the refusals at 4 clients were of a 0.9 s wait for a 1.6 s-old front). The
+age decides only while no processor has published a rate.
+
+Each processor measures its own rate and publishes it (`Meter`, a
+`BatchProcessor` row): only a processor knows how long it worked. Web
+processes once inferred the rate from batches leaving the table between
+their looks, and with fewer batches waiting than processors, an idle
+processor looked like a slow one: logged at each refusal at 4 clients, the
+rate read 2,000-10,000 spans/s against the real 16,000-18,000, and clients
+were refused with the processors half idle (bench/ingest.py).
 """
 
+import os
+import socket
 import threading
 import time
 from collections import deque
+from datetime import timedelta
 
+from django.db.models import Sum
+from django.db.models.functions import Now
 from django.utils import timezone
 
-from .models import TraceBatch
+from .models import BatchProcessor, TraceBatch
 
 # How long a web process trusts its last look at the table.
-LOOK_SECONDS = 0.1
-# Storing rate over this recent window: long enough to hold many batches,
-# short enough to follow processors that slow down under a burst.
-RATE_WINDOW_SECONDS = 3.0
-# A look counts towards the rate only this soon after the last one. A batch
-# accepted after the last look and stored before this one is never seen
-# leaving: over a longer stretch (a web worker the others left idle for
-# seconds) the rate came out at half the processors' (6,000-11,000 spans/s
-# against 14,000-16,000, bench/ingest.py at 4 clients), the wait twice the
-# real one, and clients were refused while the processors ran dry. Within
-# this, with the backlog anywhere near its limit, no batch comes and goes
-# unseen.
-MAX_STRETCH_SECONDS = 0.5
+LOOK_SECONDS = 0.02
 # Batches looked at per look. Past this many waiting, storage is far behind
 # and the oldest batch's age says so on its own.
 LOOK_LIMIT = 500
+# A processor's rate over its batches of this recent window: long enough to
+# hold many batches, short enough to follow a processor slowed by a burst.
+RATE_WINDOW_SECONDS = 3.0
+# How often a processor refreshes its row: while storing, and while idle.
+PUBLISH_SECONDS = 0.5
+IDLE_PUBLISH_SECONDS = 1.0
+# A row this old belongs to a processor that has stopped; one this old is deleted.
+STALE_SECONDS = 5.0
+FORGET_AFTER = timedelta(hours=1)
 
 
 class Backlog:
-    """One process's view of the waiting batches, refreshed at most every LOOK_SECONDS."""
+    """One web process's view of the waiting batches, refreshed at most every LOOK_SECONDS."""
 
     def __init__(self, clock=time.monotonic):
         self.clock = clock
         self.looked_at = float("-inf")
-        self.waiting: dict[int, int] = {}  # batch id -> span count
+        self.waiting_spans = 0
         self.oldest_received_at = None
-        # (when, spans seen stored, seconds watched) per look after a busy stretch.
-        self.samples: deque[tuple[float, int, float]] = deque()
+        self.rate = None
 
     def lag(self) -> float:
         """Seconds a batch accepted now would wait before it is stored (0 when nothing waits)."""
         now = self.clock()
         if now - self.looked_at > LOOK_SECONDS:
-            self.look(now)
+            self.look()
+            self.looked_at = now
         if self.oldest_received_at is None:
             return 0.0
-        age = (timezone.now() - self.oldest_received_at).total_seconds()
-        rate = self.storing_rate(now)
-        queue_wait = sum(self.waiting.values()) / rate if rate else 0.0
-        return max(age, queue_wait)
+        if self.rate:
+            return self.waiting_spans / self.rate
+        # No processor running, or none has stored yet: only the age tells.
+        return (timezone.now() - self.oldest_received_at).total_seconds()
 
-    def look(self, now: float):
-        rows = list(TraceBatch.objects.order_by("pk").values_list("pk", "span_count", "received_at")[:LOOK_LIMIT])
-        current = {pk: spans for pk, spans, _ in rows}
-        # A batch past the last row this look could see may still be waiting.
-        horizon = rows[-1][0] if len(rows) == LOOK_LIMIT else float("inf")
-        # A rate only from a stretch the processors spent busy: a batch that
-        # waited at the last look still waits, so the queue never ran dry.
-        # Otherwise the stretch includes idle time (a few small batches each
-        # stored at once), and its rate would understate the processors.
-        watched = now - self.looked_at
-        if watched <= MAX_STRETCH_SECONDS and any(pk in current for pk in self.waiting):
-            gone = sum(spans for pk, spans in self.waiting.items() if pk not in current and pk <= horizon)
-            self.samples.append((now, gone, watched))
-        self.waiting = current
-        self.oldest_received_at = rows[0][2] if rows else None
-        self.looked_at = now
-
-    def storing_rate(self, now: float) -> float | None:
-        """Spans per second stored while batches waited, over the recent window; None when none was seen stored."""
-        while self.samples and now - self.samples[0][0] > RATE_WINDOW_SECONDS:
-            self.samples.popleft()
-        stored = sum(spans for _, spans, _ in self.samples)
-        # None, not 0: processors that stored nothing lately (stopped, or on
-        # one huge batch) leave the oldest batch's age to tell.
-        return stored / sum(watched for _, _, watched in self.samples) if stored else None
+    def look(self):
+        rows = list(TraceBatch.objects.order_by("pk").values_list("span_count", "received_at")[:LOOK_LIMIT])
+        self.waiting_spans = sum(spans for spans, _ in rows)
+        self.oldest_received_at = rows[0][1] if rows else None
+        # The database's clock, the one the rows were stamped with: a web
+        # machine's clock may be off from the processors'.
+        live = BatchProcessor.objects.filter(seen_at__gte=Now() - timedelta(seconds=STALE_SECONDS))
+        self.rate = live.aggregate(rate=Sum("spans_per_second"))["rate"]
 
 
 _backlog = Backlog()
 # gunicorn's sync workers ask one at a time; a threaded server (runserver,
-# tests' live server) would otherwise look and prune from several threads at once.
+# tests' live server) would otherwise look from several threads at once.
 _lock = threading.Lock()
 
 
 def current_lag() -> float:
     with _lock:
         return _backlog.lag()
+
+
+class Meter:
+    """One processor's storing rate over its recent batches, published as its `BatchProcessor` row."""
+
+    def __init__(self, name: str | None = None, clock=time.monotonic):
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.clock = clock
+        self.passes: deque[tuple[float, int, float]] = deque()  # (when, spans, seconds)
+        # The last rate measured: an idle processor stores about as fast as it last did.
+        self.rate = None
+        self.published_at = float("-inf")
+
+    def stored(self, spans: int, seconds: float):
+        """Note a pass that stored `spans` in `seconds` (claim to commit), and publish when due."""
+        now = self.clock()
+        self.passes.append((now, spans, seconds))
+        while now - self.passes[0][0] > RATE_WINDOW_SECONDS:
+            self.passes.popleft()
+        busy = sum(seconds for _, _, seconds in self.passes)
+        if busy > 0:
+            self.rate = sum(spans for _, spans, _ in self.passes) / busy
+        self.publish(PUBLISH_SECONDS)
+
+    def publish(self, every: float = IDLE_PUBLISH_SECONDS):
+        """Refresh this processor's row if it is `every` seconds old (idle: that it is alive)."""
+        now = self.clock()
+        if self.published_at == float("-inf"):
+            # Processors killed (never retired) leave rows behind: the first to start after clears them.
+            BatchProcessor.objects.filter(seen_at__lt=Now() - FORGET_AFTER).delete()
+        if now - self.published_at >= every:
+            fields = {"spans_per_second": self.rate, "seen_at": Now()}
+            if not BatchProcessor.objects.filter(name=self.name).update(**fields):
+                BatchProcessor.objects.create(name=self.name, **fields)
+            self.published_at = now
+
+    def retire(self):
+        BatchProcessor.objects.filter(name=self.name).delete()

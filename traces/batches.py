@@ -77,11 +77,18 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
     return batch_id
 
 
-def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None) -> int:
-    """Store up to `limit` waiting batches (or just those in `only`); returns how many it took."""
+def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None, meter: backlog.Meter | None = None) -> int:
+    """Store up to `limit` waiting batches (or just those in `only`); returns how many it took.
+
+    `meter`: a processor's, told how many spans the pass stored and how long it took.
+    """
     for _ in range(4):
         try:
-            return _process(limit, only)
+            started = time.monotonic()
+            batches = _process(limit, only)
+            if meter and batches:
+                meter.stored(sum(batch.span_count for batch in batches), time.monotonic() - started)
+            return len(batches)
         except _NeedPartitions as need:
             # Made outside the claiming transaction, which let its batches go.
             partitions.ensure_months(need.months)
@@ -94,22 +101,22 @@ def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None
     return 0  # partitions keep vanishing under us (retention running): the next pass tries again
 
 
-def drain(stop=None) -> int:
+def drain(stop=None, meter: backlog.Meter | None = None) -> int:
     """Every waiting batch, pass after pass, unless `stop` (an Event) is set."""
     total = 0
     while not (stop and stop.is_set()):
-        done = process_pending()
+        done = process_pending(meter=meter)
         total += done
         if done < BATCHES_PER_PASS:
             break
     return total
 
 
-def _process(limit: int, only: list[int] | None) -> int:
+def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
     with transaction.atomic(), collector_paused():
         batches = _claim(limit, only)
         if not batches:
-            return 0
+            return []
         if connection.vendor == "postgresql":
             _fetch_bodies(batches)
             # Not waiting for this commit's WAL flush is safe: the batch was
@@ -129,7 +136,7 @@ def _process(limit: int, only: list[int] | None) -> int:
             if stored < batch.span_count:
                 _record_rejection(batch, batch.span_count - stored, reasons)
         TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
-    return len(batches)
+    return batches
 
 
 def _claim(limit: int, only: list[int] | None) -> list[TraceBatch]:

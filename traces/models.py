@@ -203,6 +203,26 @@ class TraceBatch(models.Model):
         return f"batch {self.pk} ({self.span_count} spans)"
 
 
+class BatchProcessor(models.Model):
+    """A running `manage.py process_trace_batches`, and how fast it has lately stored spans.
+
+    Ingest's push-back (traces/backlog.py) divides the spans waiting by the
+    sum of these rates. A processor refreshes its row every fraction of a
+    second while it works and every second while idle; one that stopped
+    answering (killed, or its machine gone) is left out once its row is stale.
+    """
+
+    name = models.CharField(max_length=255, unique=True, help_text="Host and process id.")
+    spans_per_second = models.FloatField(null=True, help_text="While it had batches to store, over its recent ones; empty before its first.")
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
 class IngestRejection(models.Model):
     """Spans an accepted batch turned out to hold that could not be stored.
 

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import DatabaseError, close_old_connections
 
+from traces.backlog import Meter
 from traces.batches import drain, wait_for_batches
 
 logger = logging.getLogger(__name__)
@@ -43,13 +44,25 @@ class Command(BaseCommand):
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, on_signal)
-        self.stdout.write(f"Storing trace batches, looking every {every:g} s when idle.", ending="\n")
+        # This processor's storing rate, for ingest's push-back (traces/backlog.py).
+        meter = Meter()
+        self.stdout.write(f"Storing trace batches as {meter.name}, looking every {every:g} s when idle.", ending="\n")
         self.stdout.flush()
+        try:
+            self.loop(stop, idle, every, meter)
+        finally:
+            try:
+                meter.retire()
+            except DatabaseError:
+                pass  # the database is gone: the row goes stale on its own
+
+    def loop(self, stop, idle, every, meter):
         while not stop.is_set():
             close_old_connections()
             try:
-                if drain(stop=stop):
+                if drain(stop=stop, meter=meter):
                     continue
+                meter.publish()  # idle, and alive
                 idle.set()
                 try:
                     if not stop.is_set():
