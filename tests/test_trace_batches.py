@@ -48,6 +48,23 @@ def test_it_answers_once_the_batch_is_kept_and_a_worker_stores_the_spans(api, pr
     assert process_pending() == 0
 
 
+def test_storing_a_batch_leaves_the_garbage_collector_nothing_to_walk(api, deferred):
+    import gc
+
+    post(api, body([span(f"s{i}", session_id=f"chat-{i % 20}", attributes={"gen_ai.prompt.0.content": "hi " * 50}) for i in range(1000)]))
+    collections = []
+    gc.collect()  # from a clean slate: what follows is the pass's own doing
+    gc.callbacks.append(collect := lambda phase, info: phase == "start" and collections.append(info["generation"]))
+    try:
+        assert process_pending() == 1
+    finally:
+        gc.callbacks.remove(collect)
+    # Its ~100,000 dicts and lists are freed before the collector is back
+    # on: re-enabled while they lived, it walked them all, and the whole
+    # process every few passes.
+    assert Span.objects.count() == 1000 and collections == []
+
+
 def test_a_batch_sent_twice_is_stored_once(api, deferred):
     payload = body([span("x", session_id="s"), span("y", session_id="s")])
     post(api, payload)

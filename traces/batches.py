@@ -85,7 +85,13 @@ def process_pending(limit: int = BATCHES_PER_PASS, only: list[int] | None = None
     for _ in range(4):
         try:
             started = time.monotonic()
-            batches = _process(limit, only)
+            # Around the call, not inside it: the collector must stay off
+            # until the pass's parsed spans (~100,000 dicts and lists) are
+            # freed with its frame. Re-enabled while they were alive, at the
+            # commit, it ran over all of them and a full collection over
+            # the whole process every few passes: 6.5 ms of a pass's 79 ms.
+            with collector_paused():
+                batches = _process(limit, only)
             if meter and batches:
                 meter.stored(sum(batch.span_count for batch in batches), time.monotonic() - started)
             return len(batches)
@@ -113,7 +119,7 @@ def drain(stop=None, meter: backlog.Meter | None = None) -> int:
 
 
 def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
-    with transaction.atomic(), collector_paused():
+    with transaction.atomic():
         batches = _claim(limit, only)
         if not batches:
             return []
