@@ -32,8 +32,10 @@ from django.utils import timezone
 
 from .models import BatchProcessor, TraceBatch
 
-# How long a web process trusts its last look at the table.
-LOOK_SECONDS = 0.02
+# How long a web process trusts its last look at the table. Several
+# processes on views this old may each let a request in past the limit;
+# looking more often costs every held request a look (two queries) each time.
+LOOK_SECONDS = 0.05
 # Batches looked at per look. Past this many waiting, storage is far behind
 # and the oldest batch's age says so on its own.
 LOOK_LIMIT = 500
