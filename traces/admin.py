@@ -85,6 +85,8 @@ class BatchProcessorAdmin(admin.ModelAdmin):
     """The running `process_trace_batches`: none live while batches wait means nothing is storing them."""
 
     list_display = ["name", "live", "spans_per_second", "seen_at"]
+    search_fields = ["name"]
+    search_help_text = "A host name, or host:pid."
 
     @admin.display(boolean=True, description=f"Seen in the last {STALE_SECONDS:g} s")
     def live(self, obj):
