@@ -9,9 +9,9 @@ every span landed in the table, and prints:
 - stored spans per second: until the last span is readable (end to end);
 - freshness: from a request's answer to its spans being readable, p50/p99,
   watched by a thread polling the span table every 20 ms.
-In the same run, before the platform's turn and after it, it parses the same
-bodies and COPYs the rows straight into a PostgreSQL table itself: the
-ceiling the platform is measured against (the mean of the two).
+In the same run, before each client count's turn and after it, it parses
+the same bodies and COPYs the rows straight into a PostgreSQL table itself:
+the ceiling each turn is measured against (the mean of the runs beside it).
 
 Usage: .venv/bin/python bench/ingest.py [--requests 200] [--clients 4] [--processors N]
 Needs PostgreSQL on 127.0.0.1:5432 (trust or BENCH_DATABASE_ADMIN_URL); it
@@ -170,9 +170,11 @@ def main():
         # Warm-up on a body that is not counted.
         requests.post(url, data=make_body(10_000, args.spans), headers=headers, timeout=60).raise_for_status()
         wait_stored(env["DATABASE_URL"], args.spans)
-        # The baseline before the platform's turn and after it: this machine's
-        # speed drifts within minutes (other people's work on the same host),
-        # and a ratio against one end of the run swung by a quarter.
+        # The baseline before each client count's turn and after it, and each
+        # turn measured against the two beside it: this machine's speed drifts
+        # within minutes (other people's work on the same host). A ratio
+        # against one end of the run swung by a quarter, and one against the
+        # ends of both turns by 15 %.
         baselines = [direct_copy(bodies[1])]
         results = {}
         stored_before = count_spans(env["DATABASE_URL"])
@@ -188,6 +190,8 @@ def main():
             assert stored - stored_before == args.requests * args.spans, f"{stored - stored_before} spans stored, {args.requests * args.spans} sent"
             stored_before = stored
             results[clients] = (wall, latencies, refused, stored_wall, watcher.freshness(), cpu)
+            wait_for_autovacuum(env["DATABASE_URL"])
+            baselines.append(direct_copy(bodies[1]))
         for process in processors:
             process.terminate()
             process.wait(20)
@@ -199,16 +203,16 @@ def main():
             process.wait(20)
 
     total = args.requests * args.spans
-    baselines.append(direct_copy(bodies[1]))
-    baseline_rate = total / (sum(baselines) / len(baselines))
     print(
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; gunicorn {workers} workers, {args.processors} batch processors; {args.requests} requests x "
         f"{args.spans} spans of ~{span_bytes:.0f} B per client count, every span counted in the table after"
     )
-    for clients, (wall, latencies, refused, stored_wall, freshness, cpu) in results.items():
+    for n, (clients, (wall, latencies, refused, stored_wall, freshness, cpu)) in enumerate(results.items()):
         rate, stored_rate = total / wall, total / stored_wall
+        # This turn's baseline: the runs just before it and just after it.
+        baseline_rate = total / ((baselines[n] + baselines[n + 1]) / 2)
         print(
-            f"platform, {clients} client(s): accepted {rate:7,.0f} spans/s ({rate / baseline_rate:.2f} x baseline), "
+            f"platform, {clients} client(s), against a baseline of {baseline_rate:,.0f} spans/s: accepted {rate:7,.0f} spans/s ({rate / baseline_rate:.2f} x baseline), "
             f"p50 {percentile(latencies, 0.5) * 1000:4.0f} ms, p99 {percentile(latencies, 0.99) * 1000:4.0f} ms per request "
             f"({refused} of {len(latencies)} answered 503 + Retry-After and sent again); "
             f"stored {stored_rate:7,.0f} spans/s ({stored_rate / baseline_rate:.2f} x); "
@@ -218,12 +222,16 @@ def main():
             "  CPU per 1,000-span request, ms: "
             + ", ".join(f"{part} {seconds * 1000 / args.requests * 1000 / args.spans:.0f}" for part, seconds in cpu.items())
         )
+    mean_rate = total / (sum(baselines) / len(baselines))
     print(
         f"processing capacity: {args.processors} processors drained a backlog of {DRAIN_BATCHES} batches at {drain_rate:7,.0f} spans/s "
-        f"({drain_rate / baseline_rate:.2f} x baseline), no requests arriving"
+        f"({drain_rate / mean_rate:.2f} x the mean baseline), no requests arriving"
     )
-    before, after = (total / seconds for seconds in baselines)
-    print(f"baseline (parse + COPY in this script, 1 connection): {baseline_rate:7,.0f} spans/s ({before:,.0f} before the platform's turn, {after:,.0f} after)")
+    print(
+        f"baseline (parse + COPY in this script, 1 connection): {mean_rate:7,.0f} spans/s on average; "
+        + ", then ".join(f"{total / seconds:,.0f}" for seconds in baselines)
+        + " (before the first turn, then after each)"
+    )
     print("targets: p99 < 300 ms per 1,000-span request; throughput >= 0.9 x baseline; spans readable < 2 s after the answer at p99")
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
@@ -288,6 +296,15 @@ def processing_capacity(env, args, first_batch) -> float:
 def percentile(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def wait_for_autovacuum(database_url, timeout=30):
+    """Let autovacuum finish with the platform's new rows: a baseline run beside it would pay for it."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        busy = "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND datname = current_database()"
+        while conn.execute(busy).fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def wait_stored(database_url, count, timeout=120):
