@@ -36,8 +36,8 @@ from .models import BatchProcessor, TraceBatch
 # processes on views this old may each let a request in past the limit;
 # looking more often costs every held request a look (two queries) each time.
 LOOK_SECONDS = 0.05
-# Batches looked at per look. Past this many waiting, storage is far behind
-# and the oldest batch's age says so on its own.
+# Batches looked at per look. Past this many waiting, storage is far behind:
+# the spans of these alone put the wait past any sensible limit.
 LOOK_LIMIT = 500
 # A processor's rate over its batches of this recent window: long enough to
 # hold many batches, short enough to follow a processor slowed by a burst.
