@@ -307,3 +307,32 @@ def test_malformed_message_json_keeps_the_attribute_and_yields_no_messages():
     row = extract(span)
     assert (row["prompt"], row["completion"]) == ([], [])
     assert row["attributes"]["gen_ai.input.messages"] == "[{not json"
+
+
+def test_where_keys_go_is_the_same_from_the_cache_and_after_it_is_cleared(monkeypatch):
+    from traces import messages
+
+    attributes = {
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "hi",
+        "gen_ai.prompt.x.content": "not indexed",  # a special prefix, but neither
+        "gen_ai.completion.0.content": "hello",
+        "traceloop.association.properties.tenant": "acme",
+        "http.method": "POST",
+    }
+    expected = (
+        [user("hi")],
+        [{"content": "hello"}],
+        {"gen_ai.prompt.x.content": "not indexed", "traceloop.association.properties.tenant": "acme", "http.method": "POST"},
+        {"tenant": "acme"},
+    )
+    messages._PLACES.clear()
+    first = messages.split(dict(attributes), [])
+    assert set(attributes) <= set(messages._PLACES), "every key is remembered, those that are neither too"
+    # From the cache, and with a cache so small that it is cleared on the way.
+    second = messages.split(dict(attributes), [])
+    monkeypatch.setattr(messages, "MAX_PLACES", 2)
+    messages._PLACES.clear()
+    third = messages.split(dict(attributes), [])
+    assert len(messages._PLACES) <= 2
+    assert first == second == third == expected
