@@ -285,6 +285,13 @@ def test_a_processor_publishes_its_rate_over_its_recent_batches(db):
         [span("fine"), {**span("past int64"), "endTimeUnixNano": str(2**63)}],
         [{**span("null parent"), "parentSpanId": None}, {**span("newline"), "spanId": "ab" * 8 + "\n"}],
         [span("fine"), {**span("snake parent"), "parent_span_id": "xyz"}],
+        # The right lengths, but not hex:
+        [
+            span("fine"),
+            {**span("g"), "traceId": "g" * 32},
+            {**span("accented parent"), "parentSpanId": "é" * 16},
+            {**span("space"), "spanId": "ab cd ef 01 23 4"},
+        ],
     ],
 )
 def test_the_requests_check_counts_what_the_full_parse_keeps(spans):
@@ -302,6 +309,7 @@ def test_a_body_of_well_formed_spans_is_counted_without_building_them():
     assert otlp._all_valid_count(body([span(f"s{i}") for i in range(3)])) == 3
     # Anything else goes the full path, which words the answer.
     assert otlp._all_valid_count(body([span("a"), {**span("zeros"), "spanId": "0" * 16}])) is None
+    assert otlp._all_valid_count(body([span("a"), {**span("not hex"), "parentSpanId": "0123456789abcdeg"}])) is None
     assert otlp._all_valid_count(json.dumps({"resource_spans": []}).encode()) is None
 
 

@@ -10,12 +10,11 @@ import json
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 import orjson
 from google.protobuf.message import DecodeError
-from msgspec import Meta
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 
 MAX_BODY_BYTES = 5 * 1024 * 1024
@@ -121,21 +120,22 @@ def check(body: bytes, content_type: str) -> Checked:
 
 
 # The fast path of `check` for JSON: msgspec decodes a body of well-formed
-# spans into these shapes and validates their ids in C, skipping everything
-# else (attributes, events: most of the body) without building it. Any body
-# it does not take whole (snake_case keys, a bad span, a null) goes the full
-# path, so that every answer but "all N spans accepted" comes from one place.
-_HEX_ID = {32: Meta(pattern=r"^[0-9a-fA-F]{32}\Z"), 16: Meta(pattern=r"^[0-9a-fA-F]{16}\Z")}
-_EMPTY_OR_SPAN_ID = Meta(pattern=r"^([0-9a-fA-F]{16})?\Z")
+# spans into these shapes in C, skipping everything else (attributes,
+# events: most of the body) without building it. Any body it does not take
+# whole (snake_case keys, a bad span, a null) goes the full path, so that
+# every answer but "all N spans accepted" comes from one place.
 
 
 class _CheckedSpan(msgspec.Struct):
-    traceId: Annotated[str, _HEX_ID[32]]
-    spanId: Annotated[str, _HEX_ID[16]]
+    # Ids are checked after decoding, all at once (`_all_valid_count`): a
+    # msgspec pattern runs Python's `re` once per id, 3,000 calls per
+    # request, which were half of what this check cost.
+    traceId: str
+    spanId: str
     startTimeUnixNano: int | str
     endTimeUnixNano: int | str
     name: str = ""
-    parentSpanId: Annotated[str, _EMPTY_OR_SPAN_ID] = ""
+    parentSpanId: str = ""
     # The full path reads snake_case where camelCase is absent: a span with
     # either goes there (a bad parent_span_id beside no parentSpanId is a
     # rejection this path would not see).
@@ -161,6 +161,7 @@ class _CheckedRequest(msgspec.Struct):
 
 
 _checked_decoder = msgspec.json.Decoder(_CheckedRequest)
+_HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
 _ZERO_IDS = {"0" * 32, "0" * 16}
 _NO_SNAKE_CASE = (msgspec.UNSET,) * 5
 
@@ -184,12 +185,17 @@ def _all_valid_count(body: bytes) -> int | None:
     try:
         for span in spans:
             start, end = int(span.startTimeUnixNano), int(span.endTimeUnixNano)
-            # The rest of `_problem`'s rules, which the patterns above do not cover.
+            # `_problem`'s rules, but for the ids' digits (below).
+            if len(span.traceId) != 32 or len(span.spanId) != 16 or len(span.parentSpanId) not in (0, 16):
+                return None
             if span.traceId in _ZERO_IDS or span.spanId in _ZERO_IDS or start <= 0 or end < start or end > MAX_UNIX_NANO:
                 return None
             if (span.parent_span_id, span.trace_id, span.span_id, span.start_time_unix_nano, span.end_time_unix_nano) != _NO_SNAKE_CASE:
                 return None
     except ValueError:
+        return None
+    # Every id's length is right, so they are all hex if their concatenation is.
+    if not _HEX_DIGITS.fullmatch("".join([part for span in spans for part in (span.traceId, span.spanId, span.parentSpanId)])):
         return None
     return len(spans)
 
