@@ -162,6 +162,7 @@ class _CheckedRequest(msgspec.Struct):
 
 _checked_decoder = msgspec.json.Decoder(_CheckedRequest)
 _HEX_DIGITS = re.compile(r"[0-9a-fA-F]*")
+_UNICODE_ESCAPE = re.compile(rb"\\u")
 _ZERO_IDS = {"0" * 32, "0" * 16}
 _NO_SNAKE_CASE = (msgspec.UNSET,) * 5
 
@@ -272,7 +273,10 @@ def _parse_json(body: bytes) -> Parsed:
     # A body of ASCII without escapes (\uXXXX) decodes to strings that need no
     # cleaning (no NUL, no lone surrogates): one look at the bytes here spares
     # a look at each of the ~15,000 keys and values of a 1,000-span request.
-    plain = body.isascii() and b"\\u" not in body and b"\x00" not in body
+    # (A backslash first: one byte is a memchr, ~0.1 ms per 2 MB body; the
+    # two of `\u` cost 3.3 ms as a bytes search, 1.7 as a regex, and only a
+    # body with escapes in it pays for that.)
+    plain = body.isascii() and b"\x00" not in body and (b"\\" not in body or not _UNICODE_ESCAPE.search(body))
     for rs in _json_document(body):
         resource = _json_attributes(_get(_get(rs, "resource", default={}) or {}, "attributes", default=[]))
         for ss in _list(_get(rs, "scopeSpans", "scope_spans", default=[])):
