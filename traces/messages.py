@@ -33,8 +33,6 @@ import orjson
 
 INDEXED_PREFIXES = {"gen_ai.prompt.": "prompt", "gen_ai.completion.": "completion", "llm.prompts.": "prompt", "llm.completions.": "completion"}
 ASSOCIATION_PREFIX = "traceloop.association.properties."
-# One tuple for one `startswith` per new key (`_place`).
-SPECIAL_PREFIXES = (*INDEXED_PREFIXES, ASSOCIATION_PREFIX)
 INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY = "gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"
 EVENT_ROLES = {"gen_ai.system.message": "system", "gen_ai.user.message": "user", "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
@@ -89,9 +87,7 @@ _NEITHER = ("",)
 
 def _place(key: str) -> tuple:
     place: tuple = _NEITHER
-    if not key.startswith(SPECIAL_PREFIXES):
-        pass
-    elif key.startswith(ASSOCIATION_PREFIX):
+    if key.startswith(ASSOCIATION_PREFIX):
         place = ("association", key[len(ASSOCIATION_PREFIX) :][:100])
     else:
         for prefix, side in INDEXED_PREFIXES.items():
