@@ -240,7 +240,7 @@ def test_a_processor_publishes_its_rate_over_its_recent_batches(db):
 
     from django.utils import timezone
 
-    from traces.backlog import PUBLISH_SECONDS, RATE_WINDOW_SECONDS, Meter
+    from traces.backlog import PUBLISH_SECONDS, RATE_MIN_PASSES, RATE_WINDOW_SECONDS, Meter
 
     clock = FakeClock()
     meter = Meter("worker-7:99", clock)
@@ -258,8 +258,12 @@ def test_a_processor_publishes_its_rate_over_its_recent_batches(db):
     clock.now += PUBLISH_SECONDS
     meter.stored(0, 0.0)
     assert BatchProcessor.objects.get(name="worker-7:99").spans_per_second == pytest.approx(5000)
-    # Batches past the window no longer count: it is as fast as it is now.
+    # Batches past the window no longer count once RATE_MIN_PASSES newer ones
+    # do: it is as fast as it is now.
     clock.now += RATE_WINDOW_SECONDS
+    for _ in range(RATE_MIN_PASSES):
+        meter.stored(3000, 0.1)
+    clock.now += PUBLISH_SECONDS
     meter.stored(3000, 0.1)
     assert BatchProcessor.objects.get(name="worker-7:99").spans_per_second == pytest.approx(30_000)
     # Idle, it still says it is alive, with its last rate.
@@ -270,6 +274,24 @@ def test_a_processor_publishes_its_rate_over_its_recent_batches(db):
     assert row.spans_per_second == pytest.approx(30_000) and (timezone.now() - row.seen_at).total_seconds() < 1
     meter.retire()
     assert not BatchProcessor.objects.filter(name="worker-7:99").exists()
+
+
+def test_after_an_idle_spell_the_first_batch_back_does_not_decide_a_processors_rate(db):
+    from traces.backlog import RATE_MIN_PASSES, RATE_WINDOW_SECONDS, Meter
+
+    clock = FakeClock()
+    meter = Meter("worker-8:1", clock)
+    for _ in range(RATE_MIN_PASSES):
+        meter.stored(1000, 0.05)  # 20,000 spans/s
+    # Idle far past the window; then a burst arrives and slows its first batch
+    # to 4,000 spans/s. Alone, that batch would say the queue drains five
+    # times slower than it does, and clients would be sent away for seconds.
+    clock.now += 10 * RATE_WINDOW_SECONDS
+    meter.stored(1000, 0.25)
+    # The oldest pass makes room for it; the other RATE_MIN_PASSES - 1 stay.
+    expected = RATE_MIN_PASSES * 1000 / ((RATE_MIN_PASSES - 1) * 0.05 + 0.25)
+    assert BatchProcessor.objects.get(name="worker-8:1").spans_per_second == pytest.approx(expected)
+    assert expected > 15_000
 
 
 @pytest.mark.parametrize(
