@@ -383,6 +383,21 @@ def test_spans_from_any_month_get_a_partition(api, deferred):
         assert cursor.fetchone()[0] == 3
 
 
+def test_long_prompts_are_compressed_with_lz4_in_this_month_and_in_a_new_one(api, deferred):
+    # Migration 0011: PostgreSQL compresses rows past ~2 KB, and lz4 costs a
+    # third of its default (pglz). This month's partition existed when the
+    # migration ran; 2017's is made on demand and must take the parent's.
+    prompt = " ".join(f"{n:x}: plan the refund for order {n}" for n in range(1500))
+    post(api, body([span("now", user_message=prompt), span("2017", user_message=prompt, start_s=1_500_000_000)]))
+    process_pending()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT tableoid::regclass::text, pg_column_compression(prompt), prompt -> 0 ->> 'content' = %s FROM traces_span", [prompt])
+        stored = sorted(cursor.fetchall())
+    assert [compression for _, compression, _ in stored] == ["lz4", "lz4"]
+    assert all(intact for _, _, intact in stored)
+    assert stored[0][0] == "traces_span_2017_07" and stored[1][0] != stored[0][0]
+
+
 # -- a worker that dies ------------------------------------------------------------
 
 
