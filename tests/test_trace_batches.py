@@ -11,6 +11,7 @@ import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from traces.batches import drain, process_pending
 from traces.models import BatchProcessor, IngestRejection, Span, TraceBatch, TraceSession
@@ -292,6 +293,53 @@ def test_after_an_idle_spell_the_first_batch_back_does_not_decide_a_processors_r
     expected = RATE_MIN_PASSES * 1000 / ((RATE_MIN_PASSES - 1) * 0.05 + 0.25)
     assert BatchProcessor.objects.get(name="worker-8:1").spans_per_second == pytest.approx(expected)
     assert expected > 15_000
+
+
+def test_a_processors_rate_leaves_out_what_each_batch_costs_whatever_its_size(db):
+    from traces.backlog import PUBLISH_SECONDS, SMALL_BATCH_SPANS, Meter
+
+    clock = FakeClock()
+    meter = Meter("worker-9:1", clock)
+    # Batches of a few spans: their time is what any batch costs (6 ms), and
+    # they say nothing yet of how fast spans go.
+    for _ in range(4):
+        meter.stored(SMALL_BATCH_SPANS, 0.006)
+    row = BatchProcessor.objects.get(name="worker-9:1")
+    assert row.seconds_per_batch == pytest.approx(0.006) and row.spans_per_second is None
+    # A 1,000-span batch in 86 ms: 80 ms of it for its spans.
+    clock.now += PUBLISH_SECONDS
+    meter.stored(1000, 0.086)
+    row = BatchProcessor.objects.get(name="worker-9:1")
+    assert row.spans_per_second == pytest.approx(12_500) and row.seconds_per_batch == pytest.approx(0.006)
+
+
+def test_small_batches_do_not_make_a_large_one_look_seconds_away(project):
+    from traces.backlog import Backlog, Meter
+
+    # Two processors that have lately stored only 1-span batches, at 6 ms a
+    # pass. As a rate over whole passes that was 167 spans/s each, and one
+    # 1,000-span batch waiting read as 3 s behind: the next request was
+    # refused with nothing else waiting.
+    for name in ("small-1:1", "small-1:2"):
+        meter = Meter(name, FakeClock())
+        for _ in range(16):
+            meter.stored(1, 0.006)
+    _waiting_batches(project, 1, 1000)
+    # Now it costs them one batch, spread over two (and its spans, at a rate
+    # they will know once they have stored a larger batch).
+    assert Backlog(FakeClock()).lag() == pytest.approx(0.003)
+
+
+def test_the_lag_adds_each_waiting_batchs_own_cost_shared_by_the_processors(project):
+    from traces.backlog import Backlog
+
+    backlog = Backlog(FakeClock())
+    _waiting_batches(project, 40, 100)
+    # 4,000 spans at 10,000 + 10,000 a second, and 40 batches at 10 ms each
+    # (the processors' mean) over two processors.
+    BatchProcessor.objects.create(name="a:1", spans_per_second=10_000, seconds_per_batch=0.008, seen_at=timezone.now())
+    BatchProcessor.objects.create(name="a:2", spans_per_second=10_000, seconds_per_batch=0.012, seen_at=timezone.now())
+    assert backlog.lag() == pytest.approx(4000 / 20_000 + 40 * 0.010 / 2)
 
 
 @pytest.mark.parametrize(

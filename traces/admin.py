@@ -84,7 +84,7 @@ class TraceBatchAdmin(admin.ModelAdmin):
 class BatchProcessorAdmin(admin.ModelAdmin):
     """The running `process_trace_batches`: none live while batches wait means nothing is storing them."""
 
-    list_display = ["name", "live", "spans_per_second", "seen_at"]
+    list_display = ["name", "live", "spans_per_second", "seconds_per_batch", "seen_at"]
     search_fields = ["name"]
     search_help_text = "A host name, or host:pid."
 

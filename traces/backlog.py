@@ -1,14 +1,15 @@
 """How far trace storage is behind: ingest answers 503 past a limit.
 
 A batch accepted now is readable once every batch ahead of it is stored:
-the lag is the spans waiting over the rate the processors store them at.
+the lag is the spans waiting over the rate the processors store them at,
+plus what each waiting batch costs them whatever its size (SMALL_BATCH_SPANS).
 The oldest waiting batch's age does not say it. It tells how long the
 queue has been there, not how long it takes to drain: with the cap on that
 age at 1.5 s and 4 clients sending back to back, spans became readable 3.5 s
 after their answer at p99 (bench/ingest.py). Nor is it a floor: a queue
 draining after a burst has an old front and a short wait behind it (half
 the refusals at 4 clients were of a 0.9 s wait for a 1.6 s-old front). The
-age decides only while no processor has published a rate.
+age decides only while no processor has published a rate or a batch's cost.
 
 Each processor measures its own rate and publishes it (`Meter`, a
 `BatchProcessor` row): only a processor knows how long it worked. Web
@@ -26,7 +27,7 @@ import time
 from collections import deque
 from datetime import timedelta
 
-from django.db.models import Sum
+from django.db.models import Avg, Count, Sum
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -48,6 +49,14 @@ RATE_WINDOW_SECONDS = 3.0
 # ~5,500 spans/s in all against ~19,000, every client was told to come back
 # in 4 s, and the machine sat idle for 3 of them (bench/ingest.py).
 RATE_MIN_PASSES = 16
+# A batch of at most this many spans costs a processor what any batch costs
+# (claiming it, its queries, the commit: ~6 ms of a 1-span pass here, 85 ms
+# for 1,000 spans): its time is taken as the per-batch cost, and the rate is
+# measured on the larger batches with that cost taken off. A rate of spans
+# over whole passes follows the batch size: 158 spans/s for 1-span batches,
+# at which a single 1,000-span batch read as 3 s of backlog and the next
+# request was refused with nothing behind.
+SMALL_BATCH_SPANS = 10
 # How often a processor refreshes its row: while storing, and while idle.
 PUBLISH_SECONDS = 0.5
 IDLE_PUBLISH_SECONDS = 1.0
@@ -63,8 +72,11 @@ class Backlog:
         self.clock = clock
         self.looked_at = float("-inf")
         self.waiting_spans = 0
+        self.waiting_batches = 0
         self.oldest_received_at = None
         self.rate = None
+        self.per_batch = None
+        self.processors = 0
 
     def lag(self) -> float:
         """Seconds a batch accepted now would wait before it is stored (0 when nothing waits)."""
@@ -74,19 +86,24 @@ class Backlog:
             self.looked_at = now
         if self.oldest_received_at is None:
             return 0.0
-        if self.rate:
-            return self.waiting_spans / self.rate
+        if self.rate or self.per_batch:
+            # The processors share the batches: each batch's own cost is
+            # spread over them, as their spans are over their summed rates.
+            spans = self.waiting_spans / self.rate if self.rate else 0.0
+            return spans + self.waiting_batches * (self.per_batch or 0.0) / self.processors
         # No processor running, or none has stored yet: only the age tells.
         return (timezone.now() - self.oldest_received_at).total_seconds()
 
     def look(self):
         rows = list(TraceBatch.objects.order_by("pk").values_list("span_count", "received_at")[:LOOK_LIMIT])
         self.waiting_spans = sum(spans for spans, _ in rows)
+        self.waiting_batches = len(rows)
         self.oldest_received_at = rows[0][1] if rows else None
         # The database's clock, the one the rows were stamped with: a web
         # machine's clock may be off from the processors'.
         live = BatchProcessor.objects.filter(seen_at__gte=Now() - timedelta(seconds=STALE_SECONDS))
-        self.rate = live.aggregate(rate=Sum("spans_per_second"))["rate"]
+        figures = live.aggregate(rate=Sum("spans_per_second"), per_batch=Avg("seconds_per_batch"), processors=Count("pk"))
+        self.rate, self.per_batch, self.processors = figures["rate"], figures["per_batch"], figures["processors"]
 
 
 _backlog = Backlog()
@@ -101,14 +118,15 @@ def current_lag() -> float:
 
 
 class Meter:
-    """One processor's storing rate over its recent batches, published as its `BatchProcessor` row."""
+    """One processor's storing rate and per-batch cost over its recent batches, published as its `BatchProcessor` row."""
 
     def __init__(self, name: str | None = None, clock=time.monotonic):
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.clock = clock
         self.passes: deque[tuple[float, int, float]] = deque()  # (when, spans, seconds)
-        # The last rate measured: an idle processor stores about as fast as it last did.
+        # The last figures measured: an idle processor stores about as fast as it last did.
         self.rate = None
+        self.per_batch = None
         self.published_at = float("-inf")
 
     def stored(self, spans: int, seconds: float):
@@ -117,9 +135,12 @@ class Meter:
         self.passes.append((now, spans, seconds))
         while len(self.passes) > RATE_MIN_PASSES and now - self.passes[0][0] > RATE_WINDOW_SECONDS:
             self.passes.popleft()
-        busy = sum(seconds for _, _, seconds in self.passes)
+        if small := [seconds for _, spans, seconds in self.passes if spans <= SMALL_BATCH_SPANS]:
+            self.per_batch = sum(small) / len(small)
+        larger = [(spans, seconds) for _, spans, seconds in self.passes if spans > SMALL_BATCH_SPANS]
+        busy = sum(seconds for _, seconds in larger) - len(larger) * (self.per_batch or 0.0)
         if busy > 0:
-            self.rate = sum(spans for _, spans, _ in self.passes) / busy
+            self.rate = sum(spans for spans, _ in larger) / busy
         self.publish(PUBLISH_SECONDS)
 
     def publish(self, every: float = IDLE_PUBLISH_SECONDS):
@@ -129,7 +150,7 @@ class Meter:
             # Processors killed (never retired) leave rows behind: the first to start after clears them.
             BatchProcessor.objects.filter(seen_at__lt=Now() - FORGET_AFTER).delete()
         if now - self.published_at >= every:
-            fields = {"spans_per_second": self.rate, "seen_at": Now()}
+            fields = {"spans_per_second": self.rate, "seconds_per_batch": self.per_batch, "seen_at": Now()}
             if not BatchProcessor.objects.filter(name=self.name).update(**fields):
                 BatchProcessor.objects.create(name=self.name, **fields)
             self.published_at = now

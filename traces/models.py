@@ -206,14 +206,21 @@ class TraceBatch(models.Model):
 class BatchProcessor(models.Model):
     """A running `manage.py process_trace_batches`, and how fast it has lately stored spans.
 
-    Ingest's push-back (traces/backlog.py) divides the spans waiting by the
-    sum of these rates. A processor refreshes its row every fraction of a
+    Ingest's push-back (traces/backlog.py) works out from these how long the
+    waiting batches take: their spans at the processors' rates, plus each
+    batch's own cost. A processor refreshes its row every fraction of a
     second while it works and every second while idle; one that stopped
     answering (killed, or its machine gone) is left out once its row is stale.
     """
 
     name = models.CharField(max_length=255, unique=True, help_text="Host and process id.")
-    spans_per_second = models.FloatField(null=True, help_text="While it had batches to store, over its recent ones; empty before its first.")
+    spans_per_second = models.FloatField(
+        null=True, help_text="While it had batches to store, over its recent ones, each batch's own cost taken off; empty before its first."
+    )
+    seconds_per_batch = models.FloatField(
+        null=True,
+        help_text="What any batch costs it, whatever its size (claiming it, its queries, the commit), from its batches of a few spans; empty before one.",
+    )
     seen_at = models.DateTimeField()
 
     class Meta:
