@@ -135,12 +135,12 @@ class Meter:
         self.passes.append((now, spans, seconds))
         while len(self.passes) > RATE_MIN_PASSES and now - self.passes[0][0] > RATE_WINDOW_SECONDS:
             self.passes.popleft()
-        if small := [seconds for _, spans, seconds in self.passes if spans <= SMALL_BATCH_SPANS]:
+        if small := [took for _, count, took in self.passes if count <= SMALL_BATCH_SPANS]:
             self.per_batch = sum(small) / len(small)
-        larger = [(spans, seconds) for _, spans, seconds in self.passes if spans > SMALL_BATCH_SPANS]
-        busy = sum(seconds for _, seconds in larger) - len(larger) * (self.per_batch or 0.0)
+        larger = [(count, took) for _, count, took in self.passes if count > SMALL_BATCH_SPANS]
+        busy = sum(took for _, took in larger) - len(larger) * (self.per_batch or 0.0)
         if busy > 0:
-            self.rate = sum(spans for spans, _ in larger) / busy
+            self.rate = sum(count for count, _ in larger) / busy
         self.publish(PUBLISH_SECONDS)
 
     def publish(self, every: float = IDLE_PUBLISH_SECONDS):
