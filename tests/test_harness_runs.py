@@ -5,6 +5,7 @@ from rest_framework.test import APIClient
 
 from belvedir.core.models import ApiKey
 from belvedir.sandbox.models import SandboxHost, SandboxLease
+from belvedir.sandbox.owners import Owner
 from billing.models import Account, LedgerEntry
 from harnesses.actions import cancel_run, start_run
 from harnesses.execution import execute_run
@@ -248,7 +249,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    assert [c["name"] for c in managed_containers(docker_url, "run")] == [f"bv-run-{run.pk}"]
+    assert [c["name"] for c in managed_containers(docker_url, "run")] == [Owner("run", run.pk).container_name]
 
     settings.HARNESS_STALE_SECONDS = 1
     time.sleep(1.5)

@@ -22,10 +22,22 @@ CANONICAL = {row["input"]: row["reference"] for row in humaneval.rows()}
 
 def test_owners_read_back_from_the_lease_column():
     owner = Owner("eval", 12)
-    assert (str(owner), owner.id, owner.container_name) == ("eval:12", "12", "bv-eval-12")
+    assert (str(owner), owner.id, owner.container_name) == ("eval:12", "12", f"bv-{settings.SANDBOX_INSTANCE}-eval-12")
     assert Owner.parse("eval:12") == owner
     with pytest.raises(ValueError):
         Owner.parse("eval12")
+
+
+def test_two_installations_on_one_engine_name_the_same_owners_containers_apart(settings):
+    # A sandbox removes a stale container of its own name on entry: with the
+    # same name, one platform's run 5 would remove the other's.
+    settings.SANDBOX_INSTANCE = "staging"
+    staging = Owner("run", 5).container_name
+    settings.SANDBOX_INSTANCE = "prod env/1"  # BELVEDIR_INSTANCE is free text; Docker names are not
+    production = Owner("run", 5).container_name
+    assert staging == "bv-staging-run-5"
+    assert production != staging and production.startswith("bv-") and production.endswith("-run-5")
+    assert all(c.isalnum() or c in "_.-" for c in production)
 
 
 @pytest.mark.django_db
@@ -61,7 +73,7 @@ def test_an_ended_evals_lease_and_container_are_reaped(project, owner, docker_ur
     ev = an_eval(project, owner, status)
     box = held_sandbox(ev)
     try:
-        assert [c["name"] for c in managed_containers(docker_url, "eval")] == [f"bv-eval-{ev.pk}"]
+        assert [c["name"] for c in managed_containers(docker_url, "eval")] == [Owner("eval", ev.pk).container_name]
         outcome = reap()
         assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, 1)
         assert not SandboxLease.objects.exists()
@@ -110,8 +122,9 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
         worker = subprocess.Popen(
             [sys.executable, "manage.py", "shell", "-c", f"from evals.tasks import run_eval; run_eval({ev.pk})"], env=env, start_new_session=True
         )
+        name = Owner("eval", ev.pk).container_name
         try:
-            expected = sorted([f"bv-eval-{ev.pk}"] + [f"bv-eval-{ev.pk}-{part}" for part in range(1, containers)])
+            expected = sorted([name] + [f"{name}-{part}" for part in range(1, containers)])
             wait_for(lambda: sorted(c["name"] for c in managed_containers(docker_url, "eval")) == expected, timeout=90)
             wait_for(lambda: fake.requests, timeout=30)  # scoring under way
         finally:

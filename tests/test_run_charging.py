@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from belvedir.sandbox.models import SandboxHost
+from belvedir.sandbox.owners import Owner
 from billing.models import Account, LedgerEntry
 from harnesses.actions import start_run
 from harnesses.execution import execute_run
@@ -75,7 +76,7 @@ def test_a_sandbox_that_stops_while_the_engine_is_healthy_fails_charged_with_a_r
     # The sandbox's PID 1 ends without any request to the engine, which stays
     # up: what a workload that reached it would do (signalled here from the
     # host, whatever uid the init runs as).
-    init_pid = docker_cli("inspect", "-f", "{{.State.Pid}}", f"bv-run-{run.pk}").stdout.strip()
+    init_pid = docker_cli("inspect", "-f", "{{.State.Pid}}", Owner("run", run.pk).container_name).stdout.strip()
     os.kill(int(init_pid), signal.SIGKILL)
     worker.join(60)
     run.refresh_from_db()
@@ -119,7 +120,7 @@ def test_a_sandbox_the_engine_was_told_to_remove_mid_run_is_refunded(tmp_path, o
     run = start_run(h, owner)
     worker = start_thread(execute_run, run.pk)
     wait_for(lambda: run_status(run) == "running")
-    assert docker_cli("rm", "-f", f"bv-run-{run.pk}").returncode == 0
+    assert docker_cli("rm", "-f", Owner("run", run.pk).container_name).returncode == 0
     worker.join(60)
     run.refresh_from_db()
 

@@ -110,7 +110,7 @@ def test_the_reaper_removes_orphans_on_the_remote_engine(hosts, second_engine):
     local, second = hosts
     orphan = Sandbox(SandboxSpec(owner=Owner("run", 999999), network="none"), second.engine).__enter__()
     try:
-        assert [c["name"] for c in sandbox_docker.managed_containers(second.engine, "run")] == ["bv-run-999999"]
+        assert [c["name"] for c in sandbox_docker.managed_containers(second.engine, "run")] == [Owner("run", 999999).container_name]
         assert reap()["orphans_removed"] == 1
         assert sandbox_docker.managed_containers(second.engine, "run") == []
     finally:

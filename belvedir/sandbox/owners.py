@@ -5,9 +5,12 @@ Apps register their owner kinds here (in AppConfig.ready), so this package
 can reap every kind of workload without importing any app.
 """
 
+import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import QuerySet
 
 
@@ -32,7 +35,18 @@ class Owner:
 
     @property
     def container_name(self) -> str:
-        return f"bv-{self.kind}-{self.id}"
+        # The installation is in the name, not only in the labels: a sandbox
+        # removes a stale container of its own name on entry, and two
+        # platforms sharing an engine both have a run 5.
+        return f"bv-{instance_tag()}-{self.kind}-{self.id}"
+
+
+def instance_tag() -> str:
+    """This installation in a form Docker accepts in a name ([a-zA-Z0-9_.-]); BELVEDIR_INSTANCE may be any text."""
+    instance = settings.SANDBOX_INSTANCE
+    if re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,39}", instance):
+        return instance
+    return hashlib.sha256(instance.encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
