@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine answers, installing Debian's docker.io, mmdebstrap
-# (for the sandbox image) and runsc (gVisor) when needed, and registering
-# runsc as the engine's `runsc` runtime.
+# (for the sandbox image), runsc (gVisor) and procps (pgrep, pkill) when
+# needed, and registering runsc as the engine's `runsc` runtime.
 # The engine runs without a bridge: sandboxes use network none (egress goes
 # through the proxy's unix socket, mounted in), or host in development.
 set -euo pipefail
 log=/var/log/belvedir-dockerd.log
 config=/etc/docker/daemon.json
-if ! command -v dockerd >/dev/null || ! command -v mmdebstrap >/dev/null || ! command -v runsc >/dev/null; then
-  echo "Installing docker.io, mmdebstrap and runsc from Debian…"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io mmdebstrap runsc >/dev/null
-fi
+# shellcheck source=scripts/packages.sh
+. "$(dirname "$0")/packages.sh"
+need dockerd docker.io
+need mmdebstrap mmdebstrap
+need runsc runsc
+need pgrep procps
+install_missing
 # gVisor on an engine without a bridge: its own netstack is off (the sandbox
 # has network none anyway) and host unix sockets may be opened, which is how
 # the egress proxy's socket reaches the sandbox.

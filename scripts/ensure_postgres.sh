@@ -6,12 +6,11 @@ ready() { pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; }
 if command -v pg_isready >/dev/null && ready; then
   exit 0
 fi
-if ! command -v pg_ctlcluster >/dev/null; then
-  echo "Installing PostgreSQL from Debian…"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-fi
-version=$(ls /etc/postgresql | sort -V | tail -n 1)
+# shellcheck source=scripts/packages.sh
+. "$(dirname "$0")/packages.sh"
+need pg_ctlcluster postgresql
+install_missing
+version=$(find /etc/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -V | tail -n 1)
 pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
 for _ in $(seq 30); do
   if ready; then

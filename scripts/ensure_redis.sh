@@ -6,11 +6,10 @@ ready() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
 if command -v redis-cli >/dev/null && ready; then
   exit 0
 fi
-if ! command -v redis-server >/dev/null; then
-  echo "Installing Redis from Debian…"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-fi
+# shellcheck source=scripts/packages.sh
+. "$(dirname "$0")/packages.sh"
+need redis-server redis-server
+install_missing
 redis-server --bind 127.0.0.1 --port 6379 --daemonize yes >/dev/null
 for _ in $(seq 30); do
   if ready; then

@@ -5,6 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements.txt
+# shellcheck source=scripts/packages.sh
+. scripts/packages.sh
+# Harness repositories are cloned and served with git.
+need git git
+install_missing
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python

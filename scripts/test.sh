@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements-dev.txt
+# shellcheck source=scripts/packages.sh
+. scripts/packages.sh
+# The tests make git repositories and TLS certificates (openssl).
+need git git
+need openssl openssl
+install_missing
 scripts/ensure_postgres.sh
 scripts/ensure_redis.sh
 scripts/ensure_docker.sh

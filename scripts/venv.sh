@@ -3,7 +3,30 @@
 # when that file has not changed since the last one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/packages.sh
+. scripts/packages.sh
 requirements=${1:-requirements.txt}
+python=python3
+[ -x .venv/bin/python ] && python=.venv/bin/python
+need "$python" python3 python3-venv python3-dev
+# scripts/compile.py builds C extensions: gcc only recommends the C library's headers.
+need gcc gcc libc6-dev
+if command -v "$python" >/dev/null; then
+  # Debian's python3 has venv (ensurepip) and its C headers in packages of
+  # their own; other builds (pyenv's) carry both, and apt could not add them.
+  mapfile -t -O ${#missing_packages[@]} missing_packages < <("$python" - <<'PY'
+import os, sys, sysconfig
+if sys.base_prefix == "/usr":
+    try:
+        import ensurepip  # noqa: F401
+    except ImportError:
+        print("python3-venv")
+    if not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")):
+        print("python3-dev")
+PY
+  )
+fi
+install_missing
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   # The belvedir SDK's dependency tree needs a current resolver (pip 23 fails on it).
