@@ -60,7 +60,7 @@ while IFS= read -r path; do
   [[ $path == /etc/* || ! -e $path ]] || run_args+=(-v "$path:$path:ro")
 done < <(printf '%s\n' "${settings[@]}" | grep -oE '(file://)?/[^[:space:],;"]+' | sed 's|^file://||' | sort -u)
 
-tar -C "$root" -c . | docker import --quiet - "$tag" >/dev/null
+tar -C "$root" -c . | docker import - "$tag" >/dev/null
 echo "Running scripts/venv.sh requirements.txt on a clean git archive of $(git rev-parse --short HEAD)…"
 git archive --format=tar --prefix=belvedir/ HEAD | docker run "${run_args[@]}" "$tag" bash -euo pipefail -c '
 tar -x -C /root
