@@ -55,10 +55,12 @@ while IFS= read -r name; do
   settings+=("${!name}")
 done < <(compgen -e | grep -E '^(PIP_[A-Z_]+|[A-Z_]*(CA_BUNDLE|CA_CERTS|CAINFO)|SSL_CERT_(FILE|DIR)|(https?|no|all)_proxy|(HTTPS?|NO|ALL)_PROXY)$' || true)
 # The local wheel directories and indexes those settings name, read-only
-# (what they name under /etc was copied in above).
+# (what they name under /etc was copied in above). A local index's pages
+# link to files beside its simple/ directory.
 while IFS= read -r path; do
+  path=${path%/simple}
   [[ $path == /etc/* || ! -e $path ]] || run_args+=(-v "$path:$path:ro")
-done < <(printf '%s\n' "${settings[@]}" | grep -oE '(file://)?/[^[:space:],;"]+' | sed 's|^file://||' | sort -u)
+done < <(printf '%s\n' "${settings[@]}" | grep -oE '(file://)?/[^[:space:],;"]+' | sed -E 's|^file://||; s|/+$||' | sort -u)
 
 tar -C "$root" -c . | docker import - "$tag" >/dev/null
 echo "Running scripts/venv.sh requirements.txt on a clean git archive of $(git rev-parse --short HEAD)…"
