@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Proof that the setup scripts need nothing a fresh Debian machine lacks: in
 # a minimal bookworm root (mmdebstrap --variant=minbase: no python3, gcc,
-# git or procps), a clean `git archive` of HEAD runs `scripts/venv.sh
+# git or procps), a clean `git archive` of HEAD (or REV) runs `scripts/venv.sh
 # requirements.txt`, which must install what it uses, create the venv and
 # compile the trace ingest modules; a second run must make no apt call.
 # It takes minutes, so `make test` does not run it. Run it as root:
-#   scripts/check_fresh_machine.sh
+#   scripts/check_fresh_machine.sh [REV]
 # The root carries this machine's own access to Debian and PyPI (apt
 # sources and settings, pip settings, CA certificates, proxy variables): that
 # is the machine's configuration, not the project's. It is built under /tmp
 # and removed, with its image, on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+rev=$(git rev-parse --short "${1:-HEAD}")
 scripts/ensure_docker.sh
 work=$(mktemp -d /tmp/belvedir-fresh-machine.XXXXXX)
 root=$work/root
@@ -63,8 +64,8 @@ while IFS= read -r path; do
 done < <(printf '%s\n' "${settings[@]}" | grep -oE '(file://)?/[^[:space:],;"]+' | sed -E 's|^file://||; s|/+$||' | sort -u)
 
 tar -C "$root" -c . | docker import - "$tag" >/dev/null
-echo "Running scripts/venv.sh requirements.txt on a clean git archive of $(git rev-parse --short HEAD)…"
-git archive --format=tar --prefix=belvedir/ HEAD | docker run "${run_args[@]}" "$tag" bash -euo pipefail -c '
+echo "Running scripts/venv.sh requirements.txt on a clean git archive of $rev…"
+git archive --format=tar --prefix=belvedir/ "$rev" | docker run "${run_args[@]}" "$tag" bash -euo pipefail -c '
 tar -x -C /root
 cd /root/belvedir
 echo "  python3: $(command -v python3 || echo none); gcc: $(command -v gcc || echo none); git: $(command -v git || echo none); pgrep: $(command -v pgrep || echo none)"
