@@ -5,7 +5,9 @@
 # requirements.txt`, which must install what it uses, create the venv and
 # compile the trace ingest modules; a second run must make no apt call.
 # It takes minutes, so `make test` does not run it. Run it as root:
-#   scripts/check_fresh_machine.sh [REV]
+#   scripts/check_fresh_machine.sh [REV [PACKAGE,...]]
+# PACKAGEs are ones the machine already has: a Debian standard install has
+# python3, without venv (python3-venv) or C headers (python3-dev).
 # The root carries this machine's own access to Debian and PyPI (apt
 # sources and settings, pip settings, CA certificates, proxy variables): that
 # is the machine's configuration, not the project's. It is built under /tmp
@@ -13,15 +15,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=$(git rev-parse --short "${1:-HEAD}")
+include=${2:-}
 scripts/ensure_docker.sh
 work=$(mktemp -d /tmp/belvedir-fresh-machine.XXXXXX)
 root=$work/root
 tag=belvedir-fresh-machine:$$
 trap 'docker rmi -f "$tag" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 
-echo "Building a minbase Debian bookworm root in $root…"
+echo "Building a minbase Debian bookworm root${include:+ with $include} in $root…"
 SECONDS=0
-mmdebstrap --quiet --variant=minbase bookworm "$root" http://deb.debian.org/debian
+mmdebstrap --quiet --variant=minbase ${include:+"--include=$include"} bookworm "$root" http://deb.debian.org/debian
 echo "  built in ${SECONDS}s"
 
 # This machine's apt sources and the apt settings no package installed.
