@@ -30,6 +30,31 @@ def test_login_is_rate_limited_per_username_and_address(owner, settings):
     assert blocked.status_code == 429 and "Too many login attempts" in blocked.content.decode()
 
 
+def test_staff_login_in_the_admin_is_rate_limited_like_login(owner, settings):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
+    client = Client()
+    codes = [client.post("/admin/login/", {"username": "alice", "password": "wrong"}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    blocked = client.post("/admin/login/", {"username": "alice", "password": "pw-alice-123", "next": "/admin/"})
+    assert blocked.status_code == 429 and "Too many login attempts" in blocked.content.decode()
+    assert client.get("/admin/").status_code == 302  # still not logged in
+    # One budget for both doors: the dashboard's login is spent too.
+    assert client.post("/login/", {"username": "alice", "password": "pw-alice-123"}).status_code == 429
+
+
+def test_the_admin_logs_staff_in_within_the_limit(owner, settings):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
+    client = Client()
+    assert client.post("/admin/login/", {"username": "alice", "password": "wrong"}).status_code == 200
+    response = client.post("/admin/login/", {"username": "alice", "password": "pw-alice-123", "next": "/admin/"})
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
+
+
 def test_nobody_can_lock_a_chosen_user_out(owner, settings):
     settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
     attacker = Client(REMOTE_ADDR="203.0.113.9")
