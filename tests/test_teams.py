@@ -53,6 +53,20 @@ def test_an_owner_invites_by_email_ignoring_case(owner_client, carol, project):
     assert Invitation.objects.get(project=project).user == carol
 
 
+def test_an_invitation_to_an_email_goes_to_that_emails_owner_alone(owner_client, project, django_user_model):
+    victim = create_account(username="victim", password="pw-victim-123", email="victim@example.test")
+    # Named like the victim's address before usernames refused @.
+    attacker = django_user_model.objects.create_user(username="victim@example.test", password="pw-attacker-123")
+    link = invite(owner_client, "victim@example.test")
+    assert Invitation.objects.get().user == victim
+    attackers, victims = Client(), Client()
+    attackers.force_login(attacker)
+    victims.force_login(victim)
+    assert attackers.post(link, {"answer": "accept"}).status_code == 404
+    assert victims.post(link, {"answer": "accept"}).status_code == 302
+    assert set(Membership.objects.filter(project=project).values_list("user__username", flat=True)) == {"alice", "victim"}
+
+
 def test_inviting_an_unknown_user_or_a_member_is_refused(owner_client, member):
     body = owner_client.post("/settings/members/", {"who": "nobody"}).content.decode()
     assert "No user &#x27;nobody&#x27;" in body

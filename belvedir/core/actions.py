@@ -8,11 +8,13 @@ from django.utils import timezone
 
 from .errors import Gone, NotFound, TeamError
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, hash_key
+from .usernames import validate_username
 
 
 @transaction.atomic
 def create_account(*, username: str, password: str | None, email: str = ""):
     """Sign-up: a user and their default project, in one transaction."""
+    validate_username(username)
     user = get_user_model().objects.create_user(username=username, email=email, password=password)
     ensure_default_project(user)
     return user
@@ -49,14 +51,18 @@ def create_project(user, name: str) -> Project:
 
 
 def find_user(username_or_email: str):
-    """A user by exact username, else by email (case-insensitive); None when no one or several match."""
+    """An email finds the one account with that email (case-insensitive), anything else the exact
+    username; None when no one or several match.
+
+    An email never matches a username: an account named like someone's address
+    (made before usernames refused @) must not take the invitation meant for them.
+    """
     value = username_or_email.strip()
     users = get_user_model().objects.filter(is_active=True)
-    found = users.filter(username=value).first()
-    if found is None and "@" in value:
-        matches = list(users.filter(email__iexact=value)[:2])
-        found = matches[0] if len(matches) == 1 else None
-    return found
+    if "@" not in value:
+        return users.filter(username=value).first()
+    matches = list(users.filter(email__iexact=value)[:2])
+    return matches[0] if len(matches) == 1 else None
 
 
 def invite_member(project: Project, invited_by, username_or_email: str) -> tuple[Invitation, str]:
