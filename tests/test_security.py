@@ -5,9 +5,8 @@ import logging
 import pytest
 from django.core.cache import cache
 from django.test import Client
-from django.urls import get_resolver
 
-from belvedir.core.models import ApiKey
+from belvedir.core.models import ApiKey, ProjectSecret
 
 from .otlp_builders import body, span
 from .pages import shown
@@ -148,7 +147,8 @@ def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, pro
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value=planted, secret=True)
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m", api_key=planted)
-    owner_client.post("/settings/secrets/", {"name": "HF_TOKEN", "value": planted})
+    assert owner_client.post("/settings/secrets/", {"name": "HF_TOKEN", "value": planted}).status_code == 302
+    assert ProjectSecret.objects.get(project=project, name="HF_TOKEN").value == planted  # planted indeed
     seen = [
         shown(owner_client.get(f"/harnesses/{harness.pk}/")),
         shown(owner_client.get(f"/harnesses/{harness.pk}/edit/")),
@@ -163,23 +163,3 @@ def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, pro
     for content in seen:
         assert planted not in content
     assert planted not in caplog.text
-
-
-def test_every_api_route_requires_a_key():
-    from rest_framework.test import APIClient
-
-    anonymous = APIClient()
-    open_routes = {"schema", "api-docs"}
-    checked = 0
-    for pattern in get_resolver().url_patterns:
-        if str(pattern.pattern) != "api/v1/":
-            continue
-        for route in pattern.url_patterns:
-            if route.name in open_routes or "<" in str(route.pattern) or "(?P<" in str(route.pattern):
-                continue
-            path = "/api/v1/" + str(route.pattern).lstrip("^").rstrip("$").replace("\\.(?P<format>[a-z0-9]+)/?", "")
-            if "(" in path:
-                continue
-            assert anonymous.get(path).status_code in {401, 405}, path
-            checked += 1
-    assert checked >= 10
