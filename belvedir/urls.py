@@ -63,6 +63,7 @@ urlpatterns = [
     path("", include("traces.urls")),
     path("", include("evals.urls")),
     path("", include("finetunes.urls")),
+    path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,7 +1,6 @@
 import asyncio
 
 from django.db.models import ProtectedError
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -17,7 +16,7 @@ from .actions import cancel_eval, create_eval, dataset_for, resume_eval
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
-from .downloads import samples_csv, samples_jsonl
+from .downloads import samples_file
 from .forms import DatasetUploadForm
 from .models import Dataset, Deployment, Eval, Sample
 from .validation import validate_deployment_url
@@ -213,11 +212,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         """Per-sample results; ?filter=wrong|errors; ?download=jsonl|csv for a file."""
         ev = self.get_object()
         qs = filter_samples(ev.samples.all(), request.query_params.get("filter"))
-        fmt = request.query_params.get("download")
-        if fmt == "jsonl":
-            return HttpResponse(samples_jsonl(qs), content_type="application/x-ndjson")
-        if fmt == "csv":
-            return HttpResponse(samples_csv(qs), content_type="text/csv")
+        if "download" in request.query_params:
+            return samples_file(qs, request.query_params["download"])
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(SampleSerializer(page, many=True).data)
 

@@ -5,7 +5,6 @@ from decimal import Decimal, InvalidOperation
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -17,7 +16,7 @@ from .api import filter_samples
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
-from .downloads import samples_csv, samples_jsonl
+from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
 from .models import Dataset, Deployment, Eval
 
@@ -132,13 +131,7 @@ def eval_paired(request, pk, other):
 @login_required
 def eval_download(request, pk, fmt):
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
-    qs = filter_samples(ev.samples.all(), request.GET.get("filter"))
-    if fmt == "csv":
-        response = HttpResponse(samples_csv(qs), content_type="text/csv")
-    else:
-        response = HttpResponse(samples_jsonl(qs), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="eval-{ev.pk}-samples.{fmt}"'
-    return response
+    return samples_file(filter_samples(ev.samples.all(), request.GET.get("filter")), fmt, f"eval-{ev.pk}-samples")
 
 
 @login_required

@@ -47,3 +47,10 @@ def run_concurrently(fn, count: int) -> list:
     for thread in threads:
         thread.join(120)
     return results
+
+
+def someone_waits_on_a_lock() -> bool:
+    """Whether another connection to the test database is blocked on a row or table lock (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+        return cursor.fetchone()[0] > 0

@@ -30,6 +30,38 @@ def test_it_shows_signup_errors_beside_fields():
     assert b"errorlist" in response.content
 
 
+def test_a_username_cannot_be_an_email_address(staff_client):
+    from django.core.exceptions import ValidationError
+
+    from belvedir.core.actions import create_account
+
+    form = {"username": "victim@example.test", "password1": "a-long-pass-42", "password2": "a-long-pass-42"}
+    response = Client().post("/signup/", form)
+    assert response.status_code == 200 and "A username cannot contain @" in response.content.decode()
+    added = staff_client.post("/admin/auth/user/add/", {**form, "usable_password": "true"})
+    assert added.status_code == 200 and "A username cannot contain @" in added.content.decode()
+    with pytest.raises(ValidationError):
+        create_account(username="victim@example.test", password=None)
+    assert not get_user_model().objects.filter(username__contains="@").exists()
+
+
+def test_it_refuses_a_second_account_with_the_same_email(owner):
+    form = {"username": "eve", "email": "ALICE@example.com", "password1": "a-long-pass-42", "password2": "a-long-pass-42"}
+    response = Client().post("/signup/", form)
+    assert response.status_code == 200 and "Another account already uses this email address." in response.content.decode()
+    assert not get_user_model().objects.filter(username="eve").exists()
+
+
+def test_the_admin_renames_an_email_shaped_username_but_keeps_no_new_one(staff_client, owner):
+    legacy = get_user_model().objects.create_user(username="old@example.test")  # from before the rule
+    fields = {"username": "old@example.test", "email": "", "is_active": "on", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"}
+    kept = staff_client.post(f"/admin/auth/user/{legacy.pk}/change/", {**fields, "first_name": "Old"})
+    assert kept.status_code == 302
+    refused = staff_client.post(f"/admin/auth/user/{owner.pk}/change/", {**fields, "username": "alice@example.com", "is_staff": "on", "is_superuser": "on"})
+    assert refused.status_code == 200 and "A username cannot contain @" in refused.content.decode()
+    assert get_user_model().objects.get(pk=owner.pk).username == "alice"
+
+
 def test_it_logs_in_and_out(owner):
     client = Client()
     assert client.get("/").status_code == 302

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 from django.contrib import admin
 from django.test import Client
@@ -24,12 +26,21 @@ def test_non_staff_cannot_reach_admin(owner_client):
 
 
 def test_admin_creates_a_key_and_shows_it_once(staff_client, owner, project):
+    from belvedir.core.models import ApiKey, hash_key
+
     response = staff_client.post(
         "/admin/core/apikey/add/",
         {"project": project.pk, "user": owner.pk, "name": "from admin", "scope": "full"},
         follow=True,
     )
-    assert b"bv_live_" in response.content
+    raw = re.search(r"bv_live_[\w-]+", response.content.decode()).group(0)
+    key = ApiKey.objects.get(name="from admin")
+    assert key.key_hash == hash_key(raw)  # the key shown is the one that works
+    assert Client(HTTP_AUTHORIZATION=f"Bearer {raw}").get("/api/v1/me").status_code == 200
+    # Shown once: neither the list nor the key's own page has it again.
+    for url in ["/admin/core/apikey/", f"/admin/core/apikey/{key.pk}/change/"]:
+        page = staff_client.get(url).content.decode()
+        assert key.prefix in page and raw not in page, url
 
 
 def test_secrets_never_show_in_admin(staff_client, project):

@@ -167,7 +167,8 @@ def test_the_last_owner_cannot_leave(api, project):
 def test_owners_manage_secrets_whose_values_never_come_back(api, member_api, project):
     created = api.post("/api/v1/secrets", {"name": "HF_TOKEN", "value": "hf_secret"}, format="json")
     assert created.status_code == 201 and "value" not in created.json()
-    api.post("/api/v1/secrets", {"name": "HF_TOKEN", "value": "hf_rotated"}, format="json")
+    rotated = api.post("/api/v1/secrets", {"name": "HF_TOKEN", "value": "hf_rotated"}, format="json")
+    assert rotated.status_code == 201 and rotated.json()["id"] == created.json()["id"]  # replaced, not a second secret
     assert ProjectSecret.objects.get(project=project, name="HF_TOKEN").value == "hf_rotated"
     listed = api.get("/api/v1/secrets")
     assert [s["name"] for s in listed.json()] == ["HF_TOKEN"] and "hf_" not in listed.content.decode()

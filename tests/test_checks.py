@@ -63,6 +63,15 @@ def test_it_warns_about_a_tcp_host_without_a_tls_client_certificate(settings):
     assert [m.msg.split("'")[1] for m in messages] == ["open-port"]
 
 
+@pytest.mark.django_db
+def test_it_warns_about_accounts_named_like_an_email_address(settings, django_user_model):
+    django_user_model.objects.create_user(username="plain")
+    assert "belvedir.W004" not in ids(settings)
+    django_user_model.objects.create_user(username="someone@example.test")
+    messages = [m for m in run_checks() if m.id == "belvedir.W004"]
+    assert len(messages) == 1 and "'someone@example.test'" in messages[0].msg and "plain" not in messages[0].msg
+
+
 def test_a_clean_configuration_has_no_belvedir_messages(settings):
     assert not {i for i in ids(settings) if i.startswith("belvedir.")}
 

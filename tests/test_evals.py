@@ -390,3 +390,21 @@ def test_csv_downloads_neutralise_formulas(api, project, owner, fake, deployment
     assert sorted(row["output"] for row in rows) == sorted("'" + p for p in payloads)
     assert {row["reference"] for row in rows} == {"'=1+1"}
     assert {row["score"] for row in rows} == {"0.0"}  # numbers stay numbers
+
+
+@pytest.mark.django_db
+def test_samples_download_only_as_csv_or_jsonl_and_the_url_never_names_the_file(api, owner_client, project, deployment):
+    ev = Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=1)
+    Sample.objects.create(eval=ev, row_index=0, input="q0", output="#### 1", score=1.0)
+    csv_file = owner_client.get(f"/evals/{ev.pk}/samples.csv")
+    assert csv_file["Content-Disposition"] == f'attachment; filename="eval-{ev.pk}-samples.csv"'
+    assert csv_file.content.decode().startswith("row_index,input")
+    jsonl_file = owner_client.get(f"/evals/{ev.pk}/samples.jsonl")
+    assert jsonl_file["Content-Disposition"] == f'attachment; filename="eval-{ev.pk}-samples.jsonl"'
+    assert jsonl_file["Content-Type"] == "application/x-ndjson"
+    # What a probe sent: the format ended the filename and added a parameter.
+    for other in ["html%22%3B%20x%3D%22", "html", "CSV", ""]:
+        response = owner_client.get(f"/evals/{ev.pk}/samples.{other}")
+        assert response.status_code == 404 and "Content-Disposition" not in response, other
+    assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "html"}).status_code == 404
+    assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "jsonl"}).content.decode().count("\n") == 1

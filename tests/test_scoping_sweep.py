@@ -1,4 +1,4 @@
-"""Every URL, generated from the URL conf, tried by an outsider, a member and a removed member.
+"""Every URL, generated from the URL conf, tried by an anonymous visitor, an outsider, a member and a removed member.
 
 The owner has one object of every kind; the outsider has none. Any URL with
 an id in it, dashboard or API, must then be "not found" for the outsider
@@ -12,6 +12,7 @@ import re
 
 import pytest
 from django.core.files.base import ContentFile
+from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from belvedir.core.actions import create_account, invite_member, remove_member
@@ -193,3 +194,77 @@ def test_a_removed_member_gets_404_in_pages_and_401_from_the_api(owners_objects,
                 response = member_client.post(url)
             if fill(route, object_id):
                 assert response.status_code in ({404, 403} if "/adapter/" in url else {404}), (url, response.status_code)
+
+
+# Open to an anonymous visitor, and why. Every other route answers them with
+# the login page (dashboard, admin) or 401/403/404/405, whatever the method.
+PUBLIC = {
+    "signup/": "the way in",
+    "login/": "the way in",
+    "admin/login/": "the way in",
+    "logout/": "logs nobody out",
+    "admin/logout/": "logs nobody out",
+    "billing/stripe/webhook": "Stripe's door, refused without a valid signature",
+    "drivers/<slug:name>.git/<path:rest>": "the shipped driver repos: public and read-only",
+    "api/schema/": "describes the API, holds no data",
+    "api/docs/": "describes the API, holds no data",
+}
+ANONYMOUS_VALUES = {**PLACEHOLDERS, "name": "reference-agent", "rest": "info/refs", "app_label": "core", "url": "core/apikey/"}
+OBJECT_ID_NAMES = {"pk", "run_id", "other", "id", "object_id"}
+ADMIN_MODEL = re.compile(r"^admin/(\w+)/(\w+)/")
+
+
+def anonymous_url(route: str, object_id, values: dict) -> str:
+    def value(name, converter=""):
+        return str(object_id) if converter == "int" or name in OBJECT_ID_NAMES else values[name]
+
+    path = REGEX_GROUP.sub(lambda m: value(m.group(1)), route)
+    path = CONVERTER.sub(lambda m: value(m.group(2), m.group(1) or ""), path)
+    return "/" + path.replace("^", "").replace("$", "").replace("\\.", ".")
+
+
+def names_an_object(route: str) -> bool:
+    return any(c == "int" or n in OBJECT_ID_NAMES for c, n in CONVERTER.findall(route)) or bool(set(REGEX_GROUP.findall(route)) & OBJECT_ID_NAMES)
+
+
+def existing_ids(route: str, owners_objects) -> list:
+    """Ids of objects that exist: the model's own for an admin page, else each of the owner's objects."""
+    if match := ADMIN_MODEL.match(route):
+        from django.apps import apps
+
+        # A model with no row yet (django-q's, say) is still tried: the admin refuses before any lookup.
+        model = apps.get_model(*match.groups())
+        return [model.objects.order_by("pk").values_list("pk", flat=True).first() or 1]
+    return sorted(owners_objects)
+
+
+def test_an_anonymous_visitor_gets_nothing_from_any_route_or_method(owners_objects, owner):
+    from django.contrib.contenttypes.models import ContentType
+
+    from billing.models import CouponBatch
+
+    CouponBatch.objects.create(name="b", count=1, amount_cents=100)  # so the admin's batch CSV has one to name
+    # The admin's view-on-site link names a content type and an object of it.
+    values = {**ANONYMOUS_VALUES, "content_type_id": str(ContentType.objects.get_for_model(Harness).pk)}
+    anonymous = Client(raise_request_exception=False)  # a 500 is listed with the rest
+    answered, wrong = set(), []
+    for route in routes(get_resolver().url_patterns):
+        if "(?P<format>" in route:
+            continue  # DRF's format-suffix twin of another route
+        ids = existing_ids(route, owners_objects) if names_an_object(route) else [None]
+        for object_id in ids:
+            url = anonymous_url(route, object_id, values)
+            for method in ["get", "post", "put", "patch", "delete"]:
+                response = getattr(anonymous, method)(url)
+                code = response.status_code
+                if route in PUBLIC:
+                    ok = code < 500
+                elif code in {301, 302}:
+                    ok = response["Location"].split("?")[0] in {"/login/", "/admin/login/"}
+                else:
+                    ok = code in {401, 403, 404, 405}
+                if not ok:
+                    wrong.append((method.upper(), url, code))
+            answered.add(route)
+    assert wrong == []
+    assert len(answered) >= 300  # every route: the dashboard's, the API's and every admin page

@@ -5,9 +5,8 @@ import logging
 import pytest
 from django.core.cache import cache
 from django.test import Client
-from django.urls import get_resolver
 
-from belvedir.core.models import ApiKey
+from belvedir.core.models import ApiKey, ProjectSecret
 
 from .otlp_builders import body, span
 from .pages import shown
@@ -28,6 +27,31 @@ def test_login_is_rate_limited_per_username_and_address(owner, settings):
     # Even the right password waits out the window: guessing cannot continue.
     blocked = client.post("/login/", {"username": "alice", "password": "pw-alice-123"})
     assert blocked.status_code == 429 and "Too many login attempts" in blocked.content.decode()
+
+
+def test_staff_login_in_the_admin_is_rate_limited_like_login(owner, settings):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
+    client = Client()
+    codes = [client.post("/admin/login/", {"username": "alice", "password": "wrong"}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    blocked = client.post("/admin/login/", {"username": "alice", "password": "pw-alice-123", "next": "/admin/"})
+    assert blocked.status_code == 429 and "Too many login attempts" in blocked.content.decode()
+    assert client.get("/admin/").status_code == 302  # still not logged in
+    # One budget for both doors: the dashboard's login is spent too.
+    assert client.post("/login/", {"username": "alice", "password": "pw-alice-123"}).status_code == 429
+
+
+def test_the_admin_logs_staff_in_within_the_limit(owner, settings):
+    owner.is_staff = owner.is_superuser = True
+    owner.save()
+    settings.LOGIN_ATTEMPTS_PER_MINUTE = 3
+    client = Client()
+    assert client.post("/admin/login/", {"username": "alice", "password": "wrong"}).status_code == 200
+    response = client.post("/admin/login/", {"username": "alice", "password": "pw-alice-123", "next": "/admin/"})
+    assert response.status_code == 302 and response["Location"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
 
 
 def test_nobody_can_lock_a_chosen_user_out(owner, settings):
@@ -123,7 +147,8 @@ def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, pro
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value=planted, secret=True)
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m", api_key=planted)
-    owner_client.post("/settings/secrets/", {"name": "HF_TOKEN", "value": planted})
+    assert owner_client.post("/settings/secrets/", {"name": "HF_TOKEN", "value": planted}).status_code == 302
+    assert ProjectSecret.objects.get(project=project, name="HF_TOKEN").value == planted  # planted indeed
     seen = [
         shown(owner_client.get(f"/harnesses/{harness.pk}/")),
         shown(owner_client.get(f"/harnesses/{harness.pk}/edit/")),
@@ -138,23 +163,3 @@ def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, pro
     for content in seen:
         assert planted not in content
     assert planted not in caplog.text
-
-
-def test_every_api_route_requires_a_key():
-    from rest_framework.test import APIClient
-
-    anonymous = APIClient()
-    open_routes = {"schema", "api-docs"}
-    checked = 0
-    for pattern in get_resolver().url_patterns:
-        if str(pattern.pattern) != "api/v1/":
-            continue
-        for route in pattern.url_patterns:
-            if route.name in open_routes or "<" in str(route.pattern) or "(?P<" in str(route.pattern):
-                continue
-            path = "/api/v1/" + str(route.pattern).lstrip("^").rstrip("$").replace("\\.(?P<format>[a-z0-9]+)/?", "")
-            if "(" in path:
-                continue
-            assert anonymous.get(path).status_code in {401, 405}, path
-            checked += 1
-    assert checked >= 10

@@ -1,6 +1,7 @@
 """Teams: invitations, members, ownership, several projects and the owner-only pages."""
 
 import re
+import threading
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,8 @@ from django.utils import timezone
 from belvedir.core.actions import create_account, invite_member
 from belvedir.core.models import ApiKey, Invitation, Membership, Project
 
+from .concurrency import someone_waits_on_a_lock, start_thread
+from .harness_fixtures import wait_for
 from .test_scoping_sweep import owners_objects  # noqa: F401  (a fixture: one object of every kind)
 
 pytestmark = pytest.mark.django_db
@@ -50,6 +53,20 @@ def test_an_owner_invites_by_email_ignoring_case(owner_client, carol, project):
     assert Invitation.objects.get(project=project).user == carol
 
 
+def test_an_invitation_to_an_email_goes_to_that_emails_owner_alone(owner_client, project, django_user_model):
+    victim = create_account(username="victim", password="pw-victim-123", email="victim@example.test")
+    # Named like the victim's address before usernames refused @.
+    attacker = django_user_model.objects.create_user(username="victim@example.test", password="pw-attacker-123")
+    link = invite(owner_client, "victim@example.test")
+    assert Invitation.objects.get().user == victim
+    attackers, victims = Client(), Client()
+    attackers.force_login(attacker)
+    victims.force_login(victim)
+    assert attackers.post(link, {"answer": "accept"}).status_code == 404
+    assert victims.post(link, {"answer": "accept"}).status_code == 302
+    assert set(Membership.objects.filter(project=project).values_list("user__username", flat=True)) == {"alice", "victim"}
+
+
 def test_inviting_an_unknown_user_or_a_member_is_refused(owner_client, member):
     body = owner_client.post("/settings/members/", {"who": "nobody"}).content.decode()
     assert "No user &#x27;nobody&#x27;" in body
@@ -73,6 +90,33 @@ def test_an_invitation_is_single_use(owner_client, carol_client, carol, project)
     again = carol_client.post(link, {"answer": "accept"})
     assert again.status_code == 410 and "is accepted and can no longer be used" in again.content.decode()
     assert not Membership.objects.filter(project=project, user=carol).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_invitation_accepted_twice_at_once_makes_one_membership(owner_client, carol, project, monkeypatch):
+    from belvedir.core import actions
+
+    link = invite(owner_client, "carol")
+    # Both clicks find the invitation pending before either accepts it.
+    both_read = threading.Barrier(2)
+    found = actions.invitation_for
+
+    def invitation_then_wait(*args):
+        invitation = found(*args)
+        both_read.wait(30)
+        return invitation
+
+    monkeypatch.setattr(actions, "invitation_for", invitation_then_wait)
+    clicks = []
+    for _ in range(2):
+        client = Client()
+        client.force_login(carol)
+        clicks.append(start_thread(client.post, link, {"answer": "accept"}))
+    for click in clicks:
+        click.join(30)
+    assert sorted(click.result.status_code for click in clicks) == [302, 410]
+    assert list(Membership.objects.filter(project=project, user=carol).values_list("role", flat=True)) == ["member"]
+    assert Invitation.objects.get().state == "accepted"
 
 
 def test_an_invitation_expires(owner_client, carol_client, carol, project, settings):
@@ -114,6 +158,62 @@ def test_the_last_owner_cannot_leave(owner_client, owner, project):
     response = owner_client.post("/settings/members/leave/", follow=True)
     assert "hand over ownership first" in response.content.decode()
     assert Membership.objects.filter(project=project, user=owner, role="owner").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("how", ["both leave", "they remove each other"])
+def test_two_owners_going_at_once_leave_one_owner(owner, member, project, monkeypatch, how):
+    Membership.objects.filter(project=project, user=member).update(role=Membership.Role.OWNER)
+    alices, bobs = (Membership.objects.get(project=project, user=u).pk for u in (owner, member))
+    alice, bob = Client(), Client()
+    alice.force_login(owner)
+    bob.force_login(member)
+    session = bob.session
+    session["project_id"] = project.pk
+    session.save()
+    # Alice's departure stops after its check that another owner remains, just
+    # before it deletes her membership; Bob's goes meanwhile.
+    checked, go = threading.Event(), threading.Event()
+    delete = Membership.delete
+
+    def delete_once_the_other_has_gone(self, *args, **kwargs):
+        if self.pk == alices:
+            checked.set()
+            go.wait(30)
+        return delete(self, *args, **kwargs)
+
+    monkeypatch.setattr(Membership, "delete", delete_once_the_other_has_gone)
+    if how == "both leave":
+        alice_goes, bob_goes = (lambda: alice.post("/settings/members/leave/")), (lambda: bob.post("/settings/members/leave/"))
+    else:
+        alice_goes, bob_goes = (lambda: bob.post(f"/settings/members/{alices}/remove/")), (lambda: alice.post(f"/settings/members/{bobs}/remove/"))
+    first = start_thread(alice_goes)
+    try:
+        assert checked.wait(30)
+        second = start_thread(bob_goes)
+        # Bob's request either finishes (nothing holds it back) or waits on a lock Alice's holds.
+        wait_for(lambda: not second.is_alive() or someone_waits_on_a_lock(), timeout=30)
+    finally:
+        go.set()
+    first.join(30)
+    second.join(30)
+    assert first.result.status_code == second.result.status_code == 302
+    owners = list(Membership.objects.filter(project=project, role=Membership.Role.OWNER).values_list("user__username", flat=True))
+    assert owners == ["bob"]
+
+
+def test_an_owner_removed_meanwhile_cannot_hand_the_project_over(owner, member, carol, project):
+    from belvedir.core.actions import remove_member, transfer_ownership
+    from belvedir.core.errors import TeamError
+
+    Membership.objects.filter(project=project, user=member).update(role=Membership.Role.OWNER)
+    Membership.objects.create(project=project, user=carol)
+    remove_member(project, owner)  # by Bob, while Alice's page still offers the hand-over
+    with pytest.raises(TeamError) as refused:
+        transfer_ownership(project, owner, carol)
+    assert refused.value.status_code == 403
+    roles = dict(Membership.objects.filter(project=project).values_list("user__username", "role"))
+    assert roles == {"bob": "owner", "carol": "member"}
 
 
 def test_an_owner_hands_over_ownership(owner_client, owner, member, project):

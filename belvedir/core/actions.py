@@ -8,11 +8,13 @@ from django.utils import timezone
 
 from .errors import Gone, NotFound, TeamError
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, hash_key
+from .usernames import validate_username
 
 
 @transaction.atomic
 def create_account(*, username: str, password: str | None, email: str = ""):
     """Sign-up: a user and their default project, in one transaction."""
+    validate_username(username)
     user = get_user_model().objects.create_user(username=username, email=email, password=password)
     ensure_default_project(user)
     return user
@@ -49,14 +51,18 @@ def create_project(user, name: str) -> Project:
 
 
 def find_user(username_or_email: str):
-    """A user by exact username, else by email (case-insensitive); None when no one or several match."""
+    """An email finds the one account with that email (case-insensitive), anything else the exact
+    username; None when no one or several match.
+
+    An email never matches a username: an account named like someone's address
+    (made before usernames refused @) must not take the invitation meant for them.
+    """
     value = username_or_email.strip()
     users = get_user_model().objects.filter(is_active=True)
-    found = users.filter(username=value).first()
-    if found is None and "@" in value:
-        matches = list(users.filter(email__iexact=value)[:2])
-        found = matches[0] if len(matches) == 1 else None
-    return found
+    if "@" not in value:
+        return users.filter(username=value).first()
+    matches = list(users.filter(email__iexact=value)[:2])
+    return matches[0] if len(matches) == 1 else None
 
 
 def invite_member(project: Project, invited_by, username_or_email: str) -> tuple[Invitation, str]:
@@ -114,7 +120,11 @@ def revoke_invitation(invitation: Invitation):
 @transaction.atomic
 def remove_member(project: Project, user):
     """The user leaves the project, and every key they hold for it stops working at once."""
-    membership = Membership.objects.select_for_update().filter(project=project, user=user).first()
+    # The project's row, not the member's: two owners leaving (or removing each
+    # other) at once would each see the other still there and both go, leaving
+    # no owner. Locked first, the second one counts the owners the first left.
+    project.lock()
+    membership = Membership.objects.filter(project=project, user=user).first()
     if membership is None:
         raise NotFound("Not a member of this project.")
     if (
@@ -129,13 +139,19 @@ def remove_member(project: Project, user):
 @transaction.atomic
 def transfer_ownership(project: Project, from_user, to_user):
     """The new owner takes over; the previous owner stays on as a member."""
-    memberships = {m.user_id: m for m in Membership.objects.select_for_update().filter(project=project, user__in=[from_user, to_user])}
+    # Under the same lock as remove_member: the giver may have been removed, or
+    # have handed the project to someone else, since the page was drawn.
+    project.lock()
+    memberships = {m.user_id: m for m in Membership.objects.filter(project=project, user__in=[from_user, to_user])}
+    giver = memberships.get(from_user.pk)
+    if giver is None or giver.role != Membership.Role.OWNER:
+        raise TeamError("Only an owner of the project may hand it over.", 403)
     if to_user.pk not in memberships:
         raise NotFound("Ownership goes to a member of the project: invite them first.")
     if from_user.pk == to_user.pk:
         raise TeamError("You already own this project.")
     Membership.objects.filter(pk=memberships[to_user.pk].pk).update(role=Membership.Role.OWNER)
-    Membership.objects.filter(pk=memberships[from_user.pk].pk).update(role=Membership.Role.MEMBER)
+    Membership.objects.filter(pk=giver.pk).update(role=Membership.Role.MEMBER)
 
 
 @transaction.atomic

@@ -1,9 +1,40 @@
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.core.exceptions import PermissionDenied
 
 from .actions import delete_project
 from .errors import TeamError
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
+from .usernames import validate_username
+
+
+class UserCreation(AdminUserCreationForm):
+    def clean_username(self):
+        username = super().clean_username()
+        validate_username(username)
+        return username
+
+
+class UserChange(UserChangeForm):
+    def clean_username(self):
+        username = self.cleaned_data["username"]
+        # A name from before the rule may stay while other fields are edited; no new one may take the shape.
+        if username != self.initial.get("username"):
+            validate_username(username)
+        return username
+
+
+admin.site.unregister(get_user_model())
+
+
+@admin.register(get_user_model())
+class AccountAdmin(UserAdmin):
+    """Django's user admin, holding usernames to the sign-up rule (belvedir.core.usernames)."""
+
+    add_form = UserCreation
+    form = UserChange
 
 
 class MembershipInline(admin.TabularInline):

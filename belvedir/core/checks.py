@@ -90,3 +90,29 @@ def check_sandbox_host_tls(app_configs, **kwargs):
         for name, cert, key in hosts
         if not (cert and key)
     ]
+
+
+@register(Tags.security)
+def check_email_shaped_usernames(app_configs, **kwargs):
+    """Accounts named like an email address, from before usernames refused @.
+
+    Invitations by address now go to the email's owner alone, but such a name
+    still reads as someone else's address on member lists: rename them.
+    """
+    from django.contrib.auth import get_user_model
+    from django.db import DatabaseError
+
+    try:
+        names = list(get_user_model().objects.filter(username__contains="@").order_by("pk").values_list("username", flat=True)[:6])
+    except (DatabaseError, RuntimeError):
+        return []
+    if not names:
+        return []
+    shown = ", ".join(repr(name) for name in names[:5]) + (", …" if len(names) > 5 else "")
+    return [
+        Warning(
+            f"Accounts with an email address for a username: {shown}.",
+            hint="Rename them in the admin (Users): usernames no longer take @, and an email-shaped name looks like another person's address.",
+            id="belvedir.W004",
+        )
+    ]

@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 
 from .models import ApiKey
+from .usernames import USERNAME_HELP, validate_username
 
 
 class SignupForm(UserCreationForm):
@@ -11,6 +12,23 @@ class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         model = get_user_model()
         fields = ("username", "email")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["username"].help_text = USERNAME_HELP
+
+    def clean_username(self):
+        username = super().clean_username()
+        validate_username(username)
+        return username
+
+    def clean_email(self):
+        # Invitations by email go to the one account with that address; a
+        # second account claiming it would make the address nobody's.
+        email = self.cleaned_data["email"]
+        if email and get_user_model().objects.filter(email__iexact=email).exists():
+            raise forms.ValidationError("Another account already uses this email address.")
+        return email
 
 
 class ApiKeyForm(forms.Form):

@@ -1,5 +1,6 @@
-from django.contrib import messages
-from django.contrib.auth import login
+from django.contrib import admin, messages
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import REDIRECT_FIELD_NAME, login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,6 +14,7 @@ from .overview import overview, running_evals
 from .throttle import allow_login_attempt
 
 HTMX_STOP_POLLING = 286
+THROTTLED = "Too many login attempts. Wait a minute and try again."
 
 
 def signup(request):
@@ -100,6 +102,23 @@ class ThrottledLoginView(LoginView):
     def post(self, request, *args, **kwargs):
         if not allow_login_attempt(request, request.POST.get("username", "")):
             # An unbound form: validating this one would try the password.
-            context = self.get_context_data(form=self.form_class(request), throttled="Too many login attempts. Wait a minute and try again.")
+            context = self.get_context_data(form=self.form_class(request), throttled=THROTTLED)
             return self.render_to_response(context, status=429)
         return super().post(request, *args, **kwargs)
+
+
+def admin_login(request):
+    """The admin's login, under the same limit as /login/ and sharing its count:
+    a staff password is the one most worth guessing, and alternating the two
+    pages must not double the guesses."""
+    if request.method == "POST" and not allow_login_attempt(request, request.POST.get("username", "")):
+        messages.error(request, THROTTLED)
+        context = {
+            **admin.site.each_context(request),
+            "title": "Log in",
+            "app_path": request.get_full_path(),
+            "form": AdminAuthenticationForm(request),  # unbound: validating it would try the password
+            REDIRECT_FIELD_NAME: request.POST.get(REDIRECT_FIELD_NAME, ""),
+        }
+        return render(request, "admin/login.html", context, status=429)
+    return admin.site.login(request)

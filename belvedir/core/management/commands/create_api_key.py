@@ -1,4 +1,5 @@
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from belvedir.core.actions import create_account, ensure_default_project
@@ -20,7 +21,10 @@ class Command(BaseCommand):
         if user is None:
             if not create:
                 raise CommandError(f"No user {username!r}; pass --create to create one.")
-            user = create_account(username=username, password=None)
+            try:
+                user = create_account(username=username, password=None)
+            except ValidationError as exc:
+                raise CommandError(exc.messages[0]) from None
         if project:
             chosen = Project.objects.for_user(user).filter(name=project).first()
             if chosen is None and create:
