@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from belvedir.sandbox.models import ComputeType
 
-from .errors import CouponError, InsufficientBalance, TopUpError
+from .errors import CouponError, InsufficientBalance, ProjectHoldsMoney, TopUpError
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, TopUp, normalize_code
 
 logger = logging.getLogger(__name__)
@@ -116,6 +116,33 @@ def refuse_if_in_debt(project):
     balance = Account.balance_for(project)
     if balance < 0:
         raise InsufficientBalance(balance, 0)
+
+
+def detach_account(project, *, forfeit_cents: int = 0) -> Account | None:
+    """Part of deleting a project: its account (ledger, top-ups, redemptions) stays, detached.
+
+    Refused while the account is in debt (deleting the project must not
+    escape it) and while its positive balance differs from `forfeit_cents`,
+    the amount the person deleting was shown and accepts to lose: a credit
+    that arrived after the page was drawn is never forfeited unseen.
+    Nothing is deleted and no entry is posted: the kept balance is what the
+    project held, so a later reversal of one of its top-ups still nets out.
+    """
+    account = Account.objects.select_for_update().filter(project=project).first()
+    if account is None:
+        return None
+    if account.balance_cents < 0:
+        raise ProjectHoldsMoney(
+            f"This project owes ${-account.balance_cents / 100:.2f} (a top-up was taken back after its credit was spent): "
+            "pay the debt on Settings → Balance before deleting the project."
+        )
+    if account.balance_cents != max(forfeit_cents, 0):
+        raise ProjectHoldsMoney(
+            f"This project's balance is now ${account.balance_cents / 100:.2f}, and deleting the project forfeits it: "
+            "confirm again on the Members page, which shows the amount."
+        )
+    Account.objects.filter(pk=account.pk).update(project=None, project_name=project.name[:100], detached_at=timezone.now())
+    return account
 
 
 def grant_credit(account: Account, amount_cents: int, memo: str, user) -> LedgerEntry:

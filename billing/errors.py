@@ -1,3 +1,6 @@
+from belvedir.core.errors import TeamError
+
+
 class BillingError(Exception):
     """A billing request that cannot be honoured; the message is shown to the user."""
 
@@ -44,3 +47,15 @@ class CouponError(BillingError):
 class TopUpError(BillingError):
     pass
 
+
+class ProjectHoldsMoney(TeamError, BillingError):
+    """Deleting a project refused for its account: a debt, or a balance the user has not been shown.
+
+    A TeamError too, so the project's deletion pages (core) report it like
+    their own refusals without importing billing.
+    """
+
+    status_code = 409
+
+    def __init__(self, message):
+        super().__init__(message, self.status_code)
