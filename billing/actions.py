@@ -3,6 +3,9 @@
 The account row is locked (`select_for_update`) before the balance is read,
 so concurrent charges serialise on it; the ledger's unique (kind, reference)
 makes a repeated charge, refund, redemption or credit a no-op.
+
+Only a reversal (Stripe taking a top-up back) may leave the balance below
+zero: that is a debt, which refuses runs and evals until a credit pays it.
 """
 
 import logging
@@ -12,12 +15,12 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from belvedir.sandbox.models import ComputeType
 
-from .errors import CouponError, InsufficientBalance, TopUpError
+from .errors import CouponError, InsufficientBalance, ProjectHoldsMoney, TopUpError
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, TopUp, normalize_code
 
 logger = logging.getLogger(__name__)
@@ -27,11 +30,13 @@ COUPON_ALPHABET = "ACDEFGHJKMNPQRTUVWXY34679"
 COUPON_CODE_LENGTH = 12
 
 
-def post_entry(account: Account, *, kind, amount_cents: int, reference: str, memo: str = "", user=None) -> tuple[LedgerEntry, bool]:
+def post_entry(account: Account, *, kind, amount_cents: int, reference: str, memo: str = "", user=None, topup: TopUp | None = None) -> tuple[LedgerEntry, bool]:
     """Append one ledger entry and move the cached balance with it.
 
     Returns (entry, created). A second post of the same (kind, reference)
-    returns the first entry and changes nothing.
+    returns the first entry and changes nothing. A debit that would take the
+    balance below zero raises InsufficientBalance, except a reversal (the
+    money already left with Stripe: the account carries the debt).
     """
     with transaction.atomic():
         locked = Account.objects.select_for_update().get(pk=account.pk)
@@ -39,7 +44,7 @@ def post_entry(account: Account, *, kind, amount_cents: int, reference: str, mem
         if existing:
             return existing, False
         new_balance = locked.balance_cents + amount_cents
-        if new_balance < 0:
+        if new_balance < 0 and amount_cents < 0 and kind not in LedgerEntry.REVERSAL_KINDS:
             raise InsufficientBalance(locked.balance_cents, -amount_cents)
         try:
             with transaction.atomic():
@@ -51,6 +56,7 @@ def post_entry(account: Account, *, kind, amount_cents: int, reference: str, mem
                     reference=reference,
                     memo=memo[:500],
                     user=user,
+                    topup=topup,
                 )
         except IntegrityError:
             # The same reference on another account's lock won the race.
@@ -103,6 +109,40 @@ def refund_run(run, reason: str) -> LedgerEntry | None:
         memo=f"Refund for run #{run.pk}: {reason}",
     )
     return entry
+
+
+def refuse_if_in_debt(project):
+    """Work that costs nothing per start (evals) still waits while the project owes money."""
+    balance = Account.balance_for(project)
+    if balance < 0:
+        raise InsufficientBalance(balance, 0)
+
+
+def detach_account(project, *, forfeit_cents: int = 0) -> Account | None:
+    """Part of deleting a project: its account (ledger, top-ups, redemptions) stays, detached.
+
+    Refused while the account is in debt (deleting the project must not
+    escape it) and while its positive balance differs from `forfeit_cents`,
+    the amount the person deleting was shown and accepts to lose: a credit
+    that arrived after the page was drawn is never forfeited unseen.
+    Nothing is deleted and no entry is posted: the kept balance is what the
+    project held, so a later reversal of one of its top-ups still nets out.
+    """
+    account = Account.objects.select_for_update().filter(project=project).first()
+    if account is None:
+        return None
+    if account.balance_cents < 0:
+        raise ProjectHoldsMoney(
+            f"This project owes ${-account.balance_cents / 100:.2f} (a top-up was taken back after its credit was spent): "
+            "pay the debt on Settings → Balance before deleting the project."
+        )
+    if account.balance_cents != max(forfeit_cents, 0):
+        raise ProjectHoldsMoney(
+            f"This project's balance is now ${account.balance_cents / 100:.2f}, and deleting the project forfeits it: "
+            "confirm again on the Members page, which shows the amount."
+        )
+    Account.objects.filter(pk=account.pk).update(project=None, project_name=project.name[:100], detached_at=timezone.now())
+    return account
 
 
 def grant_credit(account: Account, amount_cents: int, memo: str, user) -> LedgerEntry:
@@ -224,17 +264,27 @@ def start_topup(account: Account, amount_cents: int, user, *, return_url_for) ->
 
 
 CREDITING_EVENTS = {"checkout.session.completed", "checkout.session.async_payment_succeeded"}
+REFUND_EVENTS = {"charge.refunded"}
+DISPUTE_EVENTS = {
+    "charge.dispute.created",
+    "charge.dispute.updated",
+    "charge.dispute.funds_withdrawn",
+    "charge.dispute.funds_reinstated",
+    "charge.dispute.closed",
+}
 
 
 def handle_stripe_event(event: dict) -> str:
-    """Record a verified webhook event once and credit a paid Checkout Session once.
+    """Record a verified webhook event once, and credit or take back a top-up once.
 
     Only a top-up this platform created is credited, and only for the amount
     and currency it recorded: a signature proves the event came from Stripe,
     not that the session was ours (anyone can create sessions on the same
     Stripe account with their own amount, currency and client_reference_id).
-    Storing the event and crediting it are one transaction, so a crash
-    between them leaves neither and Stripe's retry credits.
+    Refunds and disputes are matched to a credited top-up by payment intent
+    and checked the same way. Storing the event and posting its entry are
+    one transaction, so a crash between them leaves neither and Stripe's
+    retry posts.
     Returns what was done, for the response and the logs.
     """
     from .models import StripeEvent
@@ -245,17 +295,28 @@ def handle_stripe_event(event: dict) -> str:
                 stored = StripeEvent.objects.create(event_id=event["id"], type=event["type"], payload=event)
         except IntegrityError:
             return "duplicate event"
-        outcome = _credit_topup(event)
-        StripeEvent.objects.filter(pk=stored.pk).update(outcome=outcome)
+        if event["type"] in CREDITING_EVENTS:
+            outcome = _credit_topup(event["data"]["object"])
+        elif event["type"] in REFUND_EVENTS:
+            outcome = _take_back_refund(event["data"]["object"])
+        elif event["type"] in DISPUTE_EVENTS:
+            outcome = _follow_dispute(event["data"]["object"])
+        else:
+            outcome = "ignored"
+        StripeEvent.objects.filter(pk=stored.pk).update(outcome=outcome[:200])
     if outcome.startswith("refused"):
-        logger.warning("Stripe event %s not credited: %s", event["id"], outcome)
+        logger.warning("Stripe event %s not applied: %s", event["id"], outcome)
     return outcome
 
 
-def _credit_topup(event: dict) -> str:
-    if event["type"] not in CREDITING_EVENTS:
-        return "ignored"
-    session = event["data"]["object"]
+def _id(value) -> str:
+    """An expandable Stripe field: an id, or the expanded object carrying one."""
+    if isinstance(value, dict):
+        value = value.get("id")
+    return value if isinstance(value, str) else ""
+
+
+def _credit_topup(session: dict) -> str:
     if session.get("payment_status") != "paid":
         return "not paid yet"
     session_id = session.get("id")
@@ -267,13 +328,126 @@ def _credit_topup(event: dict) -> str:
         return f"refused: paid in {currency or 'no currency'}, not {settings.STRIPE_CURRENCY}"
     if amount != topup.amount_cents:
         return f"refused: paid {amount!r} cents where the top-up recorded {topup.amount_cents}"
-    _, created = post_entry(
+    entry, created = post_entry(
         topup.account,
         kind=LedgerEntry.Kind.TOPUP,
         amount_cents=topup.amount_cents,
         reference=topup.checkout_session_id,
-        memo="Stripe top-up",
+        memo=f"Stripe top-up #{topup.pk}",
         user=topup.created_by,
+        topup=topup,
     )
-    TopUp.objects.filter(pk=topup.pk).update(status=TopUp.Status.PAID)
-    return "credited" if created else "already credited"
+    # Refunds and disputes name the payment intent, never the session.
+    intent = _id(session.get("payment_intent")) or topup.payment_intent_id
+    TopUp.objects.filter(pk=topup.pk).update(status=TopUp.Status.PAID, payment_intent_id=intent or None)
+    if not created:
+        return "already credited"
+    paid = entry.debt_paid_cents
+    return f"credited; ${paid / 100:.2f} of it paid the debt" if paid else "credited"
+
+
+def _reversed_topup(obj: dict, what: str) -> tuple[TopUp | None, str]:
+    """The credited top-up a charge or dispute is about, locked; or why there is none.
+
+    The lock serialises every event about one top-up, so "taken back so
+    far" is read and moved by one of them at a time.
+    """
+    intent = _id(obj.get("payment_intent"))
+    topup = TopUp.objects.select_for_update().select_related("account").filter(payment_intent_id=intent).first() if intent else None
+    if topup is None:
+        return None, f"refused: no top-up of ours has this {what}'s payment intent"
+    currency = str(obj.get("currency") or "").lower()
+    if currency != settings.STRIPE_CURRENCY:
+        return None, f"refused: {what} in {currency or 'no currency'}, not {settings.STRIPE_CURRENCY}"
+    return topup, ""
+
+
+def _taken_back(topup: TopUp, kinds=LedgerEntry.TOPUP_REVERSAL_KINDS) -> int:
+    """Cents of the top-up's credit taken back so far by entries of `kinds` (a dispute won counts negative)."""
+    return -(LedgerEntry.objects.filter(topup=topup, kind__in=kinds).aggregate(total=Sum("amount_cents"))["total"] or 0)
+
+
+def _reverse(topup: TopUp, *, kind, amount_cents: int, reference: str, memo: str) -> bool:
+    _, created = post_entry(topup.account, kind=kind, amount_cents=amount_cents, reference=reference, memo=memo, topup=topup)
+    return created
+
+
+def _take_back_refund(charge: dict) -> str:
+    """`charge.refunded`: take back what the charge's refunds total, less what earlier events took.
+
+    `amount_refunded` is cumulative, so two events that describe the same
+    refunds (a retry with a new event id, the same state told twice) post
+    once: the entry's reference is the total it brings the top-up to.
+    An older event arriving late describes a smaller total and posts nothing.
+    """
+    topup, refused = _reversed_topup(charge, "charge")
+    if topup is None:
+        return refused
+    amount, refunded = charge.get("amount"), charge.get("amount_refunded")
+    if amount != topup.amount_cents:
+        return f"refused: charge of {amount!r} cents where the top-up recorded {topup.amount_cents}"
+    if not isinstance(refunded, int) or not 0 <= refunded <= amount:
+        return f"refused: amount_refunded {refunded!r} is not between 0 and the charge's {amount}"
+    so_far = _taken_back(topup, [LedgerEntry.Kind.TOPUP_REFUND])
+    more = refunded - so_far
+    if more <= 0:
+        return f"already taken back (${so_far / 100:.2f} refunded so far)"
+    if _taken_back(topup) + more > topup.amount_cents:
+        return f"refused: taking back {more} more cents would exceed the top-up's {topup.amount_cents} (a dispute took part already)"
+    refund_ids = ", ".join(_id(r) for r in (charge.get("refunds") or {}).get("data", []) if _id(r))
+    _reverse(
+        topup,
+        kind=LedgerEntry.Kind.TOPUP_REFUND,
+        amount_cents=-more,
+        reference=f"{_id(charge) or topup.payment_intent_id}:refunded:{refunded}",
+        memo=f"Stripe refunded top-up #{topup.pk}: ${refunded / 100:.2f} of ${amount / 100:.2f} so far" + (f" ({refund_ids})" if refund_ids else ""),
+    )
+    return f"took back ${more / 100:.2f} (refunded so far ${refunded / 100:.2f})"
+
+
+def _follow_dispute(dispute: dict) -> str:
+    """A dispute's balance transactions are what Stripe actually moved: post each once.
+
+    A withdrawal (negative) takes the credit back; a reinstatement (positive,
+    a dispute won) gives back what the dispute took. Keyed by the balance
+    transaction's id, so any order and any number of events about the
+    dispute post each movement once. A dispute with none (an inquiry, or not
+    yet withdrawn) posts nothing.
+    """
+    topup, refused = _reversed_topup(dispute, "dispute")
+    if topup is None:
+        return refused
+    disputed = dispute.get("amount")
+    if not isinstance(disputed, int) or not 0 < disputed <= topup.amount_cents:
+        return f"refused: disputed {disputed!r} cents of a top-up of {topup.amount_cents}"
+    transactions = [t for t in dispute.get("balance_transactions") or [] if isinstance(t, dict)]
+    done = []
+    for txn in sorted(transactions, key=lambda t: (t.get("created") or 0, t.get("amount") or 0)):
+        txn_id, moved = _id(txn), txn.get("amount")
+        if not txn_id or not isinstance(moved, int) or moved == 0:
+            continue
+        if str(txn.get("currency") or "").lower() != settings.STRIPE_CURRENCY or abs(moved) > disputed:
+            done.append(f"refused {txn_id}: {moved!r} {txn.get('currency')!r} for a dispute of {disputed}")
+            continue
+        if LedgerEntry.objects.filter(kind__in=[LedgerEntry.Kind.DISPUTE, LedgerEntry.Kind.DISPUTE_WON], reference=txn_id).exists():
+            continue
+        if moved < 0 and _taken_back(topup) - moved > topup.amount_cents:
+            done.append(f"refused {txn_id}: would take back more than the top-up's {topup.amount_cents}")
+            continue
+        if moved < 0:
+            kind, amount = LedgerEntry.Kind.DISPUTE, moved
+            memo, note = f"Stripe dispute {_id(dispute)} withdrew ${-moved / 100:.2f} of top-up #{topup.pk}", f"took back ${-moved / 100:.2f}"
+        else:
+            # Give back no more than the dispute took (it may have been refused above).
+            kind, amount = LedgerEntry.Kind.DISPUTE_WON, min(moved, _taken_back(topup, [LedgerEntry.Kind.DISPUTE, LedgerEntry.Kind.DISPUTE_WON]))
+            if amount <= 0:
+                continue
+            memo = f"Stripe dispute {_id(dispute)} {dispute.get('status') or 'won'}: ${amount / 100:.2f} of top-up #{topup.pk} reinstated"
+            note = f"gave back ${amount / 100:.2f}"
+        _reverse(topup, kind=kind, amount_cents=amount, reference=txn_id, memo=memo)
+        done.append(note)
+    status = dispute.get("status") or "unknown"
+    if not done:
+        return f"dispute {status}: nothing to post"
+    outcome = f"dispute {status}: " + "; ".join(done)
+    return "refused: " + outcome if all(d.startswith("refused") for d in done) else outcome

@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Q, Sum
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
@@ -29,13 +30,37 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class DetachedFilter(admin.SimpleListFilter):
+    title = "project"
+    parameter_name = "detached"
+
+    def lookups(self, request, model_admin):
+        return [("no", "Exists"), ("yes", "Deleted (account kept)")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(project__isnull=self.value() == "yes")
+        return queryset
+
+
+class InDebtFilter(admin.SimpleListFilter):
+    title = "debt"
+    parameter_name = "in_debt"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "In debt")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(balance_cents__lt=0) if self.value() == "yes" else queryset
+
+
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ["project", "balance", "created_at"]
-    search_fields = ["project__name", "project__memberships__user__username"]
-    list_filter = ["created_at"]
+    list_display = ["__str__", "project", "project_name", "balance", "detached_at", "created_at"]
+    search_fields = ["project__name", "project_name", "project__memberships__user__username"]
+    list_filter = [DetachedFilter, InDebtFilter, "created_at"]
     list_select_related = ["project"]
-    readonly_fields = ["project", "balance_cents", "created_at"]
+    readonly_fields = ["project", "project_name", "detached_at", "balance_cents", "created_at"]
     actions = ["grant_credit_action"]
 
     def has_add_permission(self, request):
@@ -68,10 +93,10 @@ class AccountAdmin(admin.ModelAdmin):
 
 @admin.register(LedgerEntry)
 class LedgerEntryAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "account", "kind", "amount", "balance_after", "reference", "memo", "user"]
+    list_display = ["created_at", "account", "kind", "amount", "balance_after", "topup", "reference", "memo", "user"]
     list_filter = ["kind", "created_at"]
-    search_fields = ["reference", "memo", "account__project__name", "user__username"]
-    list_select_related = ["account__project", "user"]
+    search_fields = ["reference", "memo", "account__project__name", "account__project_name", "user__username"]
+    list_select_related = ["account__project", "user", "topup"]
 
     @admin.display(description="Amount", ordering="amount_cents")
     def amount(self, entry):
@@ -163,16 +188,42 @@ class CouponRedemptionAdmin(ReadOnlyAdmin):
     list_select_related = ["coupon", "account__project", "user"]
 
 
+class TopUpEntryInline(admin.TabularInline):
+    """The top-up's credit and each reversal (refund, dispute, dispute won) beside it."""
+
+    model = LedgerEntry
+    fields = ["created_at", "kind", "amount_cents", "balance_after_cents", "reference", "memo"]
+    readonly_fields = fields
+    ordering = ["created_at", "pk"]
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "ledger entries (credit and reversals)"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(TopUp)
 class TopUpAdmin(ReadOnlyAdmin):
-    list_display = ["created_at", "account", "amount", "status", "checkout_session_id", "created_by"]
+    list_display = ["created_at", "account", "amount", "status", "taken_back", "checkout_session_id", "payment_intent_id", "created_by"]
     list_filter = ["status", "created_at"]
-    search_fields = ["checkout_session_id", "account__project__name"]
+    search_fields = ["checkout_session_id", "payment_intent_id", "account__project__name", "account__project_name"]
     list_select_related = ["account__project", "created_by"]
+    inlines = [TopUpEntryInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(reversed_cents=Sum("entries__amount_cents", filter=Q(entries__kind__in=LedgerEntry.TOPUP_REVERSAL_KINDS)))
 
     @admin.display(description="Amount")
     def amount(self, topup):
         return cents(topup.amount_cents)
+
+    @admin.display(description="Taken back")
+    def taken_back(self, topup):
+        return cents(-topup.reversed_cents) if topup.reversed_cents else "—"
 
 
 @admin.register(StripeEvent)

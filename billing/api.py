@@ -7,21 +7,38 @@ from belvedir.core.permissions import IsProjectOwner, request_project
 from belvedir.core.throttle import CouponThrottle
 
 from .actions import redeem_coupon
-from .models import Account, LedgerEntry
+from .models import Account, LedgerEntry, TopUp
 
 RECENT_ENTRIES = 20
+RECENT_TOPUPS = 20
 
 
 class LedgerEntrySerializer(serializers.ModelSerializer):
     class Meta:
         model = LedgerEntry
-        fields = ["id", "kind", "amount_cents", "balance_after_cents", "reference", "memo", "created_at"]
+        fields = ["id", "kind", "amount_cents", "balance_after_cents", "reference", "memo", "topup", "created_at"]
+
+
+class ReversalSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = LedgerEntry
+        fields = ["id", "kind", "amount_cents", "memo", "created_at"]
+
+
+class TopUpSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    amount_cents = serializers.IntegerField()
+    status = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    reversals = ReversalSerializer(many=True, source="reversal_list", help_text="Refunds and disputes that took its credit back (or gave it back).")
 
 
 class BalanceSerializer(serializers.Serializer):
-    balance_cents = serializers.IntegerField()
+    balance_cents = serializers.IntegerField(help_text="Negative when the project is in debt.")
     balance = serializers.CharField()
+    debt_cents = serializers.IntegerField(help_text="What the project owes (0 unless a top-up was taken back after its credit was spent).")
     entries = LedgerEntrySerializer(many=True)
+    topups = TopUpSerializer(many=True)
 
 
 class RedeemSerializer(serializers.Serializer):
@@ -38,15 +55,12 @@ class RedeemResultSerializer(serializers.Serializer):
 @api_view(["GET"])
 @permission_classes([IsProjectOwner])
 def balance(request):
-    """The project's balance and its most recent ledger entries."""
+    """The project's balance, its most recent ledger entries, and its paid top-ups with their reversals."""
     account = Account.for_project(request_project(request))
     entries = LedgerEntry.objects.filter(account=account)[:RECENT_ENTRIES]
+    body = {"balance_cents": account.balance_cents, "balance": f"{account.balance_cents / 100:.2f}", "debt_cents": account.debt_cents}
     return Response(
-        {
-            "balance_cents": account.balance_cents,
-            "balance": f"{account.balance_cents / 100:.2f}",
-            "entries": LedgerEntrySerializer(entries, many=True).data,
-        }
+        BalanceSerializer({**body, "entries": entries, "topups": TopUp.objects.filter(account=account).paid_with_reversals()[:RECENT_TOPUPS]}).data,
     )
 
 

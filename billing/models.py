@@ -10,20 +10,36 @@ class AccountQuerySet(ProjectScopedQuerySet):
 
 
 class Account(models.Model):
-    """A project's prepaid balance. `balance_cents` caches the ledger's sum."""
+    """A project's prepaid balance. `balance_cents` caches the ledger's sum.
 
-    project = models.OneToOneField("core.Project", on_delete=models.CASCADE, related_name="account")
+    Negative is a debt: a top-up taken back (refund, dispute) after its credit
+    was spent. The ledger's `ledger_below_zero_only_by_reversal` says which
+    entries may leave it there; runs and evals are refused meanwhile.
+
+    Deleting the project detaches its account instead of deleting it: the
+    money's history (ledger, top-ups, redemptions) outlives the project, and a
+    late Stripe event for one of its top-ups still posts here.
+    """
+
+    project = models.OneToOneField("core.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="account")
+    # Kept when the project goes, so the admin can still tell whose money this was.
+    project_name = models.CharField(max_length=100, blank=True, help_text="The project's name when it was deleted.")
+    detached_at = models.DateTimeField(null=True, blank=True, help_text="When its project was deleted.")
     balance_cents = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
     objects = AccountQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.CheckConstraint(condition=models.Q(balance_cents__gte=0), name="balance_never_negative")]
         permissions = [("grant_credit", "Can grant credit (adjust a balance)")]
 
     def __str__(self):
-        return f"{self.project} ({self.balance_cents / 100:.2f} USD)"
+        owner = self.project if self.project_id else f"{self.project_name or 'project'} (deleted)"
+        return f"{owner} ({self.balance_cents / 100:.2f} USD)"
+
+    @property
+    def debt_cents(self) -> int:
+        return max(0, -self.balance_cents)
 
     @classmethod
     def for_project(cls, project) -> "Account":
@@ -51,8 +67,17 @@ class LedgerEntry(models.Model):
         RUN_CHARGE = "run_charge", "Run charge"
         REFUND = "refund", "Refund"
         ADJUSTMENT = "adjustment", "Adjustment"
+        # Reversals of a top-up's credit, each tied to the top-up (`topup`):
+        TOPUP_REFUND = "topup_refund", "Top-up refunded"
+        DISPUTE = "dispute", "Top-up disputed"
+        DISPUTE_WON = "dispute_won", "Dispute won"
+
+    # The kinds Stripe moves without asking us, so they post even into debt.
+    REVERSAL_KINDS = (Kind.TOPUP_REFUND, Kind.DISPUTE)
+    TOPUP_REVERSAL_KINDS = (Kind.TOPUP_REFUND, Kind.DISPUTE, Kind.DISPUTE_WON)
 
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="entries")
+    topup = models.ForeignKey("TopUp", null=True, blank=True, on_delete=models.PROTECT, related_name="entries")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     amount_cents = models.BigIntegerField()
     balance_after_cents = models.BigIntegerField()
@@ -66,7 +91,15 @@ class LedgerEntry(models.Model):
     class Meta:
         ordering = ["-created_at", "-pk"]
         verbose_name_plural = "ledger entries"
-        constraints = [models.UniqueConstraint(fields=["kind", "reference"], name="ledger_once_per_kind_reference")]
+        constraints = [
+            models.UniqueConstraint(fields=["kind", "reference"], name="ledger_once_per_kind_reference"),
+            # A balance goes below zero only because Stripe took a top-up back;
+            # a charge needs funds, and a credit into debt only makes it smaller.
+            models.CheckConstraint(
+                condition=models.Q(balance_after_cents__gte=0) | models.Q(amount_cents__gte=0) | models.Q(kind__in=["topup_refund", "dispute"]),
+                name="ledger_below_zero_only_by_reversal",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.kind} {self.amount_cents:+d}¢ ({self.reference})"
@@ -78,6 +111,12 @@ class LedgerEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise ValueError("Ledger entries are append-only.")
+
+    @property
+    def debt_paid_cents(self) -> int:
+        """How much of a credit went to paying the debt the balance was in."""
+        before = self.balance_after_cents - self.amount_cents
+        return min(self.amount_cents, -before) if self.amount_cents > 0 and before < 0 else 0
 
 
 class Coupon(models.Model):
@@ -134,6 +173,11 @@ class CouponRedemption(models.Model):
 class TopUpQuerySet(ProjectScopedQuerySet):
     project_path = "account__project"
 
+    def paid_with_reversals(self):
+        """Paid top-ups, newest first, each with `reversal_list`: the refunds and disputes beside it."""
+        reversals = LedgerEntry.objects.filter(kind__in=LedgerEntry.TOPUP_REVERSAL_KINDS).order_by("created_at", "pk")
+        return self.filter(status=TopUp.Status.PAID).prefetch_related(models.Prefetch("entries", queryset=reversals, to_attr="reversal_list"))
+
 
 class TopUp(models.Model):
     """A Stripe Checkout Session we created; credited once Stripe says it is paid."""
@@ -145,6 +189,8 @@ class TopUp(models.Model):
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="topups")
     amount_cents = models.PositiveIntegerField()
     checkout_session_id = models.CharField(max_length=255, unique=True, null=True, blank=True)
+    # Recorded from the paid Checkout Session: refunds and disputes name the payment intent, not the session.
+    payment_intent_id = models.CharField(max_length=255, unique=True, null=True, blank=True)
     checkout_url = models.URLField(max_length=2000, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -156,7 +202,11 @@ class TopUp(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"{self.amount_cents / 100:.2f} for {self.account} ({self.status})"
+        return f"#{self.pk} {self.amount_cents / 100:.2f} for {self.account} ({self.status})"
+
+    def reversals(self):
+        """The ledger entries that took this top-up's credit back (or gave it back: a dispute won), oldest first."""
+        return self.entries.filter(kind__in=LedgerEntry.TOPUP_REVERSAL_KINDS).order_by("created_at", "pk")
 
 
 class StripeEvent(models.Model):

@@ -23,8 +23,15 @@ logger = logging.getLogger(__name__)
 HTMX_STOP_POLLING = 286
 
 
+RECENT_TOPUPS = 20
+
+
 def ledger_page(account, page=None):
-    return Paginator(LedgerEntry.objects.filter(account=account).select_related("user"), 25).get_page(page)
+    return Paginator(LedgerEntry.objects.filter(account=account).select_related("user", "topup"), 25).get_page(page)
+
+
+def recent_topups(account):
+    return list(TopUp.objects.filter(account=account).paid_with_reversals()[:RECENT_TOPUPS])
 
 
 @login_required
@@ -42,6 +49,7 @@ def _balance_page(request, status=200):
         {
             "account": account,
             "entries": entries,
+            "topups": recent_topups(account),
             "redeem_form": RedeemForm(),
             "topup_form": TopUpForm(),
             "presets": settings.TOPUP_PRESETS_CENTS,
@@ -67,6 +75,8 @@ def redeem(request):
         try:
             entry = redeem_coupon(account, form.cleaned_data["code"], request.user)
             ok, message = True, f"Coupon applied: ${entry.amount_cents / 100:.2f} added."
+            if entry.debt_paid_cents:
+                message += f" ${entry.debt_paid_cents / 100:.2f} of it paid the debt."
             account.refresh_from_db()
         except BillingError as exc:
             message = str(exc)
@@ -104,7 +114,8 @@ def topup(request):
 @owner_required
 def topup_status(request, pk):
     topup = get_object_or_404(TopUp.objects.for_user(request.user, request.project), pk=pk)
-    context = {"topup": topup, "account": topup.account}
+    credit = topup.entries.filter(kind=LedgerEntry.Kind.TOPUP).first()
+    context = {"topup": topup, "account": topup.account, "credit": credit}
     if request.htmx:
         response = render(request, "billing/_topup_status.html", context)
         if topup.status == TopUp.Status.PAID:

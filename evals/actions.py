@@ -7,6 +7,8 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from billing.actions import refuse_if_in_debt
+
 from . import benchmarks
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
@@ -41,7 +43,12 @@ def create_eval(
     samples_per_problem=1,
     max_cost=None,
 ) -> Eval:
-    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows."""
+    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows.
+
+    Evals cost nothing to start, but wait like runs while the project is in
+    debt (InsufficientBalance, 402).
+    """
+    refuse_if_in_debt(project)
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
@@ -148,6 +155,8 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     """
     if max_cost is not None and max_cost < 0:
         raise EvalConfigError("max_cost must not be negative.")
+    if not automatic:
+        refuse_if_in_debt(ev.project)
     changes = {"max_cost": max_cost} if max_cost is not None else {}
     stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
     resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR]) | Eval.objects.filter(

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from billing.errors import InsufficientBalance
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
@@ -29,6 +30,11 @@ def eval_list(request):
     return render(request, "evals/list.html", {"evals": evals, "benchmarks": benchmarks.CATALOG})
 
 
+def _refused_status(exc) -> int:
+    # A form the user can fix answers 200 with its errors; a debt is a 402, as for runs.
+    return exc.status_code if isinstance(exc, InsufficientBalance) else 200
+
+
 @login_required
 def create_benchmark_eval(request):
     initial = {"benchmark": request.GET.get("benchmark"), "sample_limit": request.GET.get("sample_limit")}
@@ -36,6 +42,7 @@ def create_benchmark_eval(request):
     sizing = SampleSizeForm(request.GET if "gap" in request.GET else None)
     if request.htmx and request.GET.get("part") == "sample_size":
         return render(request, "evals/_sample_size.html", {"sizing": sizing})
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
@@ -47,16 +54,18 @@ def create_benchmark_eval(request):
                 samples_per_problem=form.cleaned_data["samples_per_problem"] or 1,
                 max_cost=form.cleaned_data["max_cost"],
             )
-        except EvalConfigError as exc:
+        except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
+            status = _refused_status(exc)
         else:
             return redirect(ev)
-    return render(request, "evals/create_benchmark.html", {"form": form, "sizing": sizing})
+    return render(request, "evals/create_benchmark.html", {"form": form, "sizing": sizing}, status=status)
 
 
 @login_required
 def create_dataset_eval(request):
     form = DatasetEvalForm(request.POST or None, project=request.project)
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             ev = create_eval(
@@ -67,11 +76,12 @@ def create_dataset_eval(request):
                 scorers=form.scorer_config(),
                 sample_limit=form.cleaned_data["sample_limit"],
             )
-        except EvalConfigError as exc:
+        except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
+            status = _refused_status(exc)
         else:
             return redirect(ev)
-    return render(request, "evals/create_dataset.html", {"form": form})
+    return render(request, "evals/create_dataset.html", {"form": form}, status=status)
 
 
 @login_required
@@ -108,7 +118,7 @@ def eval_rerun(request, pk):
         return redirect(ev)
     try:
         rerun = create_eval(ev.project, request.user, deployment=form.cleaned_data["deployment"], same_rows_as=ev)
-    except EvalConfigError as exc:
+    except (EvalConfigError, InsufficientBalance) as exc:
         messages.error(request, str(exc))
         return redirect(ev)
     messages.success(request, f"Eval #{rerun.pk} scores the rows of eval #{ev.pk}; compare them when it ends.")
@@ -157,7 +167,12 @@ def eval_resume(request, pk):
     if max_cost is not None and max_cost < 0:
         messages.error(request, "The budget must not be negative.")
         return redirect(ev)
-    if resume_eval(ev, max_cost=max_cost):
+    try:
+        resumed = resume_eval(ev, max_cost=max_cost)
+    except InsufficientBalance as exc:
+        messages.error(request, str(exc))
+        return redirect(ev)
+    if resumed:
         messages.success(request, "Eval resumed: only rows not yet scored are requested.")
     else:
         messages.error(request, "Only failed, cancelled or stalled evals can be resumed.")

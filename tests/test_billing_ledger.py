@@ -2,6 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from belvedir.core.actions import create_account
 from billing.actions import charge_for_run, grant_credit, post_entry, refund_run
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
@@ -222,3 +223,66 @@ def test_a_crash_while_refunding_leaves_the_run_unended_with_its_credentials_ali
     run.refresh_from_db()
     assert run.status == "error" and ApiKey.objects.get(pk=key.pk).revoked_at and run.egress_grant().revoked_at
     assert Account.balance_for(project) == 1000
+
+
+def _refused_by_the_database(attempt):
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError, match="append-only"), transaction.atomic():
+        attempt()
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_to_update_ledger_rows_however_asked(project):
+    from django.db import connection
+
+    fund(project, 10)
+    entry = LedgerEntry.objects.get()
+
+    def raw_update():
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE billing_ledgerentry SET amount_cents = 1000000, balance_after_cents = 1000000 WHERE id = %s", [entry.pk])
+
+    _refused_by_the_database(raw_update)
+    _refused_by_the_database(lambda: LedgerEntry.objects.filter(pk=entry.pk).update(memo="rewritten"))
+    _refused_by_the_database(lambda: LedgerEntry.objects.update(user=None, amount_cents=0))  # nulling the user hides nothing else
+    entry.refresh_from_db()
+    assert (entry.amount_cents, entry.memo) == (10, "test")
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_to_delete_ledger_rows_however_asked(project):
+    from django.db import connection
+
+    fund(project, 10)
+
+    def raw_delete():
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM billing_ledgerentry")
+
+    _refused_by_the_database(raw_delete)
+    _refused_by_the_database(lambda: LedgerEntry.objects.all().delete())
+    assert LedgerEntry.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_deleting_a_user_forgets_who_made_an_entry_and_keeps_the_entry(project, owner):
+    from belvedir.core.models import Membership
+
+    bob = create_account(username="bob", password=None)
+    Membership.objects.create(project=project, user=bob)
+    post_entry(Account.for_project(project), kind="adjustment", amount_cents=25, reference="by-bob", memo="goodwill", user=bob)
+    bob.delete()
+    entry = LedgerEntry.objects.get(reference="by-bob")
+    assert (entry.user, entry.amount_cents, entry.memo) == (None, 25, "goodwill")
+
+
+@pytest.mark.django_db
+def test_only_a_reversal_may_leave_a_ledger_balance_below_zero_in_the_database(project):
+    from django.db import IntegrityError, transaction
+
+    account = fund(project, 10)
+    with pytest.raises(IntegrityError, match="ledger_below_zero_only_by_reversal"), transaction.atomic():
+        LedgerEntry.objects.create(account=account, kind="run_charge", amount_cents=-50, balance_after_cents=-40, reference="run:raw")
+    LedgerEntry.objects.create(account=account, kind="topup_refund", amount_cents=-50, balance_after_cents=-40, reference="ch_1:refunded:50")
+    LedgerEntry.objects.create(account=account, kind="coupon", amount_cents=20, balance_after_cents=-20, reference="redemption:raw")

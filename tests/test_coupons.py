@@ -176,3 +176,30 @@ def test_htmx_redemption_also_refreshes_the_ledger(owner_client, coupon):
     assert 'hx-swap-oob="true"' in ledger[:200]
     assert "Coupon" in ledger and "$10.00" in ledger
     assert "No activity yet" not in body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_multi_use_code_redeemed_at_once_by_more_accounts_than_it_allows_succeeds_exactly_its_limit():
+    from belvedir.core.actions import create_account
+
+    Coupon.objects.create(code="FIVEUSES", amount_cents=300, max_redemptions=5)
+    users = [create_account(username=f"m{i}", password=None) for i in range(12)]
+    accounts = [Account.for_project(u.memberships.get().project) for u in users]
+    results = run_concurrently(lambda i: redeem_coupon(accounts[i], "FIVEUSES", users[i]), 12)
+    winners = [i for i, r in enumerate(results) if isinstance(r, LedgerEntry)]
+    assert len(winners) == 5, results
+    assert sum(isinstance(r, CouponError) and "fully used" in str(r) for r in results) == 7
+    assert Coupon.objects.get(code="FIVEUSES").redemption_count == 5
+    assert CouponRedemption.objects.count() == 5 and LedgerEntry.objects.filter(kind="coupon").count() == 5
+    assert [Account.objects.get(pk=accounts[i].pk).balance_cents for i in range(12)] == [300 if i in winners else 0 for i in range(12)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_account_redeeming_one_code_several_times_at_once_redeems_it_once(project, owner):
+    Coupon.objects.create(code="ONCEEACH", amount_cents=700, max_redemptions=10)
+    account = Account.for_project(project)
+    results = run_concurrently(lambda i: redeem_coupon(account, "ONCEEACH", owner), 6)
+    assert sum(isinstance(r, LedgerEntry) for r in results) == 1, results
+    assert sum(isinstance(r, CouponError) and "already redeemed" in str(r) for r in results) == 5
+    assert Account.balance_for(project) == 700
+    assert Coupon.objects.get(code="ONCEEACH").redemption_count == 1 and CouponRedemption.objects.count() == 1

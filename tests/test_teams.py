@@ -240,16 +240,72 @@ def test_switching_to_someone_elses_project_is_not_found(owner_client, outsider_
     assert owner_client.post("/projects/switch/", {"project": "x"}).status_code == 404
 
 
-def test_an_owner_deletes_the_project_after_confirming_its_name(owner_client, owner, project):
+def test_an_owner_deletes_the_project_after_confirming_its_name_and_the_balance_it_forfeits(owner_client, owner, project):
     from billing.actions import post_entry
     from billing.models import Account
 
     post_entry(Account.for_project(project), kind="coupon", amount_cents=100, reference="c1", user=owner)
-    owner_client.post("/settings/project/delete/", {"confirm": "wrong"})
+    page = owner_client.get("/settings/members/").content.decode()
+    assert 'id="delete-forfeit"' in page and "$1.00" in page and 'name="forfeit_cents" value="100"' in page
+    owner_client.post("/settings/project/delete/", {"confirm": "wrong", "forfeit_cents": "100"})
     assert Project.objects.filter(pk=project.pk).exists()
-    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
+    # A page drawn before the credit arrived showed nothing to forfeit: refused, with the amount.
+    stale = owner_client.post("/settings/project/delete/", {"confirm": "alice's project", "forfeit_cents": "0"}, follow=True)
+    assert Project.objects.filter(pk=project.pk).exists() and "balance is now $1.00" in stale.content.decode()
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project", "forfeit_cents": "100"}, follow=True)
     assert not Project.objects.filter(pk=project.pk).exists()
     assert response.status_code == 200  # a fresh default project is made for the next page
+    kept = Account.objects.get(project_name="alice's project")
+    assert kept.project is None and kept.detached_at and kept.balance_cents == 100 and kept.entries.count() == 1
+
+
+def test_deleting_a_project_keeps_its_money_and_a_later_stripe_refund_posts_to_its_account(owner_client, owner, project, staff_client, settings):
+    from billing.actions import redeem_coupon
+    from billing.models import Account, Coupon, CouponRedemption, LedgerEntry, StripeEvent, TopUp
+
+    from .fakes.stripe_signing import checkout_event, refund_event, sign
+    from .test_stripe import SECRET, post_webhook, recorded_topup
+
+    settings.STRIPE_WEBHOOK_SECRET = SECRET
+    account = Account.for_project(project)
+    topup = recorded_topup(project, "cs_kept", 1000)
+    paid = checkout_event("evt_paid", "cs_kept", amount_total=1000, client_reference_id=str(account.pk), payment_intent="pi_kept")
+    assert post_webhook(paid, sign(paid, SECRET)).content == b"credited"
+    Coupon.objects.create(code="KEPT", amount_cents=500)
+    redeem_coupon(account, "KEPT", owner)
+    owner_client.post("/settings/project/delete/", {"confirm": "alice's project", "forfeit_cents": "1500"})
+    assert not Project.objects.filter(pk=project.pk).exists()
+
+    account.refresh_from_db()
+    assert (account.project, account.project_name, account.balance_cents) == (None, "alice's project", 1500)
+    assert LedgerEntry.objects.filter(account=account).count() == 2
+    assert TopUp.objects.filter(pk=topup.pk, account=account).exists() and CouponRedemption.objects.filter(account=account).exists()
+
+    refund = refund_event("evt_refund_late", "pi_kept", amount=1000, amount_refunded=1000)
+    assert post_webhook(refund, sign(refund, SECRET)).content.startswith(b"took back $10.00")
+    account.refresh_from_db()
+    assert account.balance_cents == 500 and StripeEvent.objects.filter(event_id="evt_refund_late").exists()
+    assert topup.reversals().get().account == account
+
+    listing = staff_client.get("/admin/billing/account/?detached=yes").content.decode()
+    assert "alice&#x27;s project (deleted)" in listing and "$5.00" in listing
+    assert staff_client.get(f"/admin/billing/account/{account.pk}/change/").status_code == 200
+
+
+def test_a_project_in_debt_cannot_be_deleted_on_the_dashboard_or_in_admin(owner_client, owner, project, staff_client):
+    from billing.actions import post_entry
+    from billing.models import Account
+
+    account = Account.for_project(project)
+    post_entry(account, kind="topup", amount_cents=1000, reference="cs_x", memo="top-up")
+    post_entry(account, kind="run_charge", amount_cents=-1000, reference="run:x", memo="run")
+    post_entry(account, kind="topup_refund", amount_cents=-1000, reference="ch_x:refunded:1000", memo="refund")
+    page = owner_client.get("/settings/members/").content.decode()
+    assert 'id="delete-debt"' in page and "This project owes $10.00" in page and 'name="confirm"' not in page
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project", "forfeit_cents": "0"}, follow=True)
+    assert "owes $10.00" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
+    assert staff_client.post(f"/admin/core/project/{project.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Project.objects.filter(pk=project.pk).exists() and Account.balance_for(project) == -1000
 
 
 def test_members_work_but_owner_only_pages_are_403(member_client, project):

@@ -155,9 +155,17 @@ def transfer_ownership(project: Project, from_user, to_user):
 
 
 @transaction.atomic
-def delete_project(project: Project):
-    """Everything in the project goes with it. Refused while something still runs in a sandbox."""
-    from billing.models import CouponRedemption, LedgerEntry, TopUp
+def delete_project(project: Project, *, forfeit_cents: int = 0):
+    """The project's work goes with it; its money's history does not.
+
+    Refused while something still runs in a sandbox. The account, with its
+    ledger, top-ups and coupon redemptions, is detached and kept (a ledger is
+    never deleted, and Stripe may still refund or dispute a top-up later);
+    deleting is refused while the account is in debt, and a positive balance
+    is forfeited only when it equals `forfeit_cents`, the amount the person
+    deleting was shown.
+    """
+    from billing.actions import detach_account
     from evals.models import Eval
     from harnesses.models import Run
     from traces.batches import lock_out
@@ -166,13 +174,11 @@ def delete_project(project: Project):
     lock_out(project)
     if Run.objects.filter(project=project, status__in=Run.ACTIVE).exists() or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists():
         raise TeamError("Runs or evaluations are still in progress: cancel them first.", 409)
-    # PROTECT keeps these from going by accident (an eval its deployment, the
-    # append-only ledger its account); deleting the whole project is the one
-    # deliberate time they go, children first.
+    detach_account(project, forfeit_cents=forfeit_cents)
+    # PROTECT keeps these from going by accident (an eval its deployment);
+    # deleting the whole project is the one deliberate time they go, children first.
     # Spans first, in one DELETE: nothing points at a span, while the
     # cascade from tasks would otherwise load each task to null its spans.
     Span.objects.filter(project=project).delete()
     Eval.objects.filter(project=project).delete()
-    for model in (CouponRedemption, TopUp, LedgerEntry):
-        model.objects.filter(account__project=project).delete()
     project.delete()

@@ -54,12 +54,23 @@ class ProjectForm(forms.Form):
     name = forms.CharField(max_length=100)
 
 
+def project_balance_cents(project) -> int:
+    """The project's balance through the reverse accessor of billing's Account (core imports no app); 0 without one."""
+    account = getattr(project, "account", None)
+    return account.balance_cents if account is not None else 0
+
+
 class DeleteProjectForm(forms.Form):
     confirm = forms.CharField(label="Type the project's name to confirm", max_length=100)
+    # The balance the page showed: deletion forfeits exactly that, or is refused (it changed meanwhile).
+    forfeit_cents = forms.IntegerField(required=False, min_value=0, widget=forms.HiddenInput)
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.project = project
+        self.balance_cents = project_balance_cents(project) if project is not None else 0
+        self.debt_cents = max(-self.balance_cents, 0)
+        self.fields["forfeit_cents"].initial = max(self.balance_cents, 0)
 
     def clean_confirm(self):
         if self.cleaned_data["confirm"] != self.project.name:

@@ -158,7 +158,7 @@ def delete_project(request):
         messages.error(request, form.errors["confirm"][0])
         return redirect("members")
     try:
-        actions.delete_project(project)
+        actions.delete_project(project, forfeit_cents=form.cleaned_data["forfeit_cents"] or 0)
     except TeamError as exc:
         messages.error(request, str(exc))
         return redirect("members")

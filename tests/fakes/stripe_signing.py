@@ -13,7 +13,15 @@ def sign(payload: bytes, secret: str, timestamp: int | None = None) -> str:
 
 
 def checkout_event(
-    event_id, session_id, *, amount_total, client_reference_id, payment_status="paid", type="checkout.session.completed", currency="usd"
+    event_id,
+    session_id,
+    *,
+    amount_total,
+    client_reference_id,
+    payment_status="paid",
+    type="checkout.session.completed",
+    currency="usd",
+    payment_intent=None,
 ) -> bytes:
     return json.dumps(
         {
@@ -28,7 +36,71 @@ def checkout_event(
                     "currency": currency,
                     "client_reference_id": client_reference_id,
                     "payment_status": payment_status,
+                    "payment_intent": payment_intent,
                 }
             },
         }
     ).encode()
+
+
+def _event(event_id, type, obj) -> bytes:
+    return json.dumps({"id": event_id, "object": "event", "type": type, "data": {"object": obj}}).encode()
+
+
+def refund_event(event_id, payment_intent, *, amount, amount_refunded, currency="usd", charge_id="ch_test_1", refunds=()) -> bytes:
+    """`charge.refunded`: a Charge object, `amount_refunded` cumulative over its `refunds` (Stripe's shapes)."""
+    charge = {
+        "id": charge_id,
+        "object": "charge",
+        "amount": amount,
+        "amount_captured": amount,
+        "amount_refunded": amount_refunded,
+        "currency": currency,
+        "paid": True,
+        "payment_intent": payment_intent,
+        "refunded": amount_refunded == amount,
+        "refunds": {
+            "object": "list",
+            "data": [
+                {"id": rid, "object": "refund", "amount": cents, "charge": charge_id, "currency": currency, "status": "succeeded"} for rid, cents in refunds
+            ],
+            "has_more": False,
+        },
+    }
+    return _event(event_id, "charge.refunded", charge)
+
+
+def balance_transaction(txn_id, amount, *, currency="usd", created=0) -> dict:
+    """A dispute's balance transaction: negative when Stripe withdraws the funds, positive when it reinstates them."""
+    category = "dispute" if amount < 0 else "dispute_reversal"
+    fee = 1500 if amount < 0 else -1500
+    return {
+        "id": txn_id,
+        "object": "balance_transaction",
+        "amount": amount,
+        "currency": currency,
+        "created": created,
+        "fee": fee,
+        "net": amount - fee,
+        "reporting_category": category,
+        "type": "adjustment",
+    }
+
+
+def dispute_event(
+    event_id, type, payment_intent, *, amount, status, balance_transactions=(), currency="usd", dispute_id="dp_test_1", charge_id="ch_test_1"
+) -> bytes:
+    """`charge.dispute.*`: a Dispute object with its `status`, `amount` and `balance_transactions`."""
+    dispute = {
+        "id": dispute_id,
+        "object": "dispute",
+        "amount": amount,
+        "currency": currency,
+        "charge": charge_id,
+        "payment_intent": payment_intent,
+        "status": status,
+        "reason": "fraudulent",
+        "is_charge_refundable": False,
+        "balance_transactions": list(balance_transactions),
+    }
+    return _event(event_id, type, dispute)
