@@ -31,7 +31,7 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         self.target = None  # (host, port)
         self.address = None
         self.closed = False
-        self.early_up = 0  # bytes read before the destination was known (the request itself)
+        self.early_up = 0  # bytes read after the request, before the destination was known
         # Bytes from the sandbox, tunnels included: proxy.py hands tunnelled
         # data to no plugin hook, so the client connection's recv is wrapped.
         recv = self.client.recv
@@ -67,7 +67,12 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
             raise _reject(403, str(exc)) from None
         self.target, self.address = (host, port), addresses[0]
         rec.allowed(grant, host, port)
-        rec.transfer(grant, host, port, up=self.early_up)
+        # The request itself, body included, went up too: proxy.py reads it
+        # whole before this plugin exists, so no recv of ours saw it. Past
+        # the cap, it is not forwarded.
+        if not rec.transfer(grant, host, port, up=request.total_size + self.early_up):
+            rec.denied(grant, host, port, "Egress byte cap reached.")
+            raise _reject(403, f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached.")
         return request
 
     def resolve_dns(self, host, port):

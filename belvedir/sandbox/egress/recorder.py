@@ -11,7 +11,7 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.db import InterfaceError, OperationalError, connection
 from django.db.models import F
@@ -21,7 +21,6 @@ from ..models import EgressDestination, EgressGrant
 
 logger = logging.getLogger(__name__)
 FLUSH_SECONDS = 0.5
-GRANT_TTL_SECONDS = 2.0
 
 
 @dataclass
@@ -32,14 +31,12 @@ class GrantState:
     max_bytes: int
     used: int
     revoked: bool
-    loaded_at: float = field(default_factory=time.monotonic)
     capped: bool = False
 
 
 class Recorder:
     def __init__(self):
         self._lock = threading.Lock()
-        self._grants: dict[str, GrantState] = {}  # by token hash
         self._by_id: dict[int, GrantState] = {}
         # (grant id, host, port, reason) -> [requests, up, down]
         self._pending = defaultdict(lambda: [0, 0, 0])
@@ -51,26 +48,31 @@ class Recorder:
     # -- grants ------------------------------------------------------------
 
     def grant(self, token_hash: str) -> GrantState | None:
-        with self._lock:
-            state = self._grants.get(token_hash)
-        if state and time.monotonic() - state.loaded_at < GRANT_TTL_SECONDS:
-            return state
+        """The grant behind a token, read from the database for every new connection.
+
+        No cache: a run's end revokes its grant in the same transaction that
+        ends it, and the next connection must see that at once. The read is
+        one lookup on the unique index of token_hash (bench/egress_proxy.py:
+        a small share of what proxying one request costs). Byte counts stay
+        in memory, one state per grant that every connection shares, so the
+        cap holds across connections between flushes.
+        """
         row = self._load(token_hash)
         if row is None:
             return None
         with self._lock:
-            known = self._by_id.get(row.id)
-            used = max(row.bytes_up + row.bytes_down, known.used if known else 0)
-            state = GrantState(
-                id=row.id,
-                owner=str(row.owner),
-                domains=tuple(row.domains),
-                max_bytes=row.max_bytes,
-                used=used,
-                revoked=row.revoked_at is not None,
-                capped=bool(known and known.capped) or row.cap_reached_at is not None,
-            )
-            self._grants[token_hash] = self._by_id[row.id] = state
+            state = self._by_id.get(row.id)
+            if state is None:
+                state = self._by_id[row.id] = GrantState(id=row.id, owner=str(row.owner), domains=(), max_bytes=0, used=0, revoked=False)
+            state.domains = tuple(row.domains)
+            state.max_bytes = row.max_bytes
+            state.used = max(state.used, row.bytes_up + row.bytes_down)
+            state.revoked = row.revoked_at is not None
+            state.capped = state.capped or row.cap_reached_at is not None
+            if state.revoked:
+                # Refused from now on: forgotten, so a long-lived proxy holds only live grants
+                # (connections still open keep counting into their own reference).
+                del self._by_id[row.id]
         return state
 
     def _load(self, token_hash: str):
