@@ -12,7 +12,7 @@ the two proxies taking turns in rounds so that load drifts hit both alike:
   from memory after the first (the baseline: a check that costs nothing).
 proxied / cached is what reading the grant per connection costs.
 
-Usage: .venv/bin/python bench/egress_proxy.py [--requests 300]
+Usage: .venv/bin/python bench/egress_proxy.py [--requests 500]
 Creates and drops a database `belvedir_bench_egress` (BENCH_DATABASE_NAME picks another).
 """
 
@@ -98,7 +98,7 @@ def start_proxy(url: str, *, cached: bool):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--requests", type=int, default=500)
     args = parser.parse_args()
     with throwaway_database("belvedir_bench_egress") as url:
         from belvedir.sandbox.egress import SOCKET_NAME, issue_grant
