@@ -36,6 +36,8 @@ CREDENTIALS: dict[str, str] = {}
 
 
 class OutsideHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections open, so one through the proxy can carry several requests
+
     def do_GET(self):
         if self.path == "/hello":
             self._reply(200, b"hello from outside")
@@ -352,16 +354,43 @@ json.dump({{"score": 0, "no_credential": status, "forged": raw.recv(100).decode(
     assert run.results["forged"].startswith("HTTP/1.1 407")
 
 
-def through_the_proxy(socket_dir, proxy: str, url: str) -> int:
-    """One request from the host straight to the proxy's socket, with a sandbox's credential: the status."""
-    credential = urlsplit(proxy)
-    auth = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
-    host = urlsplit(url).netloc
-    with socket.socket(socket.AF_UNIX) as conn:
-        conn.settimeout(10)
-        conn.connect(str(socket_dir / SOCKET_NAME))
-        conn.sendall(f"GET {url} HTTP/1.1\r\nHost: {host}\r\nProxy-Authorization: Basic {auth}\r\nConnection: close\r\n\r\n".encode())
-        return int(conn.makefile("rb").readline().split()[1])
+class ProxyConnection:
+    """A connection from the host straight to the proxy's socket, sending requests with a sandbox's credential."""
+
+    def __init__(self, socket_dir, proxy: str):
+        credential = urlsplit(proxy)
+        self.auth = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
+        self.conn = socket.socket(socket.AF_UNIX)
+        self.conn.settimeout(10)
+        self.conn.connect(str(socket_dir / SOCKET_NAME))
+        self.replies = self.conn.makefile("rb")
+
+    def get(self, url: str) -> int | str:
+        """The reply's status, its body read so the connection can carry the next; "closed" when the proxy hung up."""
+        self.conn.sendall(f"GET {url} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nProxy-Authorization: Basic {self.auth}\r\n\r\n".encode())
+        status = self.replies.readline()
+        if not status:
+            return "closed"
+        length = 0
+        while (line := self.replies.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        self.replies.read(length)
+        return int(status.split()[1])
+
+    def close(self):
+        self.replies.close()
+        self.conn.close()
+
+
+def through_the_proxy(socket_dir, proxy: str, url: str) -> int | str:
+    """One request on a fresh connection."""
+    connection = ProxyConnection(socket_dir, proxy)
+    try:
+        return connection.get(url)
+    finally:
+        connection.close()
 
 
 def test_a_runs_proxy_credential_is_refused_the_moment_the_run_ends(runs, tmp_path, outside, egress):
@@ -377,17 +406,24 @@ urllib.request.urlopen(urllib.request.Request("http://{OUTSIDE_ADDRESS}:{outside
 time.sleep(120)
 """
     run, worker = runs(tmp_path, script, "runc", background=True)
+    kept_alive = None
     try:
         # The run's own credential, sent out through the proxy by the run itself.
         proxy = wait_for(lambda: CREDENTIALS.get(str(run.pk)))
         hello = f"http://{OUTSIDE_ADDRESS}:{outside['http']}/hello"
+        kept_alive = ProxyConnection(egress, proxy)
+        assert kept_alive.get(hello) == 200 and kept_alive.get(hello) == 200  # it carries several
         assert through_the_proxy(egress, proxy, hello) == 200  # good while the run runs (and now fresh in any cache)
 
         assert cancel_run(run)
         assert through_the_proxy(egress, proxy, hello) == 407
+        # A connection opened before the end carries no request after it.
+        assert kept_alive.get(hello) in (407, "closed")
     finally:
         cancel_run(run)
         worker.join(60)
+        if kept_alive:
+            kept_alive.close()
     run.refresh_from_db()
     assert run.status == "cancelled", (run.status, run.status_message)
 
