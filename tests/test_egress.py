@@ -5,26 +5,39 @@ The "outside" is a server on 127.0.0.2, which the test proxy's policy allows
 included, is denied. Nothing here leaves this machine.
 """
 
+import base64
+import json
+import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
 
 import pytest
 
+from belvedir.sandbox.egress import SOCKET_NAME
 from belvedir.sandbox.models import SandboxHost
-from harnesses.actions import start_run
+from harnesses.actions import cancel_run, start_run
 from harnesses.execution import execute_run
 from traces.models import TraceSession
 
+from .concurrency import start_thread
 from .conftest import OUTSIDE_ADDRESS
 from .harness_fixtures import fund, harness, make_repo, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
 MB = 1024 * 1024
+# Both runtimes the platform runs harnesses under (hosts default to auto, runsc here; runc hosts are allowed).
+runtimes = pytest.mark.parametrize("runtime", ["runc", "runsc"])
+# What the outside servers were sent: {path: [bytes received, ...]}, and each run's posted credential.
+RECEIVED: dict[str, list[int]] = {}
+CREDENTIALS: dict[str, str] = {}
 
 
 class OutsideHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections open, so one through the proxy can carry several requests
+
     def do_GET(self):
         if self.path == "/hello":
             self._reply(200, b"hello from outside")
@@ -46,6 +59,22 @@ class OutsideHandler(BaseHTTPRequestHandler):
                 pass  # the proxy cut the transfer
         else:
             self._reply(404, b"no such page")
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", 0))
+        if self.path == "/credential":
+            posted = json.loads(self.rfile.read(length))
+            CREDENTIALS[posted["run"]] = posted["proxy"]
+            self._reply(200, b"noted")
+            return
+        received = 0
+        try:
+            while received < length and (chunk := self.rfile.read(min(65536, length - received))):
+                received += len(chunk)
+        except OSError:
+            pass  # the proxy cut the upload
+        RECEIVED.setdefault(self.path, []).append(received)
+        self._reply(200, f"received {received}".encode())
 
     def _reply(self, status, body):
         self.send_response(status)
@@ -99,10 +128,12 @@ def runs(settings, egress, owner, project, tls_files):
     SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     fund(project)
 
-    def launch(tmp_path, script, runtime="auto", **fields):
+    def launch(tmp_path, script, runtime, background=False, **fields):
         SandboxHost.objects.filter(name="local").update(runtime=runtime)
         make_repo(tmp_path / "repo", {"run.py": script})
         run = start_run(harness(project, owner, tmp_path / "repo", **fields), owner)
+        if background:
+            return run, start_thread(execute_run, run.pk)
         execute_run(run.pk)
         run.refresh_from_db()
         return run
@@ -181,7 +212,7 @@ json.dump({{"score": 1, **results}}, open("results.json", "w"))
 """
 
 
-@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+@runtimes
 def test_a_harness_reaches_the_platform_and_the_outside_and_nothing_private(runs, tmp_path, outside, runtime, owner_client, api):
     script = PROBES.format(outside=OUTSIDE_ADDRESS, http_port=outside["http"], https_port=outside["https"])
 
@@ -230,7 +261,8 @@ def _flushed(run):
     return grant if grant and grant.destinations.filter(host="127.0.0.3").exists() and grant.bytes_down > 0 else None
 
 
-def test_a_harness_allowlist_narrows_egress_to_its_domains(runs, tmp_path, outside):
+@runtimes
+def test_a_harness_allowlist_narrows_egress_to_its_domains(runs, tmp_path, runtime, outside):
     script = f"""
 import json, urllib.request, urllib.error
 def get(url):
@@ -240,13 +272,14 @@ def get(url):
         return [exc.code, exc.read(300).decode()]
 json.dump({{"score": 1, "outside": get("http://{OUTSIDE_ADDRESS}:{outside["http"]}/hello")}}, open("results.json", "w"))
 """
-    run = runs(tmp_path, script, egress_domains="api.anthropic.com")
+    run = runs(tmp_path, script, runtime, egress_domains="api.anthropic.com")
     assert run.status == "succeeded", run.log_tail
     status, body = run.results["outside"]
     assert status == 403 and "allowlist" in body
 
 
-def test_the_byte_cap_stops_a_large_download(runs, tmp_path, outside, settings, owner_client):
+@runtimes
+def test_the_byte_cap_stops_a_large_download(runs, tmp_path, runtime, outside, settings, owner_client):
     settings.EGRESS_MAX_BYTES = 1 * MB
     script = f"""
 import json, urllib.request
@@ -259,7 +292,7 @@ except Exception as exc:
     error = repr(exc)
 json.dump({{"score": 0, "received": received, "error": error}}, open("results.json", "w"))
 """
-    run = runs(tmp_path, script)
+    run = runs(tmp_path, script, runtime)
     assert run.status == "succeeded", run.log_tail
     # The server sends 16 MB; the proxy cut the transfer soon after the cap.
     assert run.results["received"] < 4 * MB, run.results
@@ -269,7 +302,8 @@ json.dump({{"score": 0, "received": received, "error": error}}, open("results.js
     assert page.status_code == 200 and b"egress cap of 1.0" in page.content
 
 
-def test_killing_everything_it_can_leaves_the_forwarder_and_pid_1(runs, tmp_path):
+@runtimes
+def test_killing_everything_it_can_leaves_the_forwarder_and_pid_1(runs, tmp_path, runtime):
     script = """
 import json, os, signal, subprocess, time, urllib.request
 own = subprocess.Popen(["sleep", "300"])
@@ -287,7 +321,7 @@ status = urllib.request.urlopen(request, timeout=10).status
 json.dump({"score": 0.5, "ps": ps, "span": status, "own_killed": own_killed}, open("results.json", "w"))
 raise SystemExit(3)
 """
-    run = runs(tmp_path, script, run_command="exec python3 run.py")
+    run = runs(tmp_path, script, runtime, run_command="exec python3 run.py")
 
     # The run ends by its own exit code, not as a platform error (and is not refunded).
     assert run.status == "failed" and run.exit_code == 3, (run.status_message, run.log_tail)
@@ -299,7 +333,8 @@ raise SystemExit(3)
     assert TraceSession.objects.get(session_id=str(run.pk)).span_count >= 1
 
 
-def test_without_the_proxy_credential_nothing_gets_out(runs, tmp_path, outside):
+@runtimes
+def test_without_the_proxy_credential_nothing_gets_out(runs, tmp_path, runtime, outside):
     """A client that strips the proxy credential, or talks to the socket itself, is refused."""
     script = f"""
 import json, socket, urllib.request, urllib.error
@@ -313,7 +348,113 @@ raw.connect("/run/belvedir-egress/proxy.sock")
 raw.sendall(b"CONNECT {OUTSIDE_ADDRESS}:{outside["http"]} HTTP/1.1\\r\\nHost: x\\r\\nProxy-Authorization: Basic cnVuLTE6Zm9yZ2Vk\\r\\n\\r\\n")
 json.dump({{"score": 0, "no_credential": status, "forged": raw.recv(100).decode()}}, open("results.json", "w"))
 """
-    run = runs(tmp_path, script)
+    run = runs(tmp_path, script, runtime)
     assert run.status == "succeeded", run.log_tail
     assert run.results["no_credential"] == 407
     assert run.results["forged"].startswith("HTTP/1.1 407")
+
+
+class ProxyConnection:
+    """A connection from the host straight to the proxy's socket, sending requests with a sandbox's credential."""
+
+    def __init__(self, socket_dir, proxy: str):
+        credential = urlsplit(proxy)
+        self.auth = base64.b64encode(f"{credential.username}:{credential.password}".encode()).decode()
+        self.conn = socket.socket(socket.AF_UNIX)
+        self.conn.settimeout(10)
+        self.conn.connect(str(socket_dir / SOCKET_NAME))
+        self.replies = self.conn.makefile("rb")
+
+    def get(self, url: str) -> int | str:
+        """The reply's status, its body read so the connection can carry the next; "closed" when the proxy hung up."""
+        self.conn.sendall(f"GET {url} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nProxy-Authorization: Basic {self.auth}\r\n\r\n".encode())
+        status = self.replies.readline()
+        if not status:
+            return "closed"
+        length = 0
+        while (line := self.replies.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        self.replies.read(length)
+        return int(status.split()[1])
+
+    def close(self):
+        self.replies.close()
+        self.conn.close()
+
+
+def through_the_proxy(socket_dir, proxy: str, url: str) -> int | str:
+    """One request on a fresh connection."""
+    connection = ProxyConnection(socket_dir, proxy)
+    try:
+        return connection.get(url)
+    finally:
+        connection.close()
+
+
+def test_a_runs_proxy_credential_is_refused_the_moment_the_run_ends(runs, tmp_path, outside, egress):
+    """The proxy reads the grant for every new connection: no cached grant outlives the run's end.
+
+    runc only: what is tested is the host's proxy, which is the same whichever
+    runtime the sandbox that held the credential ran under.
+    """
+    script = f"""
+import json, os, time, urllib.request
+posted = json.dumps({{"run": os.environ["FRACTAL_RUN_ID"], "proxy": os.environ["HTTP_PROXY"]}}).encode()
+urllib.request.urlopen(urllib.request.Request("http://{OUTSIDE_ADDRESS}:{outside["http"]}/credential", data=posted), timeout=10).read()
+time.sleep(120)
+"""
+    run, worker = runs(tmp_path, script, "runc", background=True)
+    kept_alive = None
+    try:
+        # The run's own credential, sent out through the proxy by the run itself.
+        proxy = wait_for(lambda: CREDENTIALS.get(str(run.pk)))
+        hello = f"http://{OUTSIDE_ADDRESS}:{outside['http']}/hello"
+        kept_alive = ProxyConnection(egress, proxy)
+        assert kept_alive.get(hello) == 200 and kept_alive.get(hello) == 200  # it carries several
+        assert through_the_proxy(egress, proxy, hello) == 200  # good while the run runs (and now fresh in any cache)
+
+        assert cancel_run(run)
+        assert through_the_proxy(egress, proxy, hello) == 407
+        # A connection opened before the end carries no request after it.
+        assert kept_alive.get(hello) in (407, "closed")
+    finally:
+        cancel_run(run)
+        worker.join(60)
+        if kept_alive:
+            kept_alive.close()
+    run.refresh_from_db()
+    assert run.status == "cancelled", (run.status, run.status_message)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_bytes_sent_up_count_toward_the_byte_cap(runs, tmp_path, outside, settings, scheme):
+    """A 16 MB upload under a 1 MB cap: a plain request's body is refused whole, a tunnel is cut soon after the cap.
+
+    runc only: the counting is the host proxy's; the download cap above runs under both runtimes.
+    """
+    settings.EGRESS_MAX_BYTES = 1 * MB
+    script = f"""
+import json, urllib.request, urllib.error
+try:
+    reply = urllib.request.urlopen("{scheme}://{OUTSIDE_ADDRESS}:{outside[scheme]}/upload-{scheme}", data=b"u" * (16 * 1024 * 1024), timeout=30)
+    outcome = [reply.status, reply.read(100).decode()]
+except urllib.error.HTTPError as exc:
+    outcome = [exc.code, exc.read(300).decode()]
+except Exception as exc:
+    outcome = ["error", repr(exc)[:300]]
+json.dump({{"score": 0, "outcome": outcome}}, open("results.json", "w"))
+"""
+    run = runs(tmp_path, script, "runc")
+    assert run.status == "succeeded", run.log_tail
+    status, detail = run.results["outcome"]
+    if scheme == "http":
+        # proxy.py reads a plain request whole before any plugin sees it: past the cap, it is not sent on.
+        assert status == 403 and "egress cap of 1 MB" in detail, run.results
+        assert f"/upload-{scheme}" not in RECEIVED
+    else:
+        assert status == "error", run.results  # the tunnel was cut mid-upload
+        assert all(received < 4 * MB for received in RECEIVED.get(f"/upload-{scheme}", [])), RECEIVED
+    grant = wait_for(lambda: (g := run.egress_grant()) and g.cap_reached_at and g)
+    assert grant.bytes_up > 1 * MB and grant.bytes_down < 1 * MB

@@ -21,15 +21,20 @@ from harnesses.models import Run
 from .concurrency import start_thread
 from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.django_db(transaction=True),
+    # Every verdict here must hold under both runtimes a host may have (auto is runsc here; runc hosts are allowed).
+    pytest.mark.parametrize("runtime", ["runc", "runsc"]),
+]
 
 
 @pytest.fixture(autouse=True)
-def _runs_env(settings):
+def _runs_env(settings, runtime):
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.HARNESS_SANDBOX_NETWORK = "none"
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4, "runtime": runtime})
 
 
 @pytest.fixture
@@ -107,6 +112,30 @@ def test_a_run_that_exhausts_its_pids_is_charged(tmp_path, owner, funded, settin
     run = run_to_end(h, owner)
 
     assert run.status in ("succeeded", "failed"), (run.status, run.status_message)
+    assert not refunded(run)
+    assert Account.balance_for(funded) == 1000 - run.price_cents
+
+
+def test_a_run_past_its_time_limit_is_timed_out_and_stays_charged(tmp_path, owner, funded):
+    make_repo(tmp_path / "repo", {"run.py": "import time\ntime.sleep(600)\n"})
+    # Set directly, under the form's 10 s minimum: the verdict, not the wait, is under test.
+    h = harness(funded, owner, tmp_path / "repo", time_limit_seconds=3)
+
+    run = run_to_end(h, owner)
+
+    assert run.status == "timed_out", (run.status, run.status_message)
+    assert not refunded(run)
+    assert Account.balance_for(funded) == 1000 - run.price_cents
+
+
+def test_a_run_out_of_memory_fails_and_stays_charged(tmp_path, owner, funded, settings):
+    settings.SANDBOX_MEMORY_MB = 64
+    make_repo(tmp_path / "repo", {"run.py": "x = bytearray(512 * 1024 * 1024)\n"})
+    h = harness(funded, owner, tmp_path / "repo")
+
+    run = run_to_end(h, owner)
+
+    assert run.status == "failed" and "out of memory" in run.status_message, (run.status, run.status_message)
     assert not refunded(run)
     assert Account.balance_for(funded) == 1000 - run.price_cents
 

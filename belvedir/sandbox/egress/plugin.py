@@ -31,7 +31,8 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         self.target = None  # (host, port)
         self.address = None
         self.closed = False
-        self.early_up = 0  # bytes read before the destination was known (the request itself)
+        self.requests = 0  # requests this connection carried
+        self.early_up = 0  # bytes read after the request, before the destination was known
         # Bytes from the sandbox, tunnels included: proxy.py hands tunnelled
         # data to no plugin hook, so the client connection's recv is wrapped.
         recv = self.client.recv
@@ -67,8 +68,27 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
             raise _reject(403, str(exc)) from None
         self.target, self.address = (host, port), addresses[0]
         rec.allowed(grant, host, port)
-        rec.transfer(grant, host, port, up=self.early_up)
+        # The request itself, body included, went up too: proxy.py reads it
+        # whole before this plugin exists, so no recv of ours saw it. Past
+        # the cap, it is not forwarded.
+        if not rec.transfer(grant, host, port, up=request.total_size + self.early_up):
+            rec.denied(grant, host, port, "Egress byte cap reached.")
+            raise _reject(403, f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached.")
         return request
+
+    def handle_client_request(self, request):
+        # Called for the first request (checked above) and for every later
+        # one a kept-alive connection carries: each is checked again, so a
+        # connection opened before the run's end carries nothing after it.
+        if self.requests and not self._still_granted(request):
+            raise _reject(407, "this sandbox's egress credential is missing or no longer valid.")
+        self.requests += 1
+        return request
+
+    def _still_granted(self, request) -> bool:
+        token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
+        grant = recorder().grant(hash_token(token)) if token else None
+        return grant is not None and grant.id == self.grant.id and not grant.revoked
 
     def resolve_dns(self, host, port):
         # Connect to exactly the address the policy checked: no second lookup
