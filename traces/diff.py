@@ -1,0 +1,165 @@
+"""Two trajectories side by side: their steps aligned, the first divergence marked, what changed per step.
+
+The alignment is Needleman–Wunsch on the steps' keys (kind, and tool name
+for a tool step), not difflib.SequenceMatcher. A trajectory is the same few
+keys over and over ("llm, tool bash, llm, tool bash…"): SequenceMatcher
+takes the longest matching block first and recurses on either side, which
+with keys this repetitive can pin the first block anywhere, and past 200
+items its autojunk heuristic drops every key that makes up more than 1% of
+the sequence, so "llm" itself is ignored. It also has no notion of "the same
+kind of step with another tool", which is exactly a changed step here.
+Needleman–Wunsch gives the best global alignment under a stated score:
+
+- same key: +2 (compared field by field afterwards);
+- same kind, other tool: 0 (a changed tool beats a deletion and an insertion);
+- other kinds: -3 (worse than two gaps, so an LLM call never pairs with a tool call);
+- a step on one side only: -1.
+
+Each row of the score matrix is computed at once with numpy (the left-gap
+recurrence is a running maximum), so two 1,000-step sessions align in
+milliseconds (bench/trajectory.py); the common prefix and suffix are matched
+before that, so a rerun that diverges late costs little more than reading it.
+"""
+
+import numpy as np
+
+from .trajectory import LLM, TOOL, all_steps, summary
+
+MATCH, CHANGED, MISMATCH, GAP = 2, 0, -3, -1
+DIAG, UP, LEFT = 0, 1, 2
+# Steps compared per side: the pointer matrix is one byte per pair of steps.
+MAX_DIFF_STEPS = 3000
+SAME, CHANGED_STEP, ONLY_A, ONLY_B = "same", "changed", "only_a", "only_b"
+
+
+def align(a: list, b: list) -> list[tuple[int | None, int | None]]:
+    """Pairs of indexes into a and b (None where a step is on one side only), in order.
+
+    Items are (kind, name) keys; same key matches, same kind with another name is a change.
+    """
+    head = 0
+    while head < len(a) and head < len(b) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < len(a) - head and tail < len(b) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    middle = _needleman_wunsch(a[head : len(a) - tail], b[head : len(b) - tail])
+    pairs = [(i, i) for i in range(head)]
+    pairs += [(None if i is None else head + i, None if j is None else head + j) for i, j in middle]
+    pairs += [(len(a) - tail + k, len(b) - tail + k) for k in range(tail)]
+    return pairs
+
+
+def _needleman_wunsch(a: list, b: list) -> list[tuple[int | None, int | None]]:
+    n, m = len(a), len(b)
+    if not n or not m:
+        return [(i, None) for i in range(n)] + [(None, j) for j in range(m)]
+    keys, kinds = {}, {}
+    a_key = np.array([keys.setdefault(k, len(keys)) for k in a])
+    b_key = np.array([keys.setdefault(k, len(keys)) for k in b])
+    a_kind = np.array([kinds.setdefault(k[0], len(kinds)) for k in a])
+    b_kind = np.array([kinds.setdefault(k[0], len(kinds)) for k in b])
+    columns = np.arange(m + 1) * GAP
+    pointers = np.empty((n + 1, m + 1), dtype=np.uint8)
+    pointers[0, :] = LEFT
+    pointers[:, 0] = UP
+    previous = columns.copy()
+    best = np.empty(m + 1, dtype=np.int64)
+    for i in range(1, n + 1):
+        score = np.where(b_key == a_key[i - 1], MATCH, np.where(b_kind == a_kind[i - 1], CHANGED, MISMATCH))
+        diagonal = previous[:-1] + score
+        up = previous[1:] + GAP
+        best[0] = i * GAP
+        best[1:] = np.maximum(diagonal, up)
+        # current[j] = max(best[j], current[j-1] + GAP), for all j at once: a
+        # running maximum of best[k] - GAP*k, shifted back.
+        current = np.maximum.accumulate(best - columns) + columns
+        row = np.where(diagonal >= up, DIAG, UP).astype(np.uint8)
+        pointers[i, 1:] = np.where(current[1:] > best[1:], LEFT, row)
+        previous = current
+    pairs, i, j = [], n, m
+    while i or j:
+        move = pointers[i, j]
+        if move == DIAG:
+            i, j = i - 1, j - 1
+            pairs.append((i, j))
+        elif move == UP:
+            i -= 1
+            pairs.append((i, None))
+        else:
+            j -= 1
+            pairs.append((None, j))
+    pairs.reverse()
+    return pairs
+
+
+def changes(a, b) -> list[str]:
+    """What differs between two aligned steps: tool, arguments, result, message, model."""
+    found = []
+    if a.kind == TOOL:
+        found += [name for name, x, y in (("tool", a.tool, b.tool), ("arguments", a.arguments, b.arguments), ("result", a.result, b.result)) if x != y]
+    elif a.kind == LLM:
+        calls_a, calls_b = a.tool_calls, b.tool_calls
+        if [c.get("name") for c in calls_a] != [c.get("name") for c in calls_b]:
+            found.append("tool")
+        if [c.get("arguments") for c in calls_a] != [c.get("arguments") for c in calls_b]:
+            found.append("arguments")
+        if a.message != b.message:
+            found.append("message")
+        if a.span.model != b.span.model:
+            found.append("model")
+    else:
+        if a.span.name != b.span.name:
+            found.append("name")
+        if a.result != b.result:
+            found.append("result")
+    if a.error != b.error:
+        found.append("error")
+    return found
+
+
+def diff(session_a, session_b) -> dict:
+    """Rows of aligned steps, the index of the first that differs (None when none does), and each side's totals."""
+    steps_a, steps_b = all_steps(session_a, MAX_DIFF_STEPS), all_steps(session_b, MAX_DIFF_STEPS)
+    rows = []
+    for i, j in align([s.key for s in steps_a], [s.key for s in steps_b]):
+        a = None if i is None else steps_a[i]
+        b = None if j is None else steps_b[j]
+        if a is None:
+            rows.append({"status": ONLY_B, "a": None, "b": b, "changes": []})
+        elif b is None:
+            rows.append({"status": ONLY_A, "a": a, "b": None, "changes": []})
+        else:
+            changed = changes(a, b)
+            rows.append({"status": CHANGED_STEP if changed else SAME, "a": a, "b": b, "changes": changed})
+    first = next((k for k, row in enumerate(rows) if row["status"] != SAME), None)
+    totals = []
+    for session in (session_a, session_b):
+        side = summary([session])
+        side["outcome"] = session.outcome
+        side["session_id"] = session.session_id
+        totals.append(side)
+    truncated = max(session_a.span_count, session_b.span_count) > MAX_DIFF_STEPS
+    return {"rows": rows, "first_divergence": first, "a": totals[0], "b": totals[1], "truncated": truncated, "max_steps": MAX_DIFF_STEPS}
+
+
+def as_dict(result: dict) -> dict:
+    """The diff for the API: steps as dicts, numbers as they were on each side."""
+    rows = [
+        {
+            "status": row["status"],
+            "changes": row["changes"],
+            "a": _step(row["a"]),
+            "b": _step(row["b"]),
+        }
+        for row in result["rows"]
+    ]
+    totals = [{**side, "cost": None if side["cost"] is None else str(side["cost"])} for side in (result["a"], result["b"])]
+    return {**result, "rows": rows, "a": totals[0], "b": totals[1]}
+
+
+def _step(step) -> dict | None:
+    # Attributes and events stay on the steps API: a diff is read for what the agent did.
+    if step is None:
+        return None
+    return {k: v for k, v in step.as_dict().items() if k not in ("attributes", "events")}
