@@ -1,8 +1,8 @@
 """`bv traces`: sessions, one session, and training data out."""
 
 import sys
-from urllib.parse import quote
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 

@@ -236,13 +236,14 @@ def session_steps(request, session_id):
     """The session's trajectory: its steps in start order (LLM calls with their messages, tool calls, other spans), a page at a time."""
     session = generics.get_object_or_404(TraceSession.objects.for_user(request.user, request_project(request)), session_id=session_id)
     params = request.query_params
-    steps, cursor = trajectory.steps_page(session, params, size=trajectory.page_size(params))
+    prices = trajectory.model_prices(session.project_id)
+    steps, cursor = trajectory.steps_page(session, params, size=trajectory.page_size(params), prices=prices)
     following = None
     if cursor:
         query = params.copy()
         query["after"] = cursor
         following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
-    summary = trajectory.summary([session])
+    summary = trajectory.summary([session], prices)
     summary["cost"] = None if summary["cost"] is None else str(summary["cost"])
     return Response(
         {"session_id": session.session_id, "outcome": session.outcome, "summary": summary, "steps": [s.as_dict() for s in steps], "next": following}

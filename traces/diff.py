@@ -23,7 +23,7 @@ before that, so a rerun that diverges late costs little more than reading it.
 
 import numpy as np
 
-from .trajectory import LLM, TOOL, all_steps, summary
+from .trajectory import LLM, TOOL, all_steps, model_prices, summary
 
 MATCH, CHANGED, MISMATCH, GAP = 2, 0, -3, -1
 DIAG, UP, LEFT = 0, 1, 2
@@ -120,7 +120,9 @@ def changes(a, b) -> list[str]:
 
 def diff(session_a, session_b) -> dict:
     """Rows of aligned steps, the index of the first that differs (None when none does), and each side's totals."""
-    steps_a, steps_b = all_steps(session_a, MAX_DIFF_STEPS), all_steps(session_b, MAX_DIFF_STEPS)
+    # Both sides are of one project (the views scope them): one price list.
+    prices = model_prices(session_a.project_id)
+    steps_a, steps_b = all_steps(session_a, MAX_DIFF_STEPS, prices), all_steps(session_b, MAX_DIFF_STEPS, prices)
     rows = []
     for i, j in align([s.key for s in steps_a], [s.key for s in steps_b]):
         a = None if i is None else steps_a[i]
@@ -135,7 +137,7 @@ def diff(session_a, session_b) -> dict:
     first = next((k for k, row in enumerate(rows) if row["status"] != SAME), None)
     totals = []
     for session in (session_a, session_b):
-        side = summary([session])
+        side = summary([session], prices)
         side["outcome"] = session.outcome
         side["session_id"] = session.session_id
         totals.append(side)

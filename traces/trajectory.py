@@ -157,7 +157,7 @@ def filtered(spans, params, tasks=None):
     return spans
 
 
-def steps_page(session, params, *, size=PAGE_SIZE):
+def steps_page(session, params, *, size=PAGE_SIZE, prices=None):
     """(steps, cursor of the next page or None): keyset on (start, span id), so page 200 costs what page 1 does.
 
     The cursor carries the number of the next step, so numbers run on across
@@ -173,7 +173,7 @@ def steps_page(session, params, *, size=PAGE_SIZE):
             raise BadStepFilter(f"after must be a cursor from a previous page, not {after!r}.") from None
         spans = spans.filter(Q(start_unix_nano__gt=start) | Q(start_unix_nano=start, span_id__gt=span_id), start_unix_nano__gte=start)
     rows = list(spans.select_related("task").order_by("start_unix_nano", "span_id")[: size + 1])
-    prices = model_prices(session.project_id)
+    prices = model_prices(session.project_id) if prices is None else prices
     steps = [step_of(span, number + i, prices) for i, span in enumerate(rows[:size])]
     cursor = None
     if len(rows) > size:
@@ -182,9 +182,8 @@ def steps_page(session, params, *, size=PAGE_SIZE):
     return steps, cursor
 
 
-def all_steps(session, limit: int) -> list[Step]:
+def all_steps(session, limit: int, prices: dict) -> list[Step]:
     rows = session_spans(session).order_by("start_unix_nano", "span_id")[:limit]
-    prices = model_prices(session.project_id)
     return [step_of(span, i, prices) for i, span in enumerate(rows, 1)]
 
 
@@ -238,7 +237,7 @@ def _messages(value) -> tuple[list[dict], str]:
     return out, ""
 
 
-def summary(sessions) -> dict:
+def summary(sessions, prices=None) -> dict:
     """Steps, LLM calls, tool calls, tokens, errors, time and cost of these sessions' spans, in two queries."""
     spans = Span.objects.none()
     for session in sessions:
@@ -258,15 +257,15 @@ def summary(sessions) -> dict:
     totals["tokens"] = totals["input_tokens"] + totals["output_tokens"]
     first, last = totals.pop("first"), totals.pop("last")
     totals["duration_ms"] = (last - first) / 1e6 if totals["steps"] else 0.0
-    totals["cost"] = _cost(spans, sessions)
+    totals["cost"] = _cost(spans, sessions, prices)
     return totals
 
 
-def _cost(spans, sessions) -> Decimal | None:
+def _cost(spans, sessions, prices) -> Decimal | None:
     project_ids = {s.project_id for s in sessions}
     if len(project_ids) != 1:
         return None
-    prices = model_prices(project_ids.pop())
+    prices = model_prices(project_ids.pop()) if prices is None else prices
     if not prices:
         return None
     per_model = spans.filter(IS_LLM, model__in=list(prices)).order_by().values("model").annotate(i=Sum("input_tokens"), o=Sum("output_tokens"))

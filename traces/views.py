@@ -48,7 +48,9 @@ def session_detail(request, session_id):
     """The session's trajectory: its steps in order, a page at a time, filtered; HTMX "load more" gets the next page alone."""
     session = get_object_or_404(TraceSession.objects.for_user(request.user, request.project).select_related("run"), session_id=session_id)
     try:
-        steps, cursor = trajectory.steps_page(session, request.GET)
+        # Read once for the steps' costs and the summary's.
+        prices = trajectory.model_prices(session.project_id)
+        steps, cursor = trajectory.steps_page(session, request.GET, prices=prices)
     except trajectory.BadStepFilter as exc:
         return HttpResponseBadRequest(str(exc))
     trajectory.place_on_timeline(steps, session)
@@ -60,7 +62,7 @@ def session_detail(request, session_id):
     tasks = list(session.tasks.select_related("group"))
     context |= {
         "tasks": tasks,
-        "summary": trajectory.summary([session]),
+        "summary": trajectory.summary([session], prices),
         "kinds": trajectory.KINDS,
         "quiet_seconds": settings.TRACE_QUIET_SECONDS,
         "filtered": any(request.GET.get(k) for k in ("kind", "task", "errors", "q")),
