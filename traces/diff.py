@@ -128,12 +128,13 @@ def diff(session_a, session_b) -> dict:
         a = None if i is None else steps_a[i]
         b = None if j is None else steps_b[j]
         if a is None:
-            rows.append({"status": ONLY_B, "a": None, "b": b, "changes": []})
+            status, changed = ONLY_B, []
         elif b is None:
-            rows.append({"status": ONLY_A, "a": a, "b": None, "changes": []})
+            status, changed = ONLY_A, []
         else:
             changed = changes(a, b)
-            rows.append({"status": CHANGED_STEP if changed else SAME, "a": a, "b": b, "changes": changed})
+            status = CHANGED_STEP if changed else SAME
+        rows.append({"status": status, "a": a, "b": b, "pair": (a, b), "changes": changed})
     first = next((k for k, row in enumerate(rows) if row["status"] != SAME), None)
     totals = []
     for session in (session_a, session_b):
@@ -161,7 +162,38 @@ def as_dict(result: dict) -> dict:
 
 
 def _step(step) -> dict | None:
-    # Attributes and events stay on the steps API: a diff is read for what the agent did.
+    # Attributes, events and an LLM call's prompt stay on the steps API: a diff compares what each step did.
     if step is None:
         return None
-    return {k: v for k, v in step.as_dict().items() if k not in ("attributes", "events")}
+    fields = step.as_dict(detail=False)
+    if step.kind == LLM:
+        del fields["prompt"]
+    return fields
+
+
+# Of a run of identical rows, the page shows this many at each end; the API gives them all.
+CONTEXT_ROWS = 2
+
+
+def collapsed(rows: list[dict]) -> list[dict]:
+    """The rows for the page: runs of identical steps cut to their ends, with how many were left out, as a text diff shows context."""
+    out, run = [], []
+
+    def flush():
+        if len(run) > 2 * CONTEXT_ROWS + 1:
+            out.extend(run[:CONTEXT_ROWS])
+            out.append({"status": "gap", "hidden": len(run) - 2 * CONTEXT_ROWS})
+            out.extend(run[-CONTEXT_ROWS:])
+        else:
+            out.extend(run)
+        run.clear()
+
+    for number, row in enumerate(rows, 1):
+        row["row"] = number
+        if row["status"] == SAME:
+            run.append(row)
+        else:
+            flush()
+            out.append(row)
+    flush()
+    return out

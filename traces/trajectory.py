@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import orjson
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Case, Count, F, JSONField, Max, Min, Q, Sum, Value, When
 
 # Prices live on the project's deployments: a span's model priced there is
 # priced here. Read-only, one query per page.
@@ -38,6 +38,7 @@ TOOL_OPERATION = "execute_tool"
 # Where a tool's name, arguments and result sit in the GenAI conventions.
 TOOL_NAME, TOOL_ARGUMENTS, TOOL_RESULT = "gen_ai.tool.name", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"
 RAW_MESSAGE_KEYS = (INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY, "llm.prompts", "llm.completions")
+RAW_MESSAGE_PREFIXES = tuple(INDEXED_PREFIXES)
 
 
 class BadStepFilter(ValueError):
@@ -74,6 +75,8 @@ class Step:
     cost: Decimal | None = None
     offset_pct: float = 0.0
     width_pct: float = 100.0
+    # The trajectory page's query that starts at this step (the diff links each step to it).
+    page_query: str = ""
 
     @property
     def error(self) -> bool:
@@ -87,7 +90,7 @@ class Step:
     @property
     def message(self) -> str:
         """An LLM step's answer, for the diff: its completion's text."""
-        return "\n".join(m.get("content", "") for m in self.completion)
+        return _contents(self.completion)
 
     @property
     def tool_calls(self) -> list[dict]:
@@ -101,9 +104,10 @@ class Step:
     def events_json(self) -> str:
         return _pretty(self.span.events) if self.span.events else ""
 
-    def as_dict(self) -> dict:
+    def as_dict(self, detail=True) -> dict:
+        """For the API; `detail` adds the span's attributes and events."""
         span = self.span
-        return {
+        fields = {
             "number": self.number,
             "kind": self.kind,
             "name": span.name,
@@ -125,9 +129,10 @@ class Step:
             "arguments": self.arguments,
             "result": self.result,
             "raw_messages": self.raw_messages,
-            "attributes": span.attributes,
-            "events": span.events,
         }
+        if detail:
+            fields |= {"attributes": span.attributes, "events": span.events}
+        return fields
 
 
 def session_spans(session):
@@ -183,8 +188,21 @@ def steps_page(session, params, *, size=PAGE_SIZE, prices=None):
 
 
 def all_steps(session, limit: int, prices: dict) -> list[Step]:
-    rows = session_spans(session).order_by("start_unix_nano", "span_id")[:limit]
-    return [step_of(span, i, prices) for i, span in enumerate(rows, 1)]
+    """The first `limit` steps as the diff compares them: without events, resource, or an LLM call's prompt.
+
+    An LLM call's prompt is the conversation so far, resent at every call:
+    most of a long session's bytes, and the diff compares what each call
+    answered. A tool step's prompt is its arguments, and is kept.
+    """
+    spans = session_spans(session).defer("events", "resource", "prompt")
+    spans = spans.annotate(tool_prompt=Case(When(IS_LLM, then=Value([], output_field=JSONField())), default=F("prompt")))
+    rows = list(spans.order_by("start_unix_nano", "span_id")[:limit])
+    for span in rows:
+        span.prompt = span.tool_prompt
+    steps = [step_of(span, i, prices) for i, span in enumerate(rows, 1)]
+    for before, step in zip(rows, steps[1:], strict=False):  # each step after the first, with the one before it
+        step.page_query = f"?after={before.start_unix_nano}.{before.span_id}.{step.number}"
+    return steps
 
 
 def page_size(params) -> int:
@@ -209,32 +227,35 @@ def step_of(span: Span, number: int, prices: dict) -> Step:
     step.raw_messages = {k: v for k, v in (("prompt", raw_prompt), ("completion", raw_completion)) if v}
     attributes = span.attributes if isinstance(span.attributes, dict) else {}
     for key, value in attributes.items():
-        if key in RAW_MESSAGE_KEYS or key.startswith(tuple(INDEXED_PREFIXES)):
+        if key in RAW_MESSAGE_KEYS or key.startswith(RAW_MESSAGE_PREFIXES):
             step.raw_messages[key] = value if isinstance(value, str) else _pretty(value)
     if kind == TOOL:
         step.tool = str(attributes.get(TOOL_NAME) or attributes.get("traceloop.entity.name") or span.name.removesuffix(".tool"))
-        step.arguments = _as_text(attributes.get(TOOL_ARGUMENTS)) or "\n".join(m.get("content", "") for m in step.prompt)
-        step.result = _as_text(attributes.get(TOOL_RESULT)) or "\n".join(m.get("content", "") for m in step.completion)
+        step.arguments = _as_text(attributes.get(TOOL_ARGUMENTS)) or _contents(step.prompt)
+        step.result = _as_text(attributes.get(TOOL_RESULT)) or _contents(step.completion)
     elif kind == SPAN:
-        step.result = "\n".join(m.get("content", "") for m in step.completion)
+        step.result = _contents(step.completion)
     if kind == LLM and (deployment := prices.get(span.model)) is not None:
         step.cost = deployment.cost(span.input_tokens or 0, span.output_tokens or 0)
     return step
 
 
 def _messages(value) -> tuple[list[dict], str]:
-    """(messages in the common shape, "") or ([], the stored value as text) when it is not that shape."""
+    """(messages in the common shape, "") or ([], the stored value as text) when it is not that shape.
+
+    Checked, not copied: the diff reads thousands of them.
+    """
     if not value:
         return [], ""
-    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+    if type(value) is not list:
         return [], _as_text(value)
-    out = []
     for m in value:
-        calls = m.get("tool_calls") or []
-        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        if type(m) is not dict or type(m.get("role", "")) is not str or type(m.get("content", "")) is not str:
             return [], _as_text(value)
-        out.append({**m, "role": _as_text(m.get("role")), "content": _as_text(m.get("content"))})
-    return out, ""
+        calls = m.get("tool_calls")
+        if calls is not None and (type(calls) is not list or not all(type(c) is dict for c in calls)):
+            return [], _as_text(value)
+    return value, ""
 
 
 def summary(sessions, prices=None) -> dict:
@@ -271,6 +292,10 @@ def _cost(spans, sessions, prices) -> Decimal | None:
     per_model = spans.filter(IS_LLM, model__in=list(prices)).order_by().values("model").annotate(i=Sum("input_tokens"), o=Sum("output_tokens"))
     costs = [prices[row["model"]].cost(row["i"] or 0, row["o"] or 0) for row in per_model]
     return sum(costs, Decimal(0)) if costs else None
+
+
+def _contents(messages: list[dict]) -> str:
+    return "\n".join(m.get("content") or "" for m in messages)
 
 
 def _as_text(value) -> str:

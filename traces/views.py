@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -78,7 +79,13 @@ def session_diff(request):
         return HttpResponseBadRequest("Choose two sessions to compare (?s=A&s=B).")
     scoped = TraceSession.objects.for_user(request.user, request.project)
     a, b = (get_object_or_404(scoped, session_id=session_id) for session_id in chosen)
-    return render(request, "traces/diff.html", {"session_a": a, "session_b": b, "diff": diff.diff(a, b)})
+    # Each step links to its place in its trajectory: the two pages' addresses, once rather than per step.
+    urls = {f"url_{side}": reverse("traces:session", args=[s.session_id]) for side, s in (("a", a), ("b", b))}
+    result = diff.diff(a, b)
+    first = None if result["first_divergence"] is None else result["first_divergence"] + 1
+    return render(
+        request, "traces/diff.html", {"session_a": a, "session_b": b, "diff": result, "rows": diff.collapsed(result["rows"]), "first_row": first, **urls}
+    )
 
 
 @login_required
