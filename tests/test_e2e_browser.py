@@ -300,7 +300,7 @@ def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server
 
 
 def test_a_person_reads_a_trajectory_and_sets_two_side_by_side(browser, live_server, api):
-    from .otlp_builders import body, span
+    from .otlp_builders import body
     from .test_trajectory import agent_session, llm_span
 
     def post(spans):
