@@ -204,9 +204,13 @@ def test_spans_whose_messages_are_malformed_show_the_raw_attribute(api, project,
     assert "Messages in <code>gen_ai.input.messages</code> could not be read" in text
     assert "[{&quot;role&quot;: &quot;user&quot;, &quot;parts&quot;: [{&quot;type&quot;: &quot;te" in text
     assert "Messages in <code>prompt</code> could not be read" in text and "just a string" in text
+    # Two generations on one span: the first read, the second kept but not unreadable.
+    both = span("openai.chat", session_id="broken", user_message="hi", start_s=stored.start_unix_nano / 1e9 + 1, attributes={"gen_ai.input.messages": "[]"})
+    post(api, [both])
     raw = [s["raw_messages"] for s in steps(api, "broken")["steps"]]
     assert raw[0] == {"gen_ai.input.messages": '[{"role": "user", "parts": [{"type": "te'}
     assert set(raw[1]) == {"prompt", "completion"} and odd.name == "legacy"
+    assert raw[2] == {} and Span.objects.get(span_id=both["spanId"]).attributes["gen_ai.input.messages"] == "[]"
 
 
 def test_a_session_without_llm_spans_shows_its_spans_plainly(api, owner_client):

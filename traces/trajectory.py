@@ -37,8 +37,12 @@ MAX_SEARCH = 200
 TOOL_OPERATION = "execute_tool"
 # Where a tool's name, arguments and result sit in the GenAI conventions.
 TOOL_NAME, TOOL_ARGUMENTS, TOOL_RESULT = "gen_ai.tool.name", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"
-RAW_MESSAGE_KEYS = (INPUT_KEY, OUTPUT_KEY, SYSTEM_KEY, "llm.prompts", "llm.completions")
-RAW_MESSAGE_PREFIXES = tuple(INDEXED_PREFIXES)
+# Where messages come from, per side (traces/messages.py): one still among a
+# span's attributes while its side has no messages is one ingest could not read.
+RAW_SOURCES = {
+    "prompt": ((INPUT_KEY, SYSTEM_KEY, "llm.prompts"), tuple(p for p, side in INDEXED_PREFIXES.items() if side == "prompt")),
+    "completion": ((OUTPUT_KEY, "llm.completions"), tuple(p for p, side in INDEXED_PREFIXES.items() if side == "completion")),
+}
 
 
 class BadStepFilter(ValueError):
@@ -226,9 +230,12 @@ def step_of(span: Span, number: int, prices: dict) -> Step:
     step.completion, raw_completion = _messages(span.completion)
     step.raw_messages = {k: v for k, v in (("prompt", raw_prompt), ("completion", raw_completion)) if v}
     attributes = span.attributes if isinstance(span.attributes, dict) else {}
-    for key, value in attributes.items():
-        if key in RAW_MESSAGE_KEYS or key.startswith(RAW_MESSAGE_PREFIXES):
-            step.raw_messages[key] = value if isinstance(value, str) else _pretty(value)
+    # A side that has messages read them from one source; another source beside it was not needed, not unreadable.
+    unread = [RAW_SOURCES[side] for side, messages in (("prompt", step.prompt), ("completion", step.completion)) if not messages]
+    for keys, prefixes in unread:
+        for key, value in attributes.items():
+            if key in keys or key.startswith(prefixes):
+                step.raw_messages[key] = value if isinstance(value, str) else _pretty(value)
     if kind == TOOL:
         step.tool = str(attributes.get(TOOL_NAME) or attributes.get("traceloop.entity.name") or span.name.removesuffix(".tool"))
         step.arguments = _as_text(attributes.get(TOOL_ARGUMENTS)) or _contents(step.prompt)
