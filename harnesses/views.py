@@ -1,7 +1,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -87,7 +87,9 @@ def harness_delete(request, pk):
 @login_required
 def harness_detail(request, pk, *, status=200):
     harness = get_object_or_404(Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
-    runs = list(harness.runs.select_related("host")[:RUNS_ON_HARNESS_PAGE])
+    # Whether each run traced anything: its row links to its trajectory (in the same query).
+    traced = TraceSession.objects.filter(run=OuterRef("pk"))
+    runs = list(harness.runs.select_related("host").annotate(traced=Exists(traced))[:RUNS_ON_HARNESS_PAGE])
     scored = [r for r in reversed(runs) if r.score is not None]
     chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
     groups = scores_by_label(harness)

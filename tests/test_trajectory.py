@@ -236,3 +236,6 @@ def test_a_harness_runs_page_links_to_its_trajectory_with_a_step_summary_and_a_c
     assert "<strong>4</strong> steps · <strong>3</strong> LLM calls · <strong>1</strong> tool call · 360 input / 90 output tokens" in page
     assert "1 error" in page and "Compare with another run of this harness" in page
     assert f'<option value="{runs[1].pk}">run #{runs[1].pk} · score 0.9</option>' in page
+    untraced = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50, status="succeeded")
+    listing = owner_client.get(f"/harnesses/{harness.pk}/").content.decode()
+    assert f'<a href="/traces/sessions/{runs[1].pk}/">steps</a>' in listing and f'<a href="/traces/sessions/{untraced.pk}/">' not in listing
