@@ -38,6 +38,14 @@ def test_another_tool_at_the_same_place_is_a_change_and_a_tool_never_pairs_with_
     assert align([LLM, tool("read"), LLM], [tool("read"), LLM]) == [(0, None), (1, 0), (2, 1)]
 
 
+def test_among_equal_keys_the_step_with_the_same_content_is_the_one_aligned():
+    asked, answered, extra = ("llm", "", "asked"), ("llm", "", "answered"), ("llm", "", "one more")
+    assert align([asked, answered], [asked, answered, extra]) == [(0, 0), (1, 1), (None, 2)]
+    assert align([asked, answered], [asked, extra, answered]) == [(0, 0), (None, 1), (1, 2)]
+    # Content never outweighs the keys: a changed answer still pairs rather than open two gaps.
+    assert align([asked, answered], [asked, extra]) == [(0, 0), (1, 1)]
+
+
 def test_two_long_repetitive_trajectories_align_with_the_best_score():
     import random
 
@@ -86,6 +94,10 @@ def test_the_diff_marks_the_first_divergence_and_what_changed_per_step(api, owne
     assert (body["a"]["steps"], body["b"]["steps"], body["a"]["tool_calls"], body["b"]["tool_calls"]) == (3, 4, 1, 2)
     assert body["b"]["tokens"] == 300 and body["a"]["outcome"] == "" and body["a"]["duration_ms"] == 3500.0
     assert api.get("/api/v1/session-diff", {"a": "A", "b": "A"}).json()["first_divergence"] is None
+    # A rerun that thought once more before answering: that call is the extra one, not the answer both gave.
+    post(api, run_of("C") + [llm_span("C", 1_700_000_002.5, answer="Let me think again.", call_arguments=None)])
+    longer = api.get("/api/v1/session-diff", {"a": "A", "b": "C"}).json()
+    assert [r["status"] for r in longer["rows"]] == ["same", "same", "only_b", "same"] and longer["first_divergence"] == 2
     page = owner_client.get("/traces/diff/", {"s": ["A", "B"]}).content.decode()
     assert 'class="diff-row changed first-divergence"' in page and "They diverge at" in page
     assert "only in B" in page and "<strong>get_forecast</strong>" in page and "Bergen" in page

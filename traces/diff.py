@@ -10,10 +10,15 @@ the sequence, so "llm" itself is ignored. It also has no notion of "the same
 kind of step with another tool", which is exactly a changed step here.
 Needleman–Wunsch gives the best global alignment under a stated score:
 
+- same key and the same content (arguments, result, answer): +3;
 - same key: +2 (compared field by field afterwards);
 - same kind, other tool: 0 (a changed tool beats a deletion and an insertion);
 - other kinds: -3 (worse than two gaps, so an LLM call never pairs with a tool call);
 - a step on one side only: -1.
+
+The content point only breaks ties between equal keys: with ten LLM calls
+on one side and eleven on the other, the one left over is the one whose
+answer the other side never gave, not whichever the traceback meets first.
 
 Each row of the score matrix is computed at once with numpy (the left-gap
 recurrence is a running maximum), so two 1,000-step sessions align in
@@ -25,7 +30,9 @@ import numpy as np
 
 from .trajectory import LLM, TOOL, all_steps, model_prices, summary
 
-MATCH, CHANGED, MISMATCH, GAP = 2, 0, -3, -1
+GAP = -1
+# By how many leading parts of two items agree: nothing, the kind, the key (kind and tool), the content too.
+SCORES = (-3, 0, 2, 3)
 DIAG, UP, LEFT = 0, 1, 2
 # Steps compared per side: the pointer matrix is one byte per pair of steps.
 MAX_DIFF_STEPS = 3000
@@ -35,7 +42,7 @@ SAME, CHANGED_STEP, ONLY_A, ONLY_B = "same", "changed", "only_a", "only_b"
 def align(a: list, b: list) -> list[tuple[int | None, int | None]]:
     """Pairs of indexes into a and b (None where a step is on one side only), in order.
 
-    Items are (kind, name) keys; same key matches, same kind with another name is a change.
+    Items are (kind, name) or (kind, name, content) tuples, scored by how many leading parts agree (SCORES).
     """
     head = 0
     while head < len(a) and head < len(b) and a[head] == b[head]:
@@ -54,11 +61,12 @@ def _needleman_wunsch(a: list, b: list) -> list[tuple[int | None, int | None]]:
     n, m = len(a), len(b)
     if not n or not m:
         return [(i, None) for i in range(n)] + [(None, j) for j in range(m)]
-    keys, kinds = {}, {}
-    a_key = np.array([keys.setdefault(k, len(keys)) for k in a])
-    b_key = np.array([keys.setdefault(k, len(keys)) for k in b])
-    a_kind = np.array([kinds.setdefault(k[0], len(kinds)) for k in a])
-    b_kind = np.array([kinds.setdefault(k[0], len(kinds)) for k in b])
+    # Each prefix of the items as small ints, so a row's scores are a few array comparisons.
+    depth = max(len(k) for k in a + b)
+    levels = []
+    for level in range(1, depth + 1):
+        ids: dict = {}
+        levels.append((np.array([ids.setdefault(k[:level], len(ids)) for k in a]), np.array([ids.setdefault(k[:level], len(ids)) for k in b])))
     columns = np.arange(m + 1) * GAP
     pointers = np.empty((n + 1, m + 1), dtype=np.uint8)
     pointers[0, :] = LEFT
@@ -66,7 +74,9 @@ def _needleman_wunsch(a: list, b: list) -> list[tuple[int | None, int | None]]:
     previous = columns.copy()
     best = np.empty(m + 1, dtype=np.int64)
     for i in range(1, n + 1):
-        score = np.where(b_key == a_key[i - 1], MATCH, np.where(b_kind == a_kind[i - 1], CHANGED, MISMATCH))
+        score = np.full(m, SCORES[0])
+        for level, (a_ids, b_ids) in enumerate(levels, 1):
+            score[b_ids == a_ids[i - 1]] = SCORES[level]
         diagonal = previous[:-1] + score
         up = previous[1:] + GAP
         best[0] = i * GAP
@@ -124,7 +134,7 @@ def diff(session_a, session_b) -> dict:
     prices = model_prices(session_a.project_id)
     steps_a, steps_b = all_steps(session_a, MAX_DIFF_STEPS, prices), all_steps(session_b, MAX_DIFF_STEPS, prices)
     rows = []
-    for i, j in align([s.key for s in steps_a], [s.key for s in steps_b]):
+    for i, j in align([s.signature for s in steps_a], [s.signature for s in steps_b]):
         a = None if i is None else steps_a[i]
         b = None if j is None else steps_b[j]
         if a is None:

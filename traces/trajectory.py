@@ -92,6 +92,12 @@ class Step:
         return (self.kind, self.tool if self.kind == TOOL else self.span.name if self.kind == SPAN else "")
 
     @property
+    def signature(self) -> tuple[str, str, int]:
+        """The key, and what the step did (its arguments, result, answer and calls), for the diff's tie-breaks."""
+        calls = tuple((c.get("name"), c.get("arguments")) for c in self.tool_calls)
+        return (*self.key, hash((self.arguments, self.result, self.message, calls, self.error)))
+
+    @property
     def message(self) -> str:
         """An LLM step's answer, for the diff: its completion's text."""
         return _contents(self.completion)
