@@ -65,7 +65,7 @@ def step_row(step: dict) -> dict:
     if step["kind"] == "tool":
         what = f"{clip(step['arguments'])} → {clip(step['result'])}"
     else:
-        said = step["prompt"][-1:] + step["completion"]
+        said = step.get("prompt", [])[-1:] + step["completion"]  # the diff leaves an LLM call's prompt out
         what = " → ".join(f"{m['role']}: {clip(m['content'] or calls(m))}" for m in said)
     if step["raw_messages"]:
         what = f"(messages as sent: {clip(' '.join(step['raw_messages'].values()))}) {what}"
