@@ -32,6 +32,9 @@ api_v1 = [
     path("traces", traces_api.TraceIngest.as_view(), name="api-traces"),
     path("outcomes", traces_api.outcomes, name="api-outcomes"),
     path("sessions", traces_api.SessionList.as_view(), name="api-sessions"),
+    path("session-diff", traces_api.session_diff, name="api-session-diff"),
+    # Before the session itself: its id is a path, and would swallow "/steps".
+    path("sessions/<path:session_id>/steps", traces_api.session_steps, name="api-session-steps"),
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
     path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),

@@ -2,6 +2,7 @@
 
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -31,15 +32,85 @@ def traces_sessions(outcome, run_id, limit):
 
 @traces.command("show")
 @click.argument("session_id")
+@click.option("--kind", type=click.Choice(["llm", "tool", "span"]), help="Only steps of this kind.")
+@click.option("--errors", is_flag=True, help="Only steps that ended in error.")
+@click.option("--search", "q", help="Only steps with this text in their name, messages or attributes.")
+@click.option("--limit", type=int, default=500, show_default=True, help="At most this many steps.")
 @json_option
-def traces_show(session_id):
-    """A session: its facts, the tasks found in it and its spans."""
-    body = client().get(f"sessions/{session_id}")
+def traces_show(session_id, kind, errors, q, limit):
+    """A session's trajectory: its steps in order, LLM calls with their messages, tool calls with arguments and results."""
+    params = {k: v for k, v in {"kind": kind, "errors": "1" if errors else None, "q": q, "page_size": min(limit, 500)}.items() if v}
+    body = client().get(f"sessions/{quote(session_id, safe='')}/steps", **params)
+    steps = list(body["steps"])
+    while body.get("next") and len(steps) < limit:
+        body = client().request("GET", body["next"].split("/api/v1/", 1)[1])
+        steps += body["steps"]
+    steps = steps[:limit]
+    if click.get_current_context().obj["json"]:
+        return output({"session_id": body["session_id"], "outcome": body["outcome"], "summary": body["summary"], "steps": steps})
+    summary = body["summary"]
+    click.echo(
+        f"Session {body['session_id']}: {summary['steps']} steps, {summary['llm_calls']} LLM calls, {summary['tool_calls']} tool calls, "
+        f"{summary['input_tokens']} input / {summary['output_tokens']} output tokens, {summary['errors']} errors, outcome {body['outcome'] or 'not reported'}"
+    )
+    # Plain lines, not a table: a step's messages are what it is read for, and a table cuts them to its column.
+    for step in steps:
+        row = step_row(step)
+        click.echo(f"#{row['#']:<4} {row['kind']:<5} {row['step']}" + (f"  {row['tokens']} tokens" if row["tokens"] else "") + f"  {row['ms']} ms")
+        click.echo(f"      {row['what happened']}")
+
+
+def step_row(step: dict) -> dict:
+    """One line of `bv traces show`: what went in and what came out, cut short."""
+    if step["kind"] == "tool":
+        what = f"{clip(step['arguments'])} → {clip(step['result'])}"
+    else:
+        said = step.get("prompt", [])[-1:] + step["completion"]  # the diff leaves an LLM call's prompt out
+        what = " → ".join(f"{m['role']}: {clip(m['content'] or calls(m))}" for m in said)
+    if step["raw_messages"]:
+        what = f"(messages as sent: {clip(' '.join(step['raw_messages'].values()))}) {what}"
+    if step["error"]:
+        what = f"ERROR {step['status_message']} {what}"
+    tokens = "" if step["input_tokens"] is None and step["output_tokens"] is None else f"{step['input_tokens'] or 0}/{step['output_tokens'] or 0}"
+    name = step["tool"] if step["kind"] == "tool" else step["name"] + (f" ({step['model']})" if step["model"] else "")
+    return {"#": step["number"], "kind": step["kind"], "step": name, "tokens": tokens, "ms": f"{step['latency_ms']:.0f}", "what happened": what}
+
+
+def calls(message: dict) -> str:
+    return ", ".join(f"{c['name']}({c['arguments']})" for c in message.get("tool_calls", []))
+
+
+def clip(text: str, width: int = 80) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@traces.command("diff")
+@click.argument("session_a")
+@click.argument("session_b")
+@json_option
+def traces_diff(session_a, session_b):
+    """Two sessions' steps side by side, aligned by kind and tool; the first divergence marked."""
+    body = client().get("session-diff", a=session_a, b=session_b)
     if click.get_current_context().obj["json"]:
         return output(body)
-    output({k: body[k] for k in ["session_id", "first_span_at", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run"]})
-    output(body["tasks"], ["id", "name", "group", "span_count", "excluded_from_training"], title="Tasks")
-    output(body["spans"], ["name", "span_kind", "model", "latency_ms", "status_code"], title="Spans")
+    columns = ["side", "session_id", "steps", "llm_calls", "tool_calls", "input_tokens", "output_tokens", "errors", "duration_ms", "cost", "outcome"]
+    output([{"side": "A", **body["a"]}, {"side": "B", **body["b"]}], columns, title="Totals")
+    first = body["first_divergence"]
+    click.echo("The two trajectories take the same steps." if first is None else f"They diverge at row {first + 1}.")
+    rows = []
+    for n, row in enumerate(body["rows"]):
+        changed = {"same": "", "only_a": "only in A", "only_b": "only in B"}.get(row["status"], ", ".join(row["changes"]))
+        mark = "→ " if n == first else ""
+        rows.append({"row": f"{mark}{n + 1}", "A": side(row["a"]), "B": side(row["b"]), "changed": changed})
+    for row in rows:
+        click.echo(f"{row['row']:>6}  A {row['A']}\n        B {row['B']}" + (f"\n        changed: {row['changed']}" if row["changed"] else ""))
+
+
+def side(step: dict | None) -> str:
+    if step is None:
+        return "—"
+    return f"#{step['number']} {step_row(step)['step']}: {clip(step_row(step)['what happened'], 60)}"
 
 
 def group_id(name_or_id: str) -> int:

@@ -1,7 +1,7 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.db.models import Count, Max, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -10,6 +10,8 @@ from belvedir.sandbox.errors import NoCapacity
 from billing.actions import run_reference
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
+from traces import trajectory
+from traces.models import TraceSession
 
 from .actions import MAX_REPEATS, cancel_run, start_runs
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
@@ -85,7 +87,9 @@ def harness_delete(request, pk):
 @login_required
 def harness_detail(request, pk, *, status=200):
     harness = get_object_or_404(Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
-    runs = list(harness.runs.select_related("host")[:RUNS_ON_HARNESS_PAGE])
+    # Whether each run traced anything: its row links to its trajectory (in the same query).
+    traced = TraceSession.objects.filter(run=OuterRef("pk"))
+    runs = list(harness.runs.select_related("host").annotate(traced=Exists(traced))[:RUNS_ON_HARNESS_PAGE])
     scored = [r for r in reversed(runs) if r.score is not None]
     chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
     groups = scores_by_label(harness)
@@ -134,7 +138,20 @@ def run_detail(request, pk):
         return response
     entries = list(LedgerEntry.objects.filter(reference=run_reference(run), kind__in=["run_charge", "refund"]).order_by("created_at"))
     usage = run.trace_sessions.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), sessions=Count("pk"))
-    context = {"run": run, "entries": entries, "charged_cents": -sum(e.amount_cents for e in entries), "usage": usage}
+    sessions = list(run.trace_sessions.order_by("first_span_at"))
+    # Other runs of this harness that traced something: what "compare with another run" offers.
+    others = (
+        TraceSession.objects.filter(project=run.project_id, run__harness=run.harness_id).exclude(run=run).select_related("run").order_by("-run__created_at")
+    )
+    context = {
+        "run": run,
+        "entries": entries,
+        "charged_cents": -sum(e.amount_cents for e in entries),
+        "usage": usage,
+        "sessions": sessions,
+        "summary": trajectory.summary(sessions) if sessions else None,
+        "other_sessions": list(others[:RUNS_ON_HARNESS_PAGE]),
+    }
     return render(request, "harnesses/run.html", context)
 
 

@@ -90,8 +90,14 @@ def test_traces_sessions_and_show(bv, traced):
     failed = json.loads(bv("traces", "sessions", "--outcome", "fail", "--json").stdout)
     assert [s["session_id"] for s in failed] == ["bad"]
     shown = bv("traces", "show", "ok")
-    assert shown.exit_code == 0 and "support" in shown.output and "openai.chat" in shown.output
-    assert len(json.loads(bv("traces", "show", "ok", "--json").stdout)["spans"]) == 3
+    assert shown.exit_code == 0 and "support.workflow" in shown.output and "openai.chat" in shown.output
+    assert "user: thanks, and then? → assistant: Then it ships." in shown.output and "3 steps, 2 LLM calls" in shown.output
+    steps = json.loads(bv("traces", "show", "ok", "--json").stdout)["steps"]
+    assert [(s["number"], s["kind"]) for s in steps] == [(1, "span"), (2, "llm"), (3, "llm")]
+    assert [s["kind"] for s in json.loads(bv("traces", "show", "ok", "--kind", "llm", "--json").stdout)["steps"]] == ["llm", "llm"]
+    compared = bv("traces", "diff", "ok", "bad")
+    assert compared.exit_code == 0 and "They diverge at row 2." in compared.output, compared.output
+    assert json.loads(bv("traces", "diff", "ok", "bad", "--json").stdout)["rows"][1]["changes"] == ["message"]
     missing = bv("traces", "show", "nope")
     assert missing.exit_code == 2 and "404" in missing.output
 

@@ -297,3 +297,45 @@ def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server
     assert len(rows) == 4 and "solved" in rows[1] and "failed" in rows[2] and "failed" in rows[3], rows
     assert "sk-browser-secret" not in page.content()
     shot(page, "13-reference-agent-done")
+
+
+def test_a_person_reads_a_trajectory_and_sets_two_side_by_side(browser, live_server, api):
+    from .otlp_builders import body
+    from .test_trajectory import agent_session, llm_span
+
+    def post(spans):
+        assert api.generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
+
+    post(agent_session("run-a"))
+    rerun = agent_session("run-b", result="Rain, 8")
+    post(rerun + [llm_span("run-b", 1_700_000_000 + 4 + i, answer=f"More {i}", call_arguments=None) for i in range(60)])
+    base = live_server.url
+    page = browser.new_context().new_page()
+    page.set_default_timeout(15_000)
+    login(page, base, "alice", "pw-alice-123")
+
+    # The trajectory: steps in order, a step's span details a click away, load more without leaving the page.
+    page.goto(f"{base}/traces/sessions/run-b/")
+    assert page.locator("article.step").count() == 50
+    assert "Tool call get_weather" in page.inner_text("#step-1")
+    page.click("#step-3 .span-details summary")
+    assert "RateLimitError" in page.inner_text("#step-3 .span-details")
+    page.click("#load-more a")
+    page.wait_for_selector("#step-64")
+    assert page.locator("article.step").count() == 64 and page.url == f"{base}/traces/sessions/run-b/"
+    shot(page, "30-trajectory")
+    page.check("#errors")
+    page.click(".step-filters button")
+    assert page.locator("article.step").count() == 1 and "Error: rate limited" in page.inner_text("#steps")
+
+    # Two runs side by side, picked from the session list: the tool's changed result is the first divergence.
+    page.goto(f"{base}/traces/")
+    page.check("input[value='run-a']")
+    page.check("input[value='run-b']")
+    page.click("text=Compare the two ticked sessions")
+    page.wait_for_selector("#diff-totals")
+    first = page.locator("tr.first-divergence")
+    assert "result" in first.inner_text() and "Rain, 8" in first.inner_text()
+    assert "They diverge at row 2." in page.inner_text("#first-divergence")
+    assert page.locator("tr.only_a").count() + page.locator("tr.only_b").count() == 60
+    shot(page, "31-trajectory-diff")

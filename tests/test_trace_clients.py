@@ -164,3 +164,19 @@ def test_traceloop_openai_instrumentation_lands_messages_and_tool_calls(server, 
     assert final["prompt"][-1] == {"role": "tool", "tool_call_id": "call_w1", "content": "Sunny, 24 °C in Lisbon"}
     assert final["completion"] == [{"role": "assistant", "content": "It is sunny in Lisbon, 24 °C.", "finish_reason": "stop"}]
     assert (final["input_tokens"], final["output_tokens"]) == (5, 7)
+    # Its trajectory: the steps in order, the model's messages and tool call, the tool's arguments and result, the tokens.
+    trajectory = api.get("/api/v1/sessions/traceloop-session/steps").json()
+    steps = trajectory["steps"]
+    assert [(s["kind"], s["tool"] or s["name"]) for s in steps] == [
+        ("span", "weather_question.workflow"),
+        ("llm", "openai.chat"),
+        ("tool", "get_weather"),
+        ("llm", "openai.chat"),
+    ]
+    asked, ran, answered = steps[1:]
+    assert asked["prompt"][-1] == {"role": "user", "content": QUESTION} and asked["model"] == "gpt-4o-mini"
+    assert [(c["name"], json.loads(c["arguments"])) for c in asked["completion"][0]["tool_calls"]] == [("get_weather", {"city": "Lisbon"})]
+    assert "Lisbon" in ran["arguments"] and ran["result"] == "Sunny, 24 °C in Lisbon"
+    assert answered["completion"][0]["content"] == "It is sunny in Lisbon, 24 °C."
+    tokens = sum((s["input_tokens"] or 0) + (s["output_tokens"] or 0) for s in steps)
+    assert trajectory["summary"]["tokens"] == tokens > 0 and (trajectory["summary"]["llm_calls"], trajectory["summary"]["tool_calls"]) == (2, 1)

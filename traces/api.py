@@ -14,7 +14,7 @@ from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
 
-from . import batches, otlp
+from . import batches, diff, otlp, trajectory
 from .actions import report_outcome
 from .filters import by_user_and_metadata
 from .ingest import collector_paused, foreign_spans, run_session_of
@@ -218,6 +218,49 @@ def session_detail(request, session_id):
     spans = Span.objects.filter(project=session.project, session_id=session.session_id)[:5000]
     tasks = session.tasks.select_related("group")
     return Response({**SessionSerializer(session).data, "spans": SpanSerializer(spans, many=True).data, "tasks": TaskSerializer(tasks, many=True).data})
+
+
+STEP_FILTERS = [
+    OpenApiParameter("kind", str, enum=list(trajectory.KINDS), description="llm, tool or span (other spans)."),
+    OpenApiParameter("task", int, description="Only the steps of this task (an id from the session's tasks)."),
+    OpenApiParameter("errors", bool, description="Only steps whose span ended in error."),
+    OpenApiParameter("q", str, description="Text in a step's name, messages, attributes or status message."),
+    OpenApiParameter("after", str, description="The cursor of the next page (`next` gives it)."),
+    OpenApiParameter("page_size", int, description=f"1 to {trajectory.MAX_PAGE_SIZE}; {trajectory.PAGE_SIZE} by default."),
+]
+
+
+@extend_schema(parameters=STEP_FILTERS, responses={200: dict})
+@api_view(["GET"])
+def session_steps(request, session_id):
+    """The session's trajectory: its steps in start order (LLM calls with their messages, tool calls, other spans), a page at a time."""
+    session = generics.get_object_or_404(TraceSession.objects.for_user(request.user, request_project(request)), session_id=session_id)
+    params = request.query_params
+    prices = trajectory.model_prices(session.project_id)
+    steps, cursor = trajectory.steps_page(session, params, size=trajectory.page_size(params), prices=prices)
+    following = None
+    if cursor:
+        query = params.copy()
+        query["after"] = cursor
+        following = request.build_absolute_uri(f"{request.path}?{query.urlencode()}")
+    summary = trajectory.summary([session], prices)
+    summary["cost"] = None if summary["cost"] is None else str(summary["cost"])
+    return Response(
+        {"session_id": session.session_id, "outcome": session.outcome, "summary": summary, "steps": [s.as_dict() for s in steps], "next": following}
+    )
+
+
+@extend_schema(parameters=[OpenApiParameter("a", str, required=True), OpenApiParameter("b", str, required=True)], responses={200: dict})
+@api_view(["GET"])
+def session_diff(request):
+    """Two sessions' steps aligned (by kind and tool name), the first divergent row, what changed per row, each side's totals."""
+    scoped = TraceSession.objects.for_user(request.user, request_project(request))
+    a, b = (request.query_params.get(side, "") for side in ("a", "b"))
+    if not a or not b:
+        return Response({"detail": "Give the two sessions as ?a=SESSION&b=SESSION."}, status=status.HTTP_400_BAD_REQUEST)
+    session_a = generics.get_object_or_404(scoped, session_id=a)
+    session_b = generics.get_object_or_404(scoped, session_id=b)
+    return Response(diff.as_dict(diff.diff(session_a, session_b)))
 
 
 class TaskGroupSerializer(serializers.ModelSerializer):

@@ -4,12 +4,14 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from . import diff, trajectory
 from .api import task_groups_with_stats
 from .filters import by_user_and_metadata
-from .models import Span, TaskGroup, TraceSession
+from .models import TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
 PAGE_SIZE = 50
@@ -44,21 +46,45 @@ def sessions(request):
 
 @login_required
 def session_detail(request, session_id):
+    """The session's trajectory: its steps in order, a page at a time, filtered; HTMX "load more" gets the next page alone."""
     session = get_object_or_404(TraceSession.objects.for_user(request.user, request.project).select_related("run"), session_id=session_id)
-    spans = list(Span.objects.filter(project=session.project, session_id=session.session_id).select_related("task")[:2000])
-    start = min((s.start_unix_nano for s in spans), default=0)
-    end = max((s.end_unix_nano for s in spans), default=1)
-    width = max(end - start, 1)
-    depth = _depths(spans)
-    for span in spans:
-        span.offset_pct = 100 * (span.start_unix_nano - start) / width
-        span.width_pct = max(100 * (span.end_unix_nano - span.start_unix_nano) / width, 0.5)
-        span.depth = depth.get(span.span_id, 0)
-    tasks = session.tasks.select_related("group")
+    try:
+        # Read once for the steps' costs and the summary's.
+        prices = trajectory.model_prices(session.project_id)
+        steps, cursor = trajectory.steps_page(session, request.GET, prices=prices)
+    except trajectory.BadStepFilter as exc:
+        return HttpResponseBadRequest(str(exc))
+    trajectory.place_on_timeline(steps, session)
+    params = request.GET.copy()
+    params.pop("after", None)
+    context = {"session": session, "steps": steps, "cursor": cursor, "filters": params.urlencode()}
+    if request.htmx:
+        return render(request, "traces/_steps.html", context)
+    tasks = list(session.tasks.select_related("group"))
+    context |= {
+        "tasks": tasks,
+        "summary": trajectory.summary([session], prices),
+        "kinds": trajectory.KINDS,
+        "quiet_seconds": settings.TRACE_QUIET_SECONDS,
+        "filtered": any(request.GET.get(k) for k in ("kind", "task", "errors", "q")),
+    }
+    return render(request, "traces/session.html", context)
+
+
+@login_required
+def session_diff(request):
+    """Two sessions side by side: ?s=A&s=B (the session list's two ticks, or the run page's pick)."""
+    chosen = [s for s in request.GET.getlist("s") if s][:3]
+    if len(chosen) != 2:
+        return HttpResponseBadRequest("Choose two sessions to compare (?s=A&s=B).")
+    scoped = TraceSession.objects.for_user(request.user, request.project)
+    a, b = (get_object_or_404(scoped, session_id=session_id) for session_id in chosen)
+    # Each step links to its place in its trajectory: the two pages' addresses, once rather than per step.
+    urls = {f"url_{side}": reverse("traces:session", args=[s.session_id]) for side, s in (("a", a), ("b", b))}
+    result = diff.diff(a, b)
+    first = None if result["first_divergence"] is None else result["first_divergence"] + 1
     return render(
-        request,
-        "traces/session.html",
-        {"session": session, "spans": spans, "tasks": tasks, "total_ms": width / 1e6, "quiet_seconds": settings.TRACE_QUIET_SECONDS},
+        request, "traces/diff.html", {"session_a": a, "session_b": b, "diff": result, "rows": diff.collapsed(result["rows"]), "first_row": first, **urls}
     )
 
 
@@ -74,15 +100,3 @@ def group_training_data(request, pk):
         return training_data_response(request.project, group, request.GET)
     except BadFilter as exc:
         return HttpResponseBadRequest(str(exc))
-
-
-def _depths(spans):
-    by_id = {s.span_id: s for s in spans}
-    depths = {}
-    for span in spans:
-        depth, current = 0, span
-        while current.parent_span_id in by_id and depth < 50:
-            current = by_id[current.parent_span_id]
-            depth += 1
-        depths[span.span_id] = depth
-    return depths
