@@ -195,8 +195,6 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
-# URLs typed without a scheme (the admin's URL fields) mean https, as Django 6 will assume.
-FORMS_URLFIELD_ASSUME_HTTPS = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
