@@ -1,6 +1,7 @@
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import Q, Sum
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -19,6 +20,10 @@ def cents(value):
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Append-only records: visible, never added, changed or deleted by hand."""
+
+    # The read-only view still builds a form: a top-up's checkout URL field
+    # would warn that Django 6 changes its default scheme.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     def has_add_permission(self, request):
         return False
