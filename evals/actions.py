@@ -60,7 +60,7 @@ def create_eval(
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
-    if samples_per_problem > 1 and not getattr(benchmarks.get(benchmark), "SANDBOXED", False):
+    if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
         raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")

@@ -203,6 +203,8 @@ class Sample(models.Model):
     reference = models.TextField(blank=True)
     score = models.FloatField(null=True, blank=True)
     scores = models.JSONField(default=dict, blank=True)
+    # The row's categories (axis -> value, e.g. {"subject": "anatomy", "group": "STEM"}): per-category scores group on it.
+    category = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.IntegerField(null=True, blank=True)

@@ -17,8 +17,9 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
+from .benchmarks.base import Benchmark
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
-from .datasets import DatasetSpec
+from .datasets import DatasetBenchmark
 from .engine import EvalRun, refresh_counters
 from .models import Eval
 from .subset import select_rows
@@ -32,8 +33,8 @@ def run_async(coroutine):
     return uvloop.run(coroutine)
 
 
-def spec_for(ev: Eval):
-    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetSpec(ev.dataset, ev.scorers)
+def spec_for(ev: Eval) -> Benchmark:
+    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetBenchmark(ev.dataset, ev.scorers)
 
 
 def run_eval(eval_id: int):
@@ -51,7 +52,7 @@ def run_eval(eval_id: int):
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]
     try:
-        if getattr(spec, "SANDBOXED", False):
+        if spec.sandboxed:
             with scoring_sandbox(ev) as sandbox:
                 run_async(EvalRun(ev, spec, rows, sandbox).run())
         else:

@@ -186,7 +186,7 @@ def compare(request, benchmark):
         by_deployment[ev.deployment.name].append((f"#{ev.pk} {ev.created_at:%Y-%m-%d}", ev.score))
         # Each eval is offered a paired comparison with the first eval that scored the same rows.
         ev.paired_with = first_on_rows.setdefault(ev.source_key(), ev)
-    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).METRIC)
+    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).metric)
     return render(request, "evals/compare.html", {"benchmark": benchmark, "evals": evals, "chart": chart})
 
 
