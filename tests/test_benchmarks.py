@@ -8,8 +8,10 @@ import pytest
 from django.conf import settings
 
 from evals import benchmarks
-from evals.benchmarks import arc_challenge, hellaswag, mmlu, winogrande
+from evals.benchmarks import arc_challenge, hellaswag, math500, mmlu, winogrande
+from evals.benchmarks.base import Row
 from evals.benchmarks.multiple_choice import extract_choice
+from evals.math_equivalence import gold_of
 
 
 def file_sha256(name: str) -> str:
@@ -17,7 +19,7 @@ def file_sha256(name: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "name, rows", [("gsm8k", 1319), ("humaneval", 164), ("mmlu", 14042), ("arc_challenge", 1172), ("hellaswag", 10042), ("winogrande", 1267)]
+    "name, rows", [("gsm8k", 1319), ("humaneval", 164), ("mmlu", 14042), ("arc_challenge", 1172), ("hellaswag", 10042), ("winogrande", 1267), ("math500", 500)]
 )
 def test_each_benchmark_has_its_rows_with_stable_unique_ids(name, rows):
     benchmark = benchmarks.get(name)
@@ -99,3 +101,45 @@ def test_multiple_choice_scores_right_wrong_and_unparseable():
     assert (score("Answer: C").value, score("Answer: C").extracted) == (1.0, "C")
     assert (score("Answer: A").value, score("Answer: A").extracted) == (0.0, "A")
     assert (score("no idea").value, score("no idea").extracted) == (0.0, "")
+
+
+def test_math500_has_its_levels_and_subjects_and_gold_from_the_boxed_solution():
+    loaded = math500.BENCHMARK.rows()
+    assert Counter(row.categories["level"] for row in loaded) == {"Level 1": 43, "Level 2": 90, "Level 3": 105, "Level 4": 128, "Level 5": 134}
+    assert Counter(row.categories["subject"] for row in loaded)["Counting & Probability"] == 38
+    assert len({row.categories["subject"] for row in loaded}) == 7
+    # The `answer` field holds "\le(3,\frac{\pi}{2}\right)"; the solution's \boxed{} is the real one.
+    assert loaded[0].reference == "\\left( 3, \\frac{\\pi}{2} \\right)"
+    assert all(row.reference for row in loaded)
+    assert math500.BENCHMARK.version() != file_sha256(math500.FILE)  # it covers the subject files too
+
+
+@pytest.mark.parametrize(
+    "solution, gold",
+    [("so $\\boxed{\\frac{1}{2}}$.", "\\frac{1}{2}"), ("first \\boxed{1}, then \\boxed{\\{a, b\\}}", "\\{a, b\\}"), ("\\fbox{7}", "7"), ("none", "")],
+)
+def test_the_gold_answer_is_the_last_boxed_with_balanced_braces(solution, gold):
+    assert gold_of(solution) == gold
+
+
+HALF = Row(id="t", input="What is one half?", reference="\\frac{1}{2}")
+
+
+@pytest.mark.parametrize(
+    "output, right",
+    [
+        ("Therefore, the final answer is: $\\boxed{\\frac{1}{2}}$. I hope it is correct", True),
+        ("$\\boxed{0.5}$", True),
+        ("The answer is 1/2", True),
+        ("$\\boxed{\\dfrac12}$", True),
+        ("$\\boxed{\\frac{2}{4}}$", True),
+        ("$\\boxed{\\frac{1}{3}}$", False),
+        ("$\\boxed{2}$", False),
+        ("I do not know.", False),
+        ("", False),
+    ],
+)
+def test_math500_scores_by_equivalence_not_string_match(output, right):
+    score = asyncio.run(math500.BENCHMARK.score(HALF, output))
+    assert score.value == float(right)
+    assert (score.extracted != "") == (output not in ("I do not know.", ""))
