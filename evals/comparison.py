@@ -9,10 +9,11 @@ is refused with the reason, never silently matched by index.
 from dataclasses import dataclass
 
 from . import benchmarks, statistics
+from .categories import axes_of, group_by_category
 from .models import Eval
 from .subset import select_rows
 
-FIELDS = ("row_index", "input", "output", "reference", "score", "error")
+FIELDS = ("row_index", "input", "output", "reference", "score", "error", "category")
 
 
 class NotPaired(Exception):
@@ -73,6 +74,7 @@ def compare_evals(a: Eval, b: Eval) -> dict:
     va, vb = [rows_a[i]["score"] for i in shared], [rows_b[i]["score"] for i in shared]
     result = {"a": Side(a, va).as_dict(), "b": Side(b, vb).as_dict(), "n": len(shared), "unpaired": len(rows_a.keys() | rows_b.keys()) - len(shared)}
     result.update(paired_statistics(va, vb))
+    result["by_category"] = delta_by_category(axes_of(a), ((rows_a[i]["category"], (rows_a[i]["score"], rows_b[i]["score"])) for i in shared))
     result["flipped"] = [
         {
             "row_index": i,
@@ -88,6 +90,21 @@ def compare_evals(a: Eval, b: Eval) -> dict:
         if rows_a[i]["score"] != rows_b[i]["score"]
     ]
     return result
+
+
+def delta_by_category(axes, pairs) -> dict[str, list[dict]]:
+    """The paired delta B - A within each category: {axis: [{"name", "n", "a", "b", "delta", "delta_ci", "mcnemar_p", "verdict"}]}."""
+    breakdown = {}
+    for axis, by_value in group_by_category(pairs, axes).items():
+        breakdown[axis] = []
+        for name, scores in by_value.items():
+            a, b = [x for x, _ in scores], [y for _, y in scores]
+            paired = paired_statistics(a, b)
+            breakdown[axis].append(
+                {"name": name, "n": len(scores), "a": statistics.mean(a), "b": statistics.mean(b)}
+                | {key: paired[key] for key in ("delta", "delta_ci", "method", "mcnemar_p", "verdict")}
+            )
+    return breakdown
 
 
 def paired_statistics(a: list[float], b: list[float]) -> dict:

@@ -9,11 +9,12 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from belvedir.core.charts import Series, line_chart
+from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from .api import filter_samples
+from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -28,6 +29,11 @@ HTMX_STOP_POLLING = 286
 def eval_list(request):
     evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")[:100]
     return render(request, "evals/list.html", {"evals": evals, "benchmarks": benchmarks.CATALOG})
+
+
+@login_required
+def benchmark_catalog(request):
+    return render(request, "evals/benchmarks.html", {"catalog": [benchmarks.describe(b) for b in benchmarks.CATALOG.values()]})
 
 
 @login_required
@@ -95,6 +101,14 @@ def eval_detail(request, pk):
         .select_related("deployment")[:20]
     )
     context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    context["categories"] = [
+        {
+            "axis": axis,
+            "entries": entries,
+            "chart": interval_chart([Estimate(e["name"], e["score"], *e["score_ci"]) for e in entries], title=f"score by {axis}"),
+        }
+        for axis, entries in category_scores(ev).items()
+    ]
     return render(request, "evals/detail.html", context)
 
 
