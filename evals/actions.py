@@ -8,6 +8,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from . import benchmarks
+from .benchmarks.base import DataMissing
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
@@ -50,6 +51,10 @@ def create_eval(
     if benchmark:
         if benchmarks.get(benchmark) is None:
             raise EvalConfigError(f"Unknown benchmark {benchmark!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
+        try:
+            benchmarks.get(benchmark).rows()
+        except DataMissing as exc:
+            raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
     elif dataset is None:
@@ -58,6 +63,8 @@ def create_eval(
         scorers = _check_scorers(project, scorers)
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
+    if sample_limit is not None and sample_limit > (available := _row_count(benchmark, dataset)):
+        raise EvalConfigError(f"sample_limit {sample_limit} is above the {available:,} rows of {benchmark or dataset.name}: leave it unset for all of them.")
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
     if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
@@ -85,6 +92,10 @@ def create_eval(
         )
         transaction.on_commit(lambda: enqueue(ev))
     return ev
+
+
+def _row_count(benchmark: str, dataset) -> int:
+    return len(benchmarks.get(benchmark).rows()) if benchmark else dataset.row_count
 
 
 def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):

@@ -17,7 +17,7 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
-from .benchmarks.base import Benchmark
+from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
 from .datasets import DatasetBenchmark
 from .engine import EvalRun, refresh_counters
@@ -47,7 +47,12 @@ def run_eval(eval_id: int):
         return
     ev = Eval.objects.select_related("deployment", "dataset").get(pk=eval_id)
     spec = spec_for(ev)
-    all_rows = spec.rows()
+    try:
+        all_rows = spec.rows()
+    except DataMissing as exc:
+        # Removed or changed since the eval was created: nothing was requested, and it resumes once reinstalled.
+        _fail(ev, f"{exc} Resume once it is.")
+        return
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]

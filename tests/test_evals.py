@@ -211,7 +211,7 @@ def test_benchmark_rules_are_enforced_with_named_messages(api, project, deployme
     assert both.status_code == 400 and "takes no dataset" in both.json()["detail"]
     mixed = api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "fake", "scorers": ["exact_match"]}, format="json")
     assert mixed.status_code == 400 and "cannot be combined" in mixed.json()["detail"]
-    assert "Unknown benchmark" in api.post("/api/v1/evals", {"benchmark": "mmlu", "deployment": "fake"}, format="json").json()["detail"]
+    assert "Unknown benchmark" in api.post("/api/v1/evals", {"benchmark": "mmlu_pro", "deployment": "fake"}, format="json").json()["detail"]
     assert api.post("/api/v1/evals", {"dataset_id": dataset.pk, "deployment": "fake"}, format="json").status_code == 400
     assert api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "nope"}, format="json").status_code == 400
     assert not Eval.objects.exists()
