@@ -174,6 +174,36 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     return True
 
 
+def next_pass(ev: Eval, *, progressed: bool) -> bool:
+    """A pass that reached its time limit queues the next, which scores only the rows not stored; True if it did.
+
+    A pass that stored nothing counts as a stall, as a worker that stopped
+    does: past EVAL_MAX_AUTO_RESUMES of them in a row the eval ends `error`.
+    """
+    with transaction.atomic():
+        current = Eval.objects.select_for_update().filter(pk=ev.pk, status=Eval.Status.RUNNING).first()
+        if current is None:
+            return False
+        if not progressed and current.auto_resumes >= settings.EVAL_MAX_AUTO_RESUMES:
+            Eval.objects.filter(pk=ev.pk).update(
+                status=Eval.Status.ERROR,
+                finished_at=timezone.now(),
+                status_message=(
+                    f"{current.auto_resumes + 1} passes in a row stored nothing ({settings.EVAL_PASS_SECONDS} s each); "
+                    "finished samples are kept. Resume to try again."
+                ),
+            )
+            return False
+        Eval.objects.filter(pk=ev.pk).update(
+            status=Eval.Status.QUEUED,
+            queued_at=timezone.now(),
+            auto_resumes=0 if progressed else F("auto_resumes") + 1,
+            status_message=f"Continues in its next pass: {current.done_count:,} of {current.total:,} rows stored.",
+        )
+        transaction.on_commit(lambda: enqueue(current))
+    return True
+
+
 def _stale_seconds():
     from django.conf import settings
 

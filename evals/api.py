@@ -90,6 +90,7 @@ class EvalSerializer(serializers.ModelSerializer):
             "completion_tokens",
             "cost",
             "max_cost",
+            "passes",
             "rate_per_s",
             "eta_seconds",
             "created_at",

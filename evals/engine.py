@@ -116,8 +116,12 @@ def http_session(limit: int) -> aiohttp.ClientSession:
 
 
 class EvalRun:
-    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None):
+    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None, deadline: float | None = None):
         self.eval = ev
+        # A monotonic time: past it no new request goes out (what is in flight
+        # finishes and is stored), and `out_of_time` tells the task to queue the next pass.
+        self.deadline = deadline
+        self.out_of_time = False
         self.spec: Benchmark = spec  # a catalog benchmark or a DatasetBenchmark
         self.rows = rows
         self.code_sandbox = code_sandbox
@@ -159,6 +163,9 @@ class EvalRun:
         for _ in range(self.eval.samples_per_problem):
             async with gate:
                 if self.cancelled or self._over_budget():
+                    return
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.out_of_time = True
                     return
                 try:
                     completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation))
@@ -277,7 +284,10 @@ def refresh_counters(eval_id: int):
         interval = statistics.wilson(stats["total_score"] or 0, scored) if scored else None
     prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
     cost = ev.deployment.cost(prompt_tokens, completion_tokens)
+    # Rows stored since the last refresh: progress, so the stalls before it were not "in a row".
+    progress = {"auto_resumes": 0} if stats["done"] > ev.done_count else {}
     Eval.objects.filter(pk=eval_id).update(
+        **progress,
         done_count=stats["done"],
         error_count=stats["errors"],
         score=(stats["total_score"] or 0) / scored if scored else None,

@@ -136,6 +136,9 @@ class Eval(models.Model):
     # Resumes after a stall since the last one a person asked for: bounded,
     # so an eval that kills its worker every time stops being re-queued.
     auto_resumes = models.PositiveSmallIntegerField(default=0)
+    # Passes a worker claimed: 1 for an eval that ran through, more for one
+    # resumed after a stall or continued past a pass's time limit.
+    passes = models.PositiveIntegerField(default=0)
 
     objects = ProjectScopedQuerySet.as_manager()
 

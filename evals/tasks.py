@@ -1,6 +1,7 @@
 """Queue entry points: run (or resume) an eval; re-queue evals whose worker died."""
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,11 +18,12 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
+from .actions import next_pass
 from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
 from .datasets import DatasetBenchmark
 from .engine import EvalRun, refresh_counters
-from .models import Eval
+from .models import Eval, Sample
 from .subset import select_rows
 
 logger = logging.getLogger(__name__)
@@ -41,7 +43,7 @@ def run_eval(eval_id: int):
     close_old_connections()
     now = timezone.now()
     claimed = Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(
-        status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message=""
+        status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message="", passes=F("passes") + 1
     )
     if not claimed:
         return
@@ -56,12 +58,17 @@ def run_eval(eval_id: int):
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]
+    deadline = time.monotonic() + settings.EVAL_PASS_SECONDS
+    stored_before = Sample.objects.filter(eval=ev).count()
+    run = None
     try:
         if spec.sandboxed:
             with scoring_sandbox(ev) as sandbox:
-                run_async(EvalRun(ev, spec, rows, sandbox).run())
+                run = EvalRun(ev, spec, rows, sandbox, deadline=deadline)
+                run_async(run.run())
         else:
-            run_async(EvalRun(ev, spec, rows).run())
+            run = EvalRun(ev, spec, rows, deadline=deadline)
+            run_async(run.run())
     except SandboxError as exc:
         _fail(ev, f"The scoring sandbox could not start: {exc.message} Resume to retry.")
     except Exception:
@@ -69,7 +76,8 @@ def run_eval(eval_id: int):
         _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
     finally:
         refresh_counters(ev.pk)
-    finish(ev.pk)
+    if not finish(ev.pk) and run is not None and run.out_of_time:
+        next_pass(ev, progressed=Sample.objects.filter(eval=ev).count() > stored_before)
 
 
 def finish(eval_id: int) -> bool:
