@@ -80,6 +80,7 @@ def create_eval(
             project=project,
             deployment=deployment,
             benchmark=benchmark,
+            benchmark_version=benchmarks.get(benchmark).version() if benchmark else "",
             dataset=dataset,
             scorers=scorers,
             sample_limit=sample_limit,

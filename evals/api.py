@@ -71,6 +71,7 @@ class EvalSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "benchmark",
+            "benchmark_version",
             "dataset_id",
             "deployment",
             "scorers",

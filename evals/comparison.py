@@ -45,6 +45,8 @@ def row_count(ev: Eval) -> int:
 def check_same_rows(a: Eval, b: Eval):
     if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
+    if a.benchmark_version and b.benchmark_version and a.benchmark_version != b.benchmark_version:
+        raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored different versions of {a.label}'s data; their rows are not the same.")
     if a.dataset_id and a.scorers != b.scorers:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different scorers; their scores do not measure the same thing.")
     if a.source_key() == b.source_key():

@@ -104,6 +104,8 @@ class Eval(models.Model):
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evals")
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="evals")
     benchmark = models.CharField(max_length=50, blank=True)
+    # The benchmark's version (its data files' SHA-256) when the eval was created: resumed or compared only on the same.
+    benchmark_version = models.CharField(max_length=80, blank=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
     scorers = models.JSONField(default=list, blank=True)
     sample_limit = models.PositiveIntegerField(null=True, blank=True)

@@ -55,6 +55,9 @@ def run_eval(eval_id: int):
         # Removed or changed since the eval was created: nothing was requested, and it resumes once reinstalled.
         _fail(ev, f"{exc} Resume once it is.")
         return
+    if ev.benchmark_version and spec.version() != ev.benchmark_version:
+        _fail(ev, f"The benchmark's data is now {spec.version()[:19]}…, not the {ev.benchmark_version[:19]}… this eval scored: its rows are not the same.")
+        return
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]

@@ -110,3 +110,21 @@ def test_an_eval_whose_data_went_missing_before_it_ran_fails_with_the_reason(pro
     ev.refresh_from_db()
     assert ev.status == "failed" and "install_benchmark_data" in ev.status_message and ev.done_count == 0
     assert benchmarks.describe(winogrande.BENCHMARK)["available"] is False
+
+
+def test_an_eval_records_the_version_of_the_data_it_scores(api, deployment):
+    created = api.post("/api/v1/evals", {"benchmark": "winogrande", "deployment": "fake", "sample_limit": 3}, format="json").json()
+    assert created["benchmark_version"] == winogrande.BENCHMARK.version()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_eval_is_not_resumed_or_compared_on_other_data_than_it_scored(api, project, owner, deployment):
+    ev = create_eval(project, owner, deployment=deployment, benchmark="winogrande", sample_limit=3)
+    other = create_eval(project, owner, deployment=deployment, same_rows_as=ev)
+    # As if the data had been installed again from another wheel since the eval was created.
+    Eval.objects.filter(pk=ev.pk).update(benchmark_version="sha256:" + "0" * 64)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert ev.status == "failed" and "its rows are not the same" in ev.status_message and ev.done_count == 0
+    response = api.get(f"/api/v1/evals/{ev.pk}/compare/{other.pk}")
+    assert response.status_code == 409 and "different versions of winogrande's data" in response.json()["detail"]
