@@ -52,7 +52,7 @@ def create_eval(
         if benchmarks.get(benchmark) is None:
             raise EvalConfigError(f"Unknown benchmark {benchmark!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
         try:
-            benchmarks.get(benchmark).rows()
+            benchmarks.get(benchmark).version()
         except DataMissing as exc:
             raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
         if scorers:
@@ -96,7 +96,7 @@ def create_eval(
 
 
 def _row_count(benchmark: str, dataset) -> int:
-    return len(benchmarks.get(benchmark).rows()) if benchmark else dataset.row_count
+    return benchmarks.get(benchmark).row_count() if benchmark else dataset.row_count
 
 
 def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):

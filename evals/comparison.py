@@ -39,7 +39,7 @@ class Side:
 
 
 def row_count(ev: Eval) -> int:
-    return len(benchmarks.get(ev.benchmark).rows()) if ev.benchmark else ev.dataset.row_count
+    return benchmarks.get(ev.benchmark).row_count() if ev.benchmark else ev.dataset.row_count
 
 
 def check_same_rows(a: Eval, b: Eval):

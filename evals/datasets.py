@@ -87,6 +87,9 @@ class DatasetBenchmark(Benchmark):
     def version(self):
         return f"dataset #{self.dataset.pk}, {self.dataset.row_count} rows"
 
+    def row_count(self):
+        return self.dataset.row_count
+
     def prompt(self, row):
         return [{"role": "user", "content": row.input}]
 

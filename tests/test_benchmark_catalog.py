@@ -128,3 +128,12 @@ def test_an_eval_is_not_resumed_or_compared_on_other_data_than_it_scored(api, pr
     assert ev.status == "failed" and "its rows are not the same" in ev.status_message and ev.done_count == 0
     response = api.get(f"/api/v1/evals/{ev.pk}/compare/{other.pk}")
     assert response.status_code == 409 and "different versions of winogrande's data" in response.json()["detail"]
+
+
+def test_listing_the_catalog_reads_the_recorded_row_counts_not_the_rows(monkeypatch):
+    from evals.benchmarks import mmlu
+
+    benchmarks.describe(mmlu.BENCHMARK)  # recorded for this version (the install command records every one)
+    monkeypatch.delitem(mmlu.BENCHMARK.__dict__, "_rows", raising=False)
+    monkeypatch.setattr(type(mmlu.BENCHMARK), "load", lambda self: pytest.fail("listing the catalog loaded MMLU's rows"))
+    assert benchmarks.describe(mmlu.BENCHMARK)["rows"] == 14042

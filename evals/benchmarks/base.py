@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
+from .data import DataMissing, record_row_count, recorded_row_count
+
+__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat"]
+
 
 @dataclass(frozen=True, eq=False)
 class Row(Mapping):
@@ -48,12 +52,6 @@ class Score:
     extracted: str = ""
     category: Mapping[str, str] | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
-
-
-class DataMissing(Exception):
-    """A benchmark's data is not installed (or not as recorded); the message says how to install it."""
-
-    status_code = 400
 
 
 class Benchmark:
@@ -96,11 +94,20 @@ class Benchmark:
         """The full split, in a fixed order (loaded once per process)."""
         return self._rows
 
+    def row_count(self) -> int:
+        """How many rows, as recorded for this version; the rows are loaded (and the count recorded) only the first time."""
+        version = self.version()
+        count = recorded_row_count(self.name, version)
+        if count is None:
+            count = len(self.rows())
+            record_row_count(self.name, version, count)
+        return count
+
     def describe(self) -> dict:
         return {
             "name": self.name,
             "description": self.description,
-            "rows": len(self.rows()),
+            "rows": self.row_count(),
             "metric": self.metric,
             "categories": list(self.categories),
             "licence": self.licence,

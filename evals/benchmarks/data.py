@@ -22,9 +22,15 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .base import DataMissing
+
+class DataMissing(Exception):
+    """A benchmark's data is not installed (or not as recorded); the message says how to install it."""
+
+    status_code = 400
+
 
 MANIFEST = "manifest.json"
+ROW_COUNTS = "row_counts.json"
 
 
 @dataclass(frozen=True)
@@ -148,11 +154,41 @@ def installed_files(prefix: str, suffix: str) -> list[str]:
 
 
 def version_of(names: list[str]) -> str:
-    """One file's SHA-256, or for several the SHA-256 of their names and digests."""
+    """One file's SHA-256, or for several the SHA-256 of their names and digests, as recorded at install.
+
+    Cheap (the manifest and a stat per file), so listing the catalog never reads the data;
+    loading the rows checks each file against its digest.
+    """
     recorded = read_manifest().get("files", {})
+    for name in names:
+        if name not in recorded or not (data_dir() / name).is_file():
+            raise DataMissing(f"Its data is not installed ({name} is missing): run `python manage.py install_benchmark_data`.")
     if len(names) == 1:
-        return f"sha256:{recorded.get(names[0], 'not installed')}"
-    return "sha256:" + hashlib.sha256("".join(f"{n} {recorded.get(n, '')}\n" for n in names).encode()).hexdigest()
+        return f"sha256:{recorded[names[0]]}"
+    return "sha256:" + hashlib.sha256("".join(f"{n} {recorded[n]}\n" for n in names).encode()).hexdigest()
+
+
+def recorded_row_count(name: str, version: str) -> int | None:
+    try:
+        entry = json.loads((data_dir() / ROW_COUNTS).read_text()).get(name, {})
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return entry.get("rows") if entry.get("version") == version else None
+
+
+def record_row_count(name: str, version: str, rows: int):
+    """Kept beside the data, so a process listing the catalog needs no rows loaded (~120 MB with pyarrow)."""
+    path = data_dir() / ROW_COUNTS
+    try:
+        counts = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        counts = {}
+    counts[name] = {"version": version, "rows": rows}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole and renamed: two processes recording at once leave one whole file, both right.
+    partial = path.with_name(f"{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(counts, indent=1, sort_keys=True))
+    os.replace(partial, path)
 
 
 def read_arrow(name: str) -> list[dict]:
@@ -161,10 +197,22 @@ def read_arrow(name: str) -> list[dict]:
     # benchmark's rows pays for pyarrow (~50 MB), not every process importing the catalog.
     import pyarrow.ipc
 
-    with pyarrow.memory_map(str(installed_file(name))) as source:
-        return pyarrow.ipc.open_stream(source).read_all().to_pylist()
+    path = installed_file(name)
+    try:
+        with pyarrow.memory_map(str(path)) as source:
+            return pyarrow.ipc.open_stream(source).read_all().to_pylist()
+    except pyarrow.ArrowException as exc:
+        raise _unreadable(name, exc) from None
 
 
 def read_jsonl_gz(name: str) -> list[dict]:
-    with gzip.open(installed_file(name), "rt", encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines]
+    path = installed_file(name)
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            return [json.loads(line) for line in lines]
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _unreadable(name, exc) from None
+
+
+def _unreadable(name: str, exc: Exception) -> DataMissing:
+    return DataMissing(f"Its data file {name} cannot be read ({str(exc)[:200]}): run `python manage.py install_benchmark_data` again.")
