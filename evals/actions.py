@@ -10,6 +10,7 @@ from django_q.tasks import async_task
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks
+from .benchmarks.base import DataMissing
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
@@ -57,6 +58,10 @@ def create_eval(
     if benchmark:
         if benchmarks.get(benchmark) is None:
             raise EvalConfigError(f"Unknown benchmark {benchmark!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
+        try:
+            benchmarks.get(benchmark).version()
+        except DataMissing as exc:
+            raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
     elif dataset is None:
@@ -65,9 +70,11 @@ def create_eval(
         scorers = _check_scorers(project, scorers)
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
+    if sample_limit is not None and sample_limit > (available := _row_count(benchmark, dataset)):
+        raise EvalConfigError(f"sample_limit {sample_limit} is above the {available:,} rows of {benchmark or dataset.name}: leave it unset for all of them.")
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
-    if samples_per_problem > 1 and not getattr(benchmarks.get(benchmark), "SANDBOXED", False):
+    if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
         raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
@@ -80,6 +87,7 @@ def create_eval(
             project=project,
             deployment=deployment,
             benchmark=benchmark,
+            benchmark_version=benchmarks.get(benchmark).version() if benchmark else "",
             dataset=dataset,
             scorers=scorers,
             sample_limit=sample_limit,
@@ -92,6 +100,10 @@ def create_eval(
         )
         transaction.on_commit(lambda: enqueue(ev))
     return ev
+
+
+def _row_count(benchmark: str, dataset) -> int:
+    return benchmarks.get(benchmark).row_count() if benchmark else dataset.row_count
 
 
 def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):
@@ -169,6 +181,36 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
         ):
             return False
         transaction.on_commit(lambda: enqueue(ev))
+    return True
+
+
+def next_pass(ev: Eval, *, progressed: bool) -> bool:
+    """A pass that reached its time limit queues the next, which scores only the rows not stored; True if it did.
+
+    A pass that stored nothing counts as a stall, as a worker that stopped
+    does: past EVAL_MAX_AUTO_RESUMES of them in a row the eval ends `error`.
+    """
+    with transaction.atomic():
+        current = Eval.objects.select_for_update().filter(pk=ev.pk, status=Eval.Status.RUNNING).first()
+        if current is None:
+            return False
+        if not progressed and current.auto_resumes >= settings.EVAL_MAX_AUTO_RESUMES:
+            Eval.objects.filter(pk=ev.pk).update(
+                status=Eval.Status.ERROR,
+                finished_at=timezone.now(),
+                status_message=(
+                    f"{current.auto_resumes + 1} passes in a row stored nothing ({settings.EVAL_PASS_SECONDS} s each); "
+                    "finished samples are kept. Resume to try again."
+                ),
+            )
+            return False
+        Eval.objects.filter(pk=ev.pk).update(
+            status=Eval.Status.QUEUED,
+            queued_at=timezone.now(),
+            auto_resumes=0 if progressed else F("auto_resumes") + 1,
+            status_message=f"Continues in its next pass: {current.done_count:,} of {current.total:,} rows stored.",
+        )
+        transaction.on_commit(lambda: enqueue(current))
     return True
 
 

@@ -2,7 +2,7 @@ import asyncio
 
 from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
@@ -13,6 +13,7 @@ from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import cancel_eval, create_eval, dataset_for, resume_eval
+from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -69,6 +70,7 @@ class EvalSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "benchmark",
+            "benchmark_version",
             "dataset_id",
             "deployment",
             "scorers",
@@ -88,12 +90,31 @@ class EvalSerializer(serializers.ModelSerializer):
             "completion_tokens",
             "cost",
             "max_cost",
+            "passes",
             "rate_per_s",
             "eta_seconds",
             "created_at",
             "started_at",
             "finished_at",
         ]
+
+
+class CategoryScoreSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    n = serializers.IntegerField()
+    score = serializers.FloatField()
+    score_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
+
+
+class EvalDetailSerializer(EvalSerializer):
+    categories = serializers.SerializerMethodField(help_text="Per category axis (subject, group, level...): each category's score and 95% interval.")
+
+    class Meta(EvalSerializer.Meta):
+        fields = [*EvalSerializer.Meta.fields, "categories"]
+
+    @extend_schema_field(serializers.DictField(child=CategoryScoreSerializer(many=True)))
+    def get_categories(self, ev) -> dict:
+        return category_scores(ev)
 
 
 class EvalCreateSerializer(serializers.Serializer):
@@ -171,6 +192,10 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
 
     def get_queryset(self):
         return Eval.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment")
+
+    def get_serializer_class(self):
+        # Per-category scores only on one eval: a list of MMLU evals would group 14,042 rows each.
+        return EvalDetailSerializer if self.action == "retrieve" else EvalSerializer
 
     @extend_schema(request=EvalCreateSerializer, responses={201: EvalSerializer})
     def create(self, request):

@@ -9,10 +9,11 @@ is refused with the reason, never silently matched by index.
 from dataclasses import dataclass
 
 from . import benchmarks, statistics
+from .categories import axes_of, group_by_category
 from .models import Eval
 from .subset import select_rows
 
-FIELDS = ("row_index", "input", "output", "reference", "score", "error")
+FIELDS = ("row_index", "input", "output", "reference", "score", "error", "category")
 
 
 class NotPaired(Exception):
@@ -38,12 +39,14 @@ class Side:
 
 
 def row_count(ev: Eval) -> int:
-    return len(benchmarks.get(ev.benchmark).rows()) if ev.benchmark else ev.dataset.row_count
+    return benchmarks.get(ev.benchmark).row_count() if ev.benchmark else ev.dataset.row_count
 
 
 def check_same_rows(a: Eval, b: Eval):
     if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
+    if a.benchmark_version and b.benchmark_version and a.benchmark_version != b.benchmark_version:
+        raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored different versions of {a.label}'s data; their rows are not the same.")
     if a.dataset_id and a.scorers != b.scorers:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different scorers; their scores do not measure the same thing.")
     if a.source_key() == b.source_key():
@@ -73,6 +76,7 @@ def compare_evals(a: Eval, b: Eval) -> dict:
     va, vb = [rows_a[i]["score"] for i in shared], [rows_b[i]["score"] for i in shared]
     result = {"a": Side(a, va).as_dict(), "b": Side(b, vb).as_dict(), "n": len(shared), "unpaired": len(rows_a.keys() | rows_b.keys()) - len(shared)}
     result.update(paired_statistics(va, vb))
+    result["by_category"] = delta_by_category(axes_of(a), ((rows_a[i]["category"], (rows_a[i]["score"], rows_b[i]["score"])) for i in shared))
     result["flipped"] = [
         {
             "row_index": i,
@@ -88,6 +92,21 @@ def compare_evals(a: Eval, b: Eval) -> dict:
         if rows_a[i]["score"] != rows_b[i]["score"]
     ]
     return result
+
+
+def delta_by_category(axes, pairs) -> dict[str, list[dict]]:
+    """The paired delta B - A within each category: {axis: [{"name", "n", "a", "b", "delta", "delta_ci", "mcnemar_p", "verdict"}]}."""
+    breakdown = {}
+    for axis, by_value in group_by_category(pairs, axes).items():
+        breakdown[axis] = []
+        for name, scores in by_value.items():
+            a, b = [x for x, _ in scores], [y for _, y in scores]
+            paired = paired_statistics(a, b)
+            breakdown[axis].append(
+                {"name": name, "n": len(scores), "a": statistics.mean(a), "b": statistics.mean(b)}
+                | {key: paired[key] for key in ("delta", "delta_ci", "method", "mcnemar_p", "verdict")}
+            )
+    return breakdown
 
 
 def paired_statistics(a: list[float], b: list[float]) -> dict:

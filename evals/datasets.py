@@ -2,6 +2,7 @@
 
 import json
 
+from .benchmarks.base import Benchmark, Row, Score
 from .engine import RequestFailed, complete, http_session
 from .models import Dataset, DatasetRow, Deployment
 from .scoring import DATASET_SCORERS, LLM_JUDGE, last_number
@@ -63,13 +64,16 @@ def create_dataset(project, user, name: str, data) -> Dataset:
     return dataset
 
 
-class DatasetSpec:
-    """Plays the part of a benchmark module for a dataset eval."""
+class DatasetBenchmark(Benchmark):
+    """A dataset eval's rows and scorers, under the benchmark protocol."""
 
-    SANDBOXED = False
-    GENERATION = {"temperature": 0, "max_tokens": 512}
+    description = "An uploaded JSONL dataset."
+    licence = "the uploader's"
+    prompt_format = "Zero-shot chat: user: the row's input."
 
     def __init__(self, dataset: Dataset, scorers: list):
+        self.name = dataset.name
+        self.source = f"dataset #{dataset.pk}"
         self.dataset = dataset
         self.scorers = scorers
         # Loaded now: the judge is called from the engine's event loop, where the ORM is off limits.
@@ -77,18 +81,19 @@ class DatasetSpec:
         self.judges = {d.pk: d for d in Deployment.objects.filter(pk__in=judge_ids)}
         self._judge_client = None
 
-    def rows(self):
-        return [{"input": r.input, "reference": r.expected} for r in self.dataset.rows.order_by("index")]
+    def load(self):
+        return [Row(id=str(r.index), input=r.input, reference=r.expected) for r in self.dataset.rows.order_by("index")]
+
+    def version(self):
+        return f"dataset #{self.dataset.pk}, {self.dataset.row_count} rows"
+
+    def row_count(self):
+        return self.dataset.row_count
 
     def prompt(self, row):
-        return [{"role": "user", "content": row["input"]}]
+        return [{"role": "user", "content": row.input}]
 
-    def score(self, row, output):
-        if any(scorer_name(s) == LLM_JUDGE for s in self.scorers):
-            return self._score_with_judge(row, output)
-        return self._combine(row, output, {})
-
-    async def _score_with_judge(self, row, output):
+    async def score(self, row, output, sandbox=None):
         judged = {}
         for scorer in self.scorers:
             if scorer_name(scorer) == LLM_JUDGE:
@@ -109,7 +114,7 @@ class DatasetSpec:
                 scores[name] = DATASET_SCORERS[name](output, row["reference"], **(scorer.get("options", {}) if isinstance(scorer, dict) else {}))
         # A row is right only when every scorer says so.
         extracted = (last_number(output) or "") if "last_number" in scores else ""
-        return min(scores.values()), extracted, scores
+        return Score(min(scores.values()), extracted, detail=scores)
 
     async def _judge(self, scorer, row, output) -> float:
         judge = self.judges[scorer["deployment"]]

@@ -24,6 +24,7 @@ from belvedir.core.netpolicy import Refused, outbound_policy
 from belvedir.sandbox.errors import SandboxPlatformError
 
 from . import statistics
+from .benchmarks.base import Benchmark
 from .models import Deployment, Eval, Sample
 from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
 from .scoring import ScoringError
@@ -115,9 +116,13 @@ def http_session(limit: int) -> aiohttp.ClientSession:
 
 
 class EvalRun:
-    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None):
+    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None, deadline: float | None = None):
         self.eval = ev
-        self.spec = spec  # a benchmark module or a DatasetSpec
+        # A monotonic time: past it no new request goes out (what is in flight
+        # finishes and is stored), and `out_of_time` tells the task to queue the next pass.
+        self.deadline = deadline
+        self.out_of_time = False
+        self.spec: Benchmark = spec  # a catalog benchmark or a DatasetBenchmark
         self.rows = rows
         self.code_sandbox = code_sandbox
         self.pending: list[Sample] = []
@@ -147,18 +152,20 @@ class EvalRun:
             finally:
                 flusher.cancel()
                 await self._flush()
-                if hasattr(self.spec, "aclose"):
-                    await self.spec.aclose()
+                await self.spec.aclose()
                 # The ORM ran in sync_to_async's thread: close that thread's connection too.
                 await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
         completions, error = [], ""
-        generation = {**self.spec.GENERATION, **self.eval.generation}
+        generation = {**self.spec.generation, **self.eval.generation}
         # pass@k asks for n completions of a row; each takes its own turn at the gate.
         for _ in range(self.eval.samples_per_problem):
             async with gate:
                 if self.cancelled or self._over_budget():
+                    return
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    self.out_of_time = True
                     return
                 try:
                     completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation))
@@ -172,7 +179,9 @@ class EvalRun:
         # next request go out before this one is scored (responses arrive in
         # waves, and scoring a whole wave first would hold every slot idle).
         await asyncio.sleep(0)
-        sample = Sample(eval_id=self.eval.pk, row_index=index, input=row["input"][:20000], reference=str(row.get("reference", ""))[:20000], error=error)
+        sample = Sample(
+            eval_id=self.eval.pk, row_index=index, input=row.input[:20000], reference=row.reference[:20000], category=dict(row.categories), error=error
+        )
         if completions:
             sample.output = _clean(completions[0].text)
             sample.latency_ms = completions[0].latency_ms
@@ -193,32 +202,29 @@ class EvalRun:
 
     async def _score(self, client, sample, row):
         try:
-            if getattr(self.spec, "SANDBOXED", False):
-                score, detail = await asyncio.to_thread(self.spec.score_in, self.code_sandbox, row, sample.output)
-                sample.score, sample.extracted = score, detail
-            else:
-                result = self.spec.score(row, sample.output)
-                if asyncio.iscoroutine(result):
-                    result = await result
-                sample.score, sample.extracted = result[0], result[1]
-                if len(result) > 2:
-                    sample.scores = result[2]
+            result = await self.spec.score(row, sample.output, self.code_sandbox)
         except SandboxPlatformError as exc:
             # The platform's fault, not the completion's: an error, not a wrong answer.
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
         except ScoringError as exc:
             sample.score, sample.error = None, str(exc)
+        else:
+            sample.score, sample.extracted, sample.scores = result.value, result.extracted, dict(result.detail)
+            if result.category is not None:
+                sample.category = dict(result.category)
 
     async def _score_each(self, sample, row, outputs: list[str]):
         """pass@k: every completion sandboxed one by one; the row scores c/n, the unbiased pass@1."""
         try:
-            results = [await asyncio.to_thread(self.spec.score_in, self.code_sandbox, row, output) for output in outputs]
+            results = [await self.spec.score(row, output, self.code_sandbox) for output in outputs]
         except SandboxPlatformError as exc:
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
             return
-        passed = sum(1 for score, _ in results if score)
-        sample.completions = [{"output": output, "passed": bool(score), "detail": detail} for output, (score, detail) in zip(outputs, results, strict=True)]
-        sample.score, sample.extracted = passed / len(outputs), results[0][1]
+        passed = sum(1 for result in results if result.value)
+        sample.completions = [
+            {"output": output, "passed": bool(result.value), "detail": result.extracted} for output, result in zip(outputs, results, strict=True)
+        ]
+        sample.score, sample.extracted = passed / len(outputs), results[0].extracted
         sample.scores = {"passed": passed, "n": len(outputs)}
 
     async def _flush_periodically(self):
@@ -278,7 +284,10 @@ def refresh_counters(eval_id: int):
         interval = statistics.wilson(stats["total_score"] or 0, scored) if scored else None
     prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
     cost = ev.deployment.cost(prompt_tokens, completion_tokens)
+    # Rows stored since the last refresh: progress, so the stalls before it were not "in a row".
+    progress = {"auto_resumes": 0} if stats["done"] > ev.done_count else {}
     Eval.objects.filter(pk=eval_id).update(
+        **progress,
         done_count=stats["done"],
         error_count=stats["errors"],
         score=(stats["total_score"] or 0) / scored if scored else None,

@@ -44,8 +44,14 @@ class BenchmarkEvalForm(forms.Form):
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["benchmark"].choices = [(name, f"{name} ({len(m.rows())} rows, {m.METRIC})") for name, m in benchmarks.CATALOG.items()]
+        self.fields["benchmark"].choices = [(entry["name"], choice_label(entry)) for entry in map(benchmarks.describe, benchmarks.CATALOG.values())]
         self.fields["deployment"].queryset = Deployment.objects.filter(project=project)
+
+
+def choice_label(entry: dict) -> str:
+    if not entry["available"]:
+        return f"{entry['name']} (data not installed)"
+    return f"{entry['name']} ({entry['rows']} rows, {entry['metric']})"
 
 
 SCORER_CHOICES = [(name, name.replace("_", " ")) for name in [*DATASET_SCORERS, LLM_JUDGE]]

@@ -104,6 +104,8 @@ class Eval(models.Model):
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evals")
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="evals")
     benchmark = models.CharField(max_length=50, blank=True)
+    # The benchmark's version (its data files' SHA-256) when the eval was created: resumed or compared only on the same.
+    benchmark_version = models.CharField(max_length=80, blank=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
     scorers = models.JSONField(default=list, blank=True)
     sample_limit = models.PositiveIntegerField(null=True, blank=True)
@@ -136,6 +138,9 @@ class Eval(models.Model):
     # Resumes after a stall since the last one a person asked for: bounded,
     # so an eval that kills its worker every time stops being re-queued.
     auto_resumes = models.PositiveSmallIntegerField(default=0)
+    # Passes a worker claimed: 1 for an eval that ran through, more for one
+    # resumed after a stall or continued past a pass's time limit.
+    passes = models.PositiveIntegerField(default=0)
 
     objects = ProjectScopedQuerySet.as_manager()
 
@@ -203,6 +208,8 @@ class Sample(models.Model):
     reference = models.TextField(blank=True)
     score = models.FloatField(null=True, blank=True)
     scores = models.JSONField(default=dict, blank=True)
+    # The row's categories (axis -> value, e.g. {"subject": "anatomy", "group": "STEM"}): per-category scores group on it.
+    category = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.IntegerField(null=True, blank=True)

@@ -1,6 +1,7 @@
 """Queue entry points: run (or resume) an eval; re-queue evals whose worker died."""
 
 import logging
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,10 +18,12 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
+from .actions import next_pass
+from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
-from .datasets import DatasetSpec
+from .datasets import DatasetBenchmark
 from .engine import EvalRun, refresh_counters
-from .models import Eval
+from .models import Eval, Sample
 from .subset import select_rows
 
 logger = logging.getLogger(__name__)
@@ -32,30 +35,43 @@ def run_async(coroutine):
     return uvloop.run(coroutine)
 
 
-def spec_for(ev: Eval):
-    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetSpec(ev.dataset, ev.scorers)
+def spec_for(ev: Eval) -> Benchmark:
+    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetBenchmark(ev.dataset, ev.scorers)
 
 
 def run_eval(eval_id: int):
     close_old_connections()
     now = timezone.now()
     claimed = Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(
-        status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message=""
+        status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message="", passes=F("passes") + 1
     )
     if not claimed:
         return
     ev = Eval.objects.select_related("deployment", "dataset").get(pk=eval_id)
     spec = spec_for(ev)
-    all_rows = spec.rows()
+    try:
+        all_rows = spec.rows()
+    except DataMissing as exc:
+        # Removed or changed since the eval was created: nothing was requested, and it resumes once reinstalled.
+        _fail(ev, f"{exc} Resume once it is.")
+        return
+    if ev.benchmark_version and spec.version() != ev.benchmark_version:
+        _fail(ev, f"The benchmark's data is now {spec.version()[:19]}…, not the {ev.benchmark_version[:19]}… this eval scored: its rows are not the same.")
+        return
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
     rows = [(i, all_rows[i]) for i in indices]
+    deadline = time.monotonic() + settings.EVAL_PASS_SECONDS
+    stored_before = Sample.objects.filter(eval=ev).count()
+    run = None
     try:
-        if getattr(spec, "SANDBOXED", False):
+        if spec.sandboxed:
             with scoring_sandbox(ev) as sandbox:
-                run_async(EvalRun(ev, spec, rows, sandbox).run())
+                run = EvalRun(ev, spec, rows, sandbox, deadline=deadline)
+                run_async(run.run())
         else:
-            run_async(EvalRun(ev, spec, rows).run())
+            run = EvalRun(ev, spec, rows, deadline=deadline)
+            run_async(run.run())
     except SandboxError as exc:
         _fail(ev, f"The scoring sandbox could not start: {exc.message} Resume to retry.")
     except Exception:
@@ -63,7 +79,8 @@ def run_eval(eval_id: int):
         _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
     finally:
         refresh_counters(ev.pk)
-    finish(ev.pk)
+    if not finish(ev.pk) and run is not None and run.out_of_time:
+        next_pass(ev, progressed=Sample.objects.filter(eval=ev).count() > stored_before)
 
 
 def finish(eval_id: int) -> bool:

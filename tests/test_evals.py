@@ -1,3 +1,5 @@
+import asyncio
+
 import pytest
 
 from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
@@ -209,7 +211,7 @@ def test_benchmark_rules_are_enforced_with_named_messages(api, project, deployme
     assert both.status_code == 400 and "takes no dataset" in both.json()["detail"]
     mixed = api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "fake", "scorers": ["exact_match"]}, format="json")
     assert mixed.status_code == 400 and "cannot be combined" in mixed.json()["detail"]
-    assert "Unknown benchmark" in api.post("/api/v1/evals", {"benchmark": "mmlu", "deployment": "fake"}, format="json").json()["detail"]
+    assert "Unknown benchmark" in api.post("/api/v1/evals", {"benchmark": "mmlu_pro", "deployment": "fake"}, format="json").json()["detail"]
     assert api.post("/api/v1/evals", {"dataset_id": dataset.pk, "deployment": "fake"}, format="json").status_code == 400
     assert api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "nope"}, format="json").status_code == 400
     assert not Eval.objects.exists()
@@ -318,7 +320,8 @@ def test_results_pages_api_and_downloads(api, owner_client, outsider_api, projec
 def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, owner, fake, deployment):
     import time
 
-    from evals.datasets import DatasetSpec, create_dataset
+    from evals.benchmarks.base import Row
+    from evals.datasets import DatasetBenchmark, create_dataset
 
     fake.answer = lambda text: "a" * 26 + "!"  # ^(a|a)*$ backtracks 2^26 ways on it
     dataset = create_dataset(project, owner, "evil", b"".join(b'{"input": "q%d", "expected": "x"}\n' % i for i in range(6)))
@@ -329,7 +332,7 @@ def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, o
     for pattern in ("^(a|a)*$", "^(a+)+$"):
         started = time.thread_time()
         try:
-            DatasetSpec(dataset, [{"name": "regex", "options": {"pattern": pattern}}]).score({"input": "q0", "reference": "x"}, "a" * 26 + "!")
+            asyncio.run(DatasetBenchmark(dataset, [{"name": "regex", "options": {"pattern": pattern}}]).score(Row("0", "q0", "x"), "a" * 26 + "!"))
         except ScoringError as exc:
             assert "took longer than 50 ms" in str(exc)
         assert time.thread_time() - started < 0.1, pattern

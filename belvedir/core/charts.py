@@ -56,3 +56,63 @@ def line_chart(series: list[Series], *, width=720, height=220, y_label="score") 
         mark_safe("".join(parts)),
         legend_html,
     )
+
+
+@dataclass
+class Estimate:
+    label: str
+    value: float
+    low: float
+    high: float
+
+
+def interval_chart(estimates: list[Estimate], *, width=720, label_width=220, row_height=18, title="score") -> SafeString:
+    """One row per estimate: a dot at its value and a bar over its interval, on a 0-1 axis (scores by category)."""
+    if not estimates:
+        return mark_safe("")
+    height = row_height * len(estimates) + 24
+    span = width - label_width - 16
+
+    def x(v):
+        return label_width + span * min(max(v, 0.0), 1.0)
+
+    parts = [
+        format_html(
+            '<line x1="{}" y1="0" x2="{}" y2="{}" stroke="#e4e7ec"/><text x="{}" y="{}" font-size="11" fill="#667085">{}</text>',
+            x(t),
+            x(t),
+            height - 18,
+            x(t) - 6,
+            height - 4,
+            t,
+        )
+        for t in (0, 0.5, 1)
+    ]
+    for i, e in enumerate(estimates):
+        y = row_height * i + row_height / 2
+        parts.append(
+            format_html(
+                '<g><title>{}: {} (95% CI {}–{})</title><text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>'
+                '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#3b5bdb" stroke-width="3" opacity="0.35"/><circle cx="{}" cy="{}" r="4" fill="#3b5bdb"/></g>',
+                e.label,
+                f"{e.value:.3f}",
+                f"{e.low:.3f}",
+                f"{e.high:.3f}",
+                label_width - 8,
+                f"{y + 4:.1f}",
+                e.label,
+                f"{x(e.low):.1f}",
+                f"{y:.1f}",
+                f"{x(e.high):.1f}",
+                f"{y:.1f}",
+                f"{x(e.value):.1f}",
+                f"{y:.1f}",
+            )
+        )
+    return format_html(
+        '<figure class="chart"><svg viewBox="0 0 {} {}" role="img" aria-label="{} with 95% intervals">{}</svg></figure>',
+        width,
+        height,
+        title,
+        mark_safe("".join(parts)),
+    )

@@ -1,25 +1,37 @@
-"""The benchmark catalog. Adding a benchmark is one module here, registered below.
+"""The benchmark catalog: one module per benchmark, each a `Benchmark` (base.py), registered below.
 
-Each module exposes NAME, DESCRIPTION, METRIC, GENERATION (default generation
-settings), rows() (the full split, in a fixed order), prompt(row) (chat
-messages), and score(row, output) -> (score, extracted). A benchmark whose
-scoring runs code sets SANDBOXED = True and scores through a CodeSandbox.
+Adding one: write `evals/benchmarks/<name>.py` with a subclass of
+`Benchmark` and an instance named BENCHMARK, then add the module to MODULES.
+The README's "Adding a benchmark" has an example.
 """
 
-from . import gsm8k, humaneval
+from . import arc_challenge, gsm8k, hellaswag, humaneval, math500, mmlu, winogrande
+from .base import Benchmark, DataMissing
 
-CATALOG = {module.NAME: module for module in (gsm8k, humaneval)}
+MODULES = (gsm8k, humaneval, mmlu, arc_challenge, hellaswag, winogrande, math500)
+CATALOG: dict[str, Benchmark] = {module.BENCHMARK.name: module.BENCHMARK for module in MODULES}
 
 
-def get(name: str):
+def get(name: str) -> Benchmark | None:
     return CATALOG.get(name)
 
 
-def describe(module) -> dict:
-    return {
-        "name": module.NAME,
-        "description": module.DESCRIPTION,
-        "rows": len(module.rows()),
-        "metric": module.METRIC,
-        "generation": module.GENERATION,
-    }
+def describe(benchmark: Benchmark) -> dict:
+    """Its catalog entry; a benchmark whose data is missing is listed with the reason instead of its rows."""
+    try:
+        return {**benchmark.describe(), "available": True, "problem": ""}
+    except DataMissing as exc:
+        return {
+            "name": benchmark.name,
+            "description": benchmark.description,
+            "rows": None,
+            "metric": benchmark.metric,
+            "categories": list(benchmark.categories),
+            "licence": benchmark.licence,
+            "source": benchmark.source,
+            "version": None,
+            "prompt_format": benchmark.prompt_format,
+            "generation": benchmark.generation,
+            "available": False,
+            "problem": str(exc),
+        }

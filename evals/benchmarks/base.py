@@ -1,0 +1,122 @@
+"""The benchmark protocol: what every entry of the catalog is, as Inspect's Task and Scorer are.
+
+A benchmark is a subclass of `Benchmark`: its metadata as class attributes,
+`load()` for its rows (each with a stable id), `prompt(row)` for the chat
+messages of a row, and `async score(row, output, sandbox) -> Score`. The
+engine calls exactly these, on every benchmark alike; it never asks what a
+benchmark has.
+"""
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar
+
+from .data import DataMissing, record_row_count, recorded_row_count
+
+__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat"]
+
+
+@dataclass(frozen=True, eq=False)
+class Row(Mapping):
+    """One item of a benchmark. Read as a mapping (`row["input"]`), so its extra fields sit beside the standard ones."""
+
+    id: str
+    input: str
+    reference: str = ""
+    # Axis -> value, e.g. {"subject": "anatomy", "group": "STEM"}: the per-category scores' keys.
+    categories: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key):
+        if key in ("id", "input", "reference", "categories"):
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from ("id", "input", "reference", "categories", *self.extra)
+
+    def __len__(self) -> int:
+        return 4 + len(self.extra)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A scored output: its value (1 right, 0 wrong, or between), the answer taken from it, and why.
+
+    `category` overrides the row's categories where the output decides them;
+    `detail` holds the scorer's parts (a dataset's per-scorer scores, pass@k counts).
+    """
+
+    value: float
+    extracted: str = ""
+    category: Mapping[str, str] | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Benchmark:
+    """A catalog entry. Subclasses set the metadata and implement load, prompt and score."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    metric: ClassVar[str] = "accuracy"
+    licence: ClassVar[str]
+    source: ClassVar[str]
+    # How the prompt is built, so two platforms can be compared honestly.
+    prompt_format: ClassVar[str]
+    # Category axes (e.g. ("subject", "group")); empty when the benchmark has none.
+    categories: ClassVar[tuple[str, ...]] = ()
+    generation: ClassVar[dict] = {"temperature": 0, "max_tokens": 512}
+    # Scoring runs the completion as code: the engine opens a CodeSandbox for the eval and passes it to score().
+    sandboxed: ClassVar[bool] = False
+
+    def load(self) -> Sequence[Row]:
+        raise NotImplementedError
+
+    def version(self) -> str:
+        """What the rows are: a data file's SHA-256, or the package that ships them."""
+        raise NotImplementedError
+
+    def prompt(self, row: Row) -> list[dict]:
+        raise NotImplementedError
+
+    async def score(self, row: Row, output: str, sandbox=None) -> Score:
+        raise NotImplementedError
+
+    async def aclose(self):
+        """Release what scoring opened (a judge's HTTP session, a worker pool)."""
+
+    @cached_property
+    def _rows(self) -> tuple[Row, ...]:
+        return tuple(self.load())
+
+    def rows(self) -> tuple[Row, ...]:
+        """The full split, in a fixed order (loaded once per process)."""
+        return self._rows
+
+    def row_count(self) -> int:
+        """How many rows, as recorded for this version; the rows are loaded (and the count recorded) only the first time."""
+        version = self.version()
+        count = recorded_row_count(self.name, version)
+        if count is None:
+            count = len(self.rows())
+            record_row_count(self.name, version, count)
+        return count
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "rows": self.row_count(),
+            "metric": self.metric,
+            "categories": list(self.categories),
+            "licence": self.licence,
+            "source": self.source,
+            "version": self.version(),
+            "prompt_format": self.prompt_format,
+            "generation": self.generation,
+        }
+
+
+def chat(system: str, user: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

