@@ -21,6 +21,7 @@ from django.utils import timezone
 from psycopg.errors import CheckViolation
 
 from belvedir.core.models import Project
+from harnesses.redaction import redact_run_spans
 
 from . import backlog, otlp, partitions
 from .ingest import collector_paused, run_session_of, store_spans
@@ -138,6 +139,11 @@ def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
         for batch, parsed in work:
             # A run's key writes only its own run's session (the request already told the client).
             own_session = run_session_of(batch.api_key)
+            if own_session and parsed:
+                # A run's key: the run's secrets never reach the span table (nor
+                # what is built from it: messages, sessions, training data).
+                # Other keys' batches pay nothing.
+                parsed.spans = redact_run_spans(own_session, parsed.spans)
             stored, reasons = _store(batch, parsed, own_session) if parsed else (0, batch.error)
             if stored < batch.span_count:
                 _record_rejection(batch, batch.span_count - stored, reasons)

@@ -1,0 +1,130 @@
+"""Secret values taken out of what a workload wrote, before anything stores it.
+
+One rule for every place a run writes (its log, its results.json, the spans
+it sends with its key): each secret value, and the ways a program commonly
+re-encodes it, becomes MASK. The encodings: the value itself; URL-encoded
+(`quote`, `quote_plus`, either case of hex); base64 and URL-safe base64,
+as the characters the value alone decides at each of the three alignments
+it can sit at inside a longer base64 text (so the value's base64 is found
+inside the base64 of a whole file or header, not only on its own); and
+each of those as it appears inside a JSON string (escaped).
+
+A value shorter than MIN_LENGTH is not redacted: masking "true" or "1234"
+everywhere would wreck the output and protect nothing.
+
+Matching is one Aho-Corasick automaton over all variants, leftmost-longest
+(so a value that contains another is masked whole), on bytes: text is
+matched as its UTF-8, where a whole character sequence can only match at a
+character boundary. The redactor remembers which values it found, which is
+how a run learns its canary reached its output.
+"""
+
+import base64
+import re
+from collections.abc import Iterable
+from urllib.parse import quote, quote_plus
+
+import orjson
+from ahocorasick_rs import BytesAhoCorasick, MatchKind
+
+MASK = "********"
+MASK_BYTES = MASK.encode()
+MIN_LENGTH = 8
+_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+def variants(value: str) -> set[str]:
+    """The texts standing for `value` in the encodings above."""
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value, safe=""), quote_plus(value)}
+    forms |= {_HEX_ESCAPE.sub(lambda m: m[0].lower(), form) for form in forms}
+    raw = value.encode()
+    for offset in range(3):
+        # Only the characters whose six bits all come from the value: the
+        # first ones also hold the bytes before it, the last the bytes after.
+        encoded = base64.b64encode(b"\0" * offset + raw).decode().rstrip("=")
+        decided = encoded[(8 * offset + 5) // 6 : (8 * offset + 8 * len(raw)) // 6]
+        forms |= {decided, decided.translate(_URLSAFE)}
+    # As it reads inside a JSON string (a quote or backslash escaped; orjson's
+    # escaping, which is how span and results text is serialised here).
+    forms |= {orjson.dumps(form).decode()[1:-1] for form in forms}
+    return forms
+
+
+class Redactor:
+    """Masks `secrets` in bytes, text and JSON-like values; `found` holds the secrets it has masked."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.secrets = frozenset(s for s in secrets if s and len(s) >= MIN_LENGTH)
+        self.found: set[str] = set()
+        origin = {form.encode(): secret for secret in sorted(self.secrets, key=len) for form in variants(secret)}
+        self._forms = list(origin)
+        self._origins = list(origin.values())
+        self._automaton = BytesAhoCorasick(self._forms, matchkind=MatchKind.LeftmostLongest) if origin else None
+        # A stream holds back this much (the longest form less a byte): a
+        # form cut by a chunk boundary is whole once the next chunk comes.
+        self.carry = max(map(len, self._forms), default=1) - 1
+
+    def __bool__(self):
+        return self._automaton is not None
+
+    def bytes(self, data: bytes) -> bytes:
+        return self._mask(data, len(data))[0]
+
+    def text(self, text: str) -> str:
+        if self._automaton is None:
+            return text
+        # surrogatepass: JSON can spell a lone surrogate, and it must come back as it went in.
+        return self.bytes(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
+
+    def value(self, value):
+        """A JSON-like value (dicts, lists, text) with every string masked, keys too."""
+        if self._automaton is None:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {self.value(k): self.value(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.value(v) for v in value)
+        return value
+
+    def values(self, items: list) -> list:
+        """`value` for a large list, at the cost of one scan when no secret is in it.
+
+        The scan is over the list serialised once (orjson, which escapes only
+        quotes, backslashes and control characters: the escaped forms above),
+        not over each string: a batch of spans without secrets, the usual
+        case, costs one serialisation and one scan.
+        """
+        if self._automaton is None or not self._automaton.find_matches_as_indexes(orjson.dumps(items, option=orjson.OPT_NON_STR_KEYS)):
+            return items
+        return self.value(items)
+
+    def stream(self, data: bytes) -> tuple[bytes, bytes]:
+        """Mask a stream's pending bytes: (what may be written now, what to hold until the next chunk or the end)."""
+        if self._automaton is None:
+            return data, b""
+        return self._mask(data, max(len(data) - self.carry, 0))
+
+    def _mask(self, data: bytes, safe: int) -> tuple[bytes, bytes]:
+        """Mask the matches that start before `safe`; (the masked data up to there, the rest as it was).
+
+        A match that starts before the held-back part is whole: from there to
+        the end is at least the longest form's length.
+        """
+        if self._automaton is None:
+            return data, b""
+        out, pos = [], 0
+        for index, start, end in self._automaton.find_matches_as_indexes(data):
+            if start >= safe:
+                break
+            out += [data[pos:start], MASK_BYTES]
+            self.found.add(self._origins[index])
+            pos = end
+        cut = max(pos, safe)
+        out.append(data[pos:cut])
+        return b"".join(out), data[cut:]
+
+
+NO_SECRETS = Redactor()
