@@ -33,7 +33,7 @@ from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
 from . import repo
 from .actions import finish_run, revoke_run_credentials
 from .models import Run
-from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, new_canary, note_canary, run_secrets
+from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_canary, run_secrets
 from .results import ParsedResults, parse_results
 
 logger = logging.getLogger(__name__)
@@ -47,8 +47,9 @@ class RunExecution:
         self.run = run
         self.harness = run.harness
         # Its key, canary and egress token join these when they are made, before the sandbox starts.
-        self.secrets: list[str] = run_secrets(run)
+        self.secrets: list[str] = list(run_secrets(run.pk).values)
         self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES, Redactor(self.secrets))
+        self.launch_secrets: RunSecrets | None = None  # with its key and canary, once they are made
         self.sandbox: Sandbox | None = None
         self.launched = False
         self._stop = threading.Event()
@@ -82,7 +83,8 @@ class RunExecution:
             monitor.join(10)
             revoke_run_credentials(run)  # again: a key issued after a cancel ended the run
             Run.objects.filter(pk=run.pk).update(log_tail=self._log(final=True))
-            note_canary(run, self.tail.redactor, Place.LOG)  # after the final tail: its held-back end is masked last
+            if self.launch_secrets:
+                note_canary(self.launch_secrets, self.tail.redactor, Place.LOG)  # after the final tail: its held-back end is masked last
 
     def _execute(self):
         run, harness = self.run, self.harness
@@ -104,7 +106,8 @@ class RunExecution:
                 _, token = egress.issue_grant(run.owner, domains=harness.egress_domain_list())
                 self.secrets.append(token)
                 env.update(egress.sandbox_env(egress.proxy_url(run.owner, token)))
-            self.secrets += run_secrets(run)
+            self.launch_secrets = run_secrets(run.pk)
+            self.secrets += self.launch_secrets.values
             self.tail.redactor = Redactor(self.secrets)  # bytes the old one held back go through the new one
             # An engine that does not answer is marked unhealthy and the run moves to another host once.
             with workload(run.owner, self._spec, compute=run.compute_type, gpu_type=gpu_type, on_lease=self._on_host) as box:
@@ -184,7 +187,7 @@ class RunExecution:
             return ParsedResults(error=f"results.json is larger than {settings.HARNESS_RESULTS_MAX_BYTES // 1024} KB; it was not read.")
         redactor = Redactor(self.secrets)
         parsed = parse_results(raw, redactor)
-        note_canary(self.run, redactor, Place.RESULTS)
+        note_canary(self.launch_secrets, redactor, Place.RESULTS)
         return parsed
 
     def _advance(self, status, **fields) -> bool:

@@ -67,6 +67,28 @@ def test_a_list_without_secrets_is_returned_as_it_was():
     assert Redactor([SECRET]).values(spans) is spans
 
 
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        SECRET.replace("s", "\\u0073"),  # a \u escape
+        SECRET.replace("/", "\\/"),  # an escaped slash
+        "\\u0000".join(SECRET),  # NUL escapes, stripped on storing
+    ],
+)
+def test_a_body_that_could_hide_a_secret_is_not_trusted_to_show_it(spelling):
+    source = f'{{"attributes": {{"k": "{spelling}"}}}}'.encode()
+    items = [{"attributes": {"k": SECRET}}]  # what parsing (and cleaning) made of it
+    assert Redactor([SECRET]).values(items, source) == [{"attributes": {"k": MASK}}]
+
+
+def test_a_clean_body_is_scanned_instead_of_its_items():
+    source = b'{"attributes": {"k": "nothing to see"}}'
+    items = [{"attributes": {"k": "nothing to see"}}]
+    assert Redactor([SECRET]).values(items, source) is items
+    leaky = [{"attributes": {"k": f"{SECRET} to see"}}]
+    assert Redactor([SECRET]).values(leaky, source.replace(b"nothing", SECRET.encode())) == [{"attributes": {"k": f"{MASK} to see"}}]
+
+
 def test_a_secret_escaped_inside_a_json_string_is_found_in_a_list():
     quoted = 'pa"ss\\word-12345'
     redactor = Redactor([quoted])

@@ -130,6 +130,17 @@ def test_a_protobuf_batch_is_redacted_the_same(run):
     assert Span.objects.get().attributes["arg.0"].count(MASK) == 5
 
 
+def test_a_secret_spelled_in_escapes_inside_a_messages_attribute_is_masked_where_it_is_decoded(run):
+    # gen_ai.input.messages is JSON inside an attribute: only extraction
+    # decodes its escapes, so the scan must run over what is stored.
+    spelled = "".join(f"\\u{ord(c):04x}" for c in HARNESS_SECRET)
+    messages = f'[{{"role": "user", "parts": [{{"type": "text", "content": "key {spelled}"}}]}}]'
+    spans = [span("chat", session_id=str(run.pk), attributes={"gen_ai.input.messages": messages})]
+    assert client_of(run).generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
+    assert Span.objects.get().prompt == [{"role": "user", "content": f"key {MASK}"}]
+    assert_none_stored(secrets_of(run), stored_text())
+
+
 def test_a_run_that_sends_no_secret_is_not_flagged(run):
     spans = [span("openai.chat", session_id=str(run.pk), user_message="what is 2 + 2?")]
     assert client_of(run).generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200

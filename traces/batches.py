@@ -13,6 +13,7 @@ skipped by the span table's unique constraint.
 import logging
 import time
 import weakref
+from functools import partial
 
 import psycopg
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.utils import timezone
 from psycopg.errors import CheckViolation
 
 from belvedir.core.models import Project
-from harnesses.redaction import redact_run_spans
+from harnesses.redaction import redact_run_rows
 
 from . import backlog, otlp, partitions
 from .ingest import collector_paused, run_session_of, store_spans
@@ -139,11 +140,6 @@ def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
         for batch, parsed in work:
             # A run's key writes only its own run's session (the request already told the client).
             own_session = run_session_of(batch.api_key)
-            if own_session and parsed:
-                # A run's key: the run's secrets never reach the span table (nor
-                # what is built from it: messages, sessions, training data).
-                # Other keys' batches pay nothing.
-                parsed.spans = redact_run_spans(own_session, parsed.spans)
             stored, reasons = _store(batch, parsed, own_session) if parsed else (0, batch.error)
             if stored < batch.span_count:
                 _record_rejection(batch, batch.span_count - stored, reasons)
@@ -210,6 +206,7 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
     try:
         body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
         parsed = otlp.parse(body, batch.content_type)
+        batch.decoded_body = body  # what a run key's redaction scans first (redact_run_rows)
     except otlp.IngestError as exc:
         batch.error = [exc.message]
         return None
@@ -232,7 +229,10 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> t
     values it hands on; this is for what it has not foreseen.
     """
     try:
-        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session)
+        # A run's key: the run's secrets never reach the span table (nor what
+        # is built from it: sessions, training data). Other keys' batches pay nothing.
+        redact = partial(redact_run_rows, own_session, source=batch.decoded_body) if own_session else None
+        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session, redact=redact)
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
         # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
         if "no partition of relation" in str(exc):

@@ -36,7 +36,7 @@ class TailBuffer:
         with self._lock:
             data = bytes(self._data)
             if final and self._held:
-                data = (data + self.redactor.bytes(self._held))[-self.limit :]
+                data = (data + self.redactor.data(self._held))[-self.limit :]
         return clean_output(data.decode("utf-8", errors="replace"))
 
 
