@@ -30,22 +30,42 @@ from ahocorasick_rs import BytesAhoCorasick, MatchKind
 
 MASK = "********"
 MASK_BYTES = MASK.encode()
-# What can spell a secret in a JSON (or protobuf) text without any of its
-# forms standing in it: a \u escape, an escaped slash, an escaped backslash
-# (how JSON inside a JSON string writes its own escapes), a NUL byte (stripped
-# before storing). Other escapes (\" \n \t ...) are the forms' own.
-# One automaton for the three (a NUL is a byte search): `in` over a 2 MB
-# body took ~1.5 ms a needle, this ~0.05 ms for all three.
-_HIDING = BytesAhoCorasick([b"\\u", b"\\/", b"\\\\"])
-
 MIN_LENGTH = 8
 _HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _URLSAFE = str.maketrans("+/", "-_")
 
 
-def could_hide(source: bytes) -> bool:
-    """Whether `source` holds something that spells a secret where no form of it stands (see _HIDING)."""
-    return b"\x00" in source or bool(_HIDING.find_matches_as_indexes(source))
+# A secret can stand in a request body spelled so that none of its forms
+# shows: by JSON escapes (outer, or of JSON inside a string, which
+# extraction decodes: \\u0073 for s), NUL bytes between its characters
+# (stripped before storing), a lone surrogate (stored as "?"), parts joined
+# with newlines, a number re-formatted. `_Hiding` says, for a set of
+# secrets, which sequences in a body could do that; a body with none of them
+# (NULs taken out first) shows each secret's stored occurrence as a form.
+_ASCII_ESCAPES = [f"\\u00{digit}".encode() for digit in "01234567"]  # \u0000-\u007f: every ASCII character
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+_LETTER = re.compile(r"[A-Za-z]")
+
+
+class _Hiding:
+    def __init__(self, secrets: frozenset[str], forms: list[bytes]):
+        # Secrets JSON itself escapes (quotes, backslashes, newlines: an SSH
+        # key), or without a letter (numbers, re-formatted or joined when
+        # stored): only the stored values tell.
+        self.never = any(_JSON_ESCAPED.search(s) or not _LETTER.search(s) for s in secrets)
+        sequences = list(_ASCII_ESCAPES)
+        if any(not s.isascii() or "?" in s for s in secrets):
+            sequences.append(b"\\u")
+        if any(b"/" in form for form in forms):
+            sequences.append(b"\\/")
+        # One automaton for all (a NUL is a byte search): `in` over a 2 MB body took ~1.5 ms a needle, this ~0.05 ms for all.
+        self._automaton = BytesAhoCorasick(sequences)
+
+    def plain(self, source: bytes) -> bytes | None:
+        """`source` ready to be scanned in the stored values' stead, or None when it could hide a secret."""
+        if self.never or self._automaton.find_matches_as_indexes(source):
+            return None
+        return source.replace(b"\x00", b"") if b"\x00" in source else source
 
 
 def variants(value: str) -> set[str]:
@@ -71,7 +91,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()):
         self.secrets = frozenset(s for s in secrets if s and len(s) >= MIN_LENGTH)
         self.found: set[str] = set()
-        self._forms, self._origins, self._automaton = _compiled(self.secrets)
+        self._forms, self._origins, self._automaton, self._hiding = _compiled(self.secrets)
         # A stream holds back this much (the longest form less a byte): a
         # form cut by a chunk boundary is whole once the next chunk comes.
         self.carry = max(map(len, self._forms), default=1) - 1
@@ -106,14 +126,15 @@ class Redactor:
         The scan is over the list serialised once (orjson, which escapes only
         quotes, backslashes and control characters: the escaped forms above),
         not over each string: a batch of spans without secrets, the usual
-        case, costs one serialisation and one scan. `source`, the text the
+        case, costs one serialisation and one scan. `source`, the body the
         items were decoded from: when nothing in it can hide a secret
-        (`could_hide`), every string of the items stands in it as one of the
-        forms, so its scan stands for the serialisation and scan.
+        (`_Hiding`), its scan stands for the serialisation and scan (~2 ms
+        less a 1,000-span batch).
         """
         if self._automaton is None:
             return items
-        if source is not None and not could_hide(source) and not self._automaton.find_matches_as_indexes(source):
+        plain = self._hiding.plain(source) if source is not None else None
+        if plain is not None and not self._automaton.find_matches_as_indexes(plain):
             return items
         if not self._found_in(items):
             return items
@@ -150,11 +171,12 @@ class Redactor:
 
 
 @lru_cache(maxsize=64)
-def _compiled(secrets: frozenset[str]) -> tuple[list[bytes], list[str], BytesAhoCorasick | None]:
-    """(forms, the secret of each, their automaton): a run's batches all need the same one (~1 ms to make)."""
+def _compiled(secrets: frozenset[str]) -> tuple[list[bytes], list[str], BytesAhoCorasick | None, _Hiding]:
+    """(forms, the secret of each, their automaton, what could hide them): a run's batches all need the same (~1 ms to make)."""
     origin = {form.encode(): secret for secret in sorted(secrets, key=len) for form in variants(secret)}
     forms = list(origin)
-    return forms, list(origin.values()), BytesAhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
+    automaton = BytesAhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
+    return forms, list(origin.values()), automaton, _Hiding(secrets, forms)
 
 
 NO_SECRETS = Redactor()

@@ -81,6 +81,19 @@ def test_a_body_that_could_hide_a_secret_is_not_trusted_to_show_it(spelling):
     assert Redactor([SECRET]).values(items, source) == [{"attributes": {"k": MASK}}]
 
 
+def test_nul_bytes_between_a_secrets_characters_in_a_body_do_not_hide_it():
+    source = b"\x0a\x12" + b"\x00".join(bytes([c]) for c in SECRET.encode())  # protobuf-like: raw bytes
+    items = [{"attributes": {"k": SECRET}}]
+    assert Redactor([SECRET]).values(items, source) == [{"attributes": {"k": MASK}}]
+
+
+@pytest.mark.parametrize("secret", ["-----BEGIN KEY-----\nabc\n-----END-----", 'pass"word-123', "1234567890"])
+def test_a_secret_that_json_escapes_or_a_number_is_looked_for_in_the_items_themselves(secret):
+    source = b'{"attributes": {"k": "nothing to see"}}'  # as if the body spelled it some other way
+    items = [{"attributes": {"k": f"x {secret}"}}]
+    assert Redactor([secret]).values(items, source) == [{"attributes": {"k": f"x {MASK}"}}]
+
+
 def test_a_clean_body_is_scanned_instead_of_its_items():
     source = b'{"attributes": {"k": "nothing to see"}}'
     items = [{"attributes": {"k": "nothing to see"}}]
