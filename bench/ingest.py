@@ -13,7 +13,13 @@ In the same run, before each client count's turn and after it, it parses
 the same bodies and COPYs the rows straight into a PostgreSQL table itself:
 the ceiling each turn is measured against (the mean of the runs beside it).
 
-Usage: .venv/bin/python bench/ingest.py [--requests 200] [--clients 4] [--processors N]
+`--run-key`: every request sent with a harness run's per-run key instead,
+so that every batch is redacted for the run's secrets (bench/run_key.py),
+every span in the run's session (a run's key writes only its own); run it
+beside a plain run to see what redaction adds (and bench/ingest_profile.py
+--run-key for the processor's share alone, less noisy).
+
+Usage: .venv/bin/python bench/ingest.py [--requests 200] [--clients 4] [--processors N] [--run-key]
 Needs PostgreSQL on 127.0.0.1:5432 (trust or BENCH_DATABASE_ADMIN_URL); it
 creates and drops a database `belvedir_bench`.
 """
@@ -42,14 +48,15 @@ DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench")
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
 
 
-def make_body(batch: int, spans_per_request: int) -> bytes:
+def make_body(batch: int, spans_per_request: int, session: str | None = None) -> bytes:
+    """`session`: every span's session (a run's key writes only its run's); by default 50 spans per session."""
     rng = random.Random(batch)
     spans = []
     for i in range(spans_per_request):
         start = 1_700_000_000_000_000_000 + (batch * spans_per_request + i) * 1_000_000
         question = " ".join(rng.choice(["plan", "email", "refund", "order", "weather", "summarise", "invoice", "ticket"]) for _ in range(60))
         attributes = {
-            "traceloop.association.properties.session_id": f"bench-{batch}-{i // 50}",
+            "traceloop.association.properties.session_id": session or f"bench-{batch}-{i // 50}",
             "traceloop.span.kind": "llm",
             "traceloop.workflow.name": "support_agent",
             "gen_ai.system": "openai",
@@ -128,6 +135,7 @@ def main():
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--processors", type=int, default=os.cpu_count(), help="process_trace_batches processes beside gunicorn")
     parser.add_argument("--spans", type=int, default=1000)
+    parser.add_argument("--run-key", action="store_true", help="send with a harness run's per-run key (its secrets redacted from every batch)")
     args = parser.parse_args()
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
@@ -146,6 +154,14 @@ def main():
     key = subprocess.run(
         [python, "manage.py", "create_api_key", "bench", "--create"], cwd=ROOT, env=env, check=True, capture_output=True, text=True
     ).stdout.strip()
+    args.key_id, session = None, None
+    if args.run_key:
+        made = "from belvedir.core.models import Membership; from bench.run_key import make_run_key; m = Membership.objects.get(); print(*make_run_key(m.project, m.user))"
+        run_id, args.key_id, key = subprocess.run(
+            [python, "manage.py", "shell", "-c", made], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+        ).stdout.split()[-3:]
+        session = run_id
+    args.session = session
     # The production setup: gunicorn.conf.py from the repository root.
     workers = runpy.run_path(str(ROOT / "gunicorn.conf.py"))["workers"]
     server = subprocess.Popen([python, "-m", "gunicorn", "belvedir.wsgi", "-b", f"127.0.0.1:{PORT}", "--log-level", "warning"], cwd=ROOT, env=env)
@@ -153,7 +169,7 @@ def main():
     # Each client count sends its own spans: re-sent spans are skipped
     # without being written, which would flatter the second run.
     client_counts = sorted({1, args.clients})
-    bodies = {clients: [make_body(n * args.requests + b, args.spans) for b in range(args.requests)] for n, clients in enumerate(client_counts)}
+    bodies = {clients: [make_body(n * args.requests + b, args.spans, session=session) for b in range(args.requests)] for n, clients in enumerate(client_counts)}
     span_bytes = len(bodies[1][0]) / args.spans
     try:
         url = f"http://127.0.0.1:{PORT}/api/v1/traces"
@@ -168,7 +184,7 @@ def main():
             except requests.ConnectionError:
                 time.sleep(0.1)
         # Warm-up on a body that is not counted.
-        requests.post(url, data=make_body(10_000, args.spans), headers=headers, timeout=60).raise_for_status()
+        requests.post(url, data=make_body(10_000, args.spans, session=session), headers=headers, timeout=60).raise_for_status()
         wait_stored(env["DATABASE_URL"], args.spans)
         # The baseline before each client count's turn and after it, and each
         # turn measured against the two beside it: this machine's speed drifts
@@ -206,6 +222,7 @@ def main():
     print(
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; gunicorn {workers} workers, {args.processors} batch processors; {args.requests} requests x "
         f"{args.spans} spans of ~{span_bytes:.0f} B per client count, every span counted in the table after"
+        + ("; sent with a harness run's key: every batch redacted for its secrets, every span in its session" if args.run_key else "")
     )
     for n, (clients, (wall, latencies, refused, stored_wall, freshness, cpu)) in enumerate(results.items()):
         rate, stored_rate = total / wall, total / stored_wall
@@ -293,9 +310,12 @@ def processing_capacity(env, args, first_batch) -> float:
         before = count_spans(env["DATABASE_URL"])
         with psycopg.connect(env["DATABASE_URL"]) as conn:
             project = conn.execute("SELECT id FROM core_project ORDER BY id LIMIT 1").fetchone()[0]
-            with conn.cursor().copy("COPY traces_tracebatch (project_id, body, content_type, content_encoding, span_count, received_at) FROM STDIN") as copy:
+            columns = "project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
+            with conn.cursor().copy(f"COPY traces_tracebatch ({columns}) FROM STDIN") as copy:
                 for n in range(DRAIN_BATCHES):
-                    copy.write_row([project, make_body(first_batch + n, args.spans), "application/json", "", args.spans, "now"])
+                    copy.write_row(
+                        [project, args.key_id, make_body(first_batch + n, args.spans, session=args.session), "application/json", "", args.spans, "now"]
+                    )
             # As accept() does: idle processors wake on the commit, not at their next look.
             conn.execute("SELECT pg_notify('trace_batches', '')")
         started = time.perf_counter()

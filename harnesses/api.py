@@ -124,6 +124,11 @@ class RunSerializer(serializers.ModelSerializer):
     model = serializers.CharField(source="model_label", read_only=True)
     duration_seconds = serializers.SerializerMethodField()
     session_id = serializers.SerializerMethodField()
+    secret_reached_output = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text='Where the run\'s canary (a meaningless secret it is given) showed up, redacted: "log", "results.json", "spans". Empty when nowhere.',
+    )
 
     class Meta:
         model = Run
@@ -148,6 +153,7 @@ class RunSerializer(serializers.ModelSerializer):
             "finished_at",
             "duration_seconds",
             "session_id",
+            "secret_reached_output",
         ]
 
     def get_duration_seconds(self, run) -> float | None:

@@ -14,6 +14,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from belvedir.core.models import ApiKey
+from belvedir.redaction import Redactor
 from belvedir.sandbox import egress
 from belvedir.sandbox.docker import Sandbox
 from belvedir.sandbox.errors import (
@@ -32,7 +33,8 @@ from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
 from . import repo
 from .actions import finish_run, revoke_run_credentials
 from .models import Run
-from .results import parse_results
+from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_canary, run_secrets
+from .results import ParsedResults, parse_results
 
 logger = logging.getLogger(__name__)
 REPO_DIR = f"{HOME}/repo"
@@ -44,8 +46,10 @@ class RunExecution:
     def __init__(self, run: Run):
         self.run = run
         self.harness = run.harness
-        self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES)
-        self.secrets: tuple[str, ...] = self.harness.secret_values() + tuple(v for v in run.secret_env.values() if v)
+        # Its key, canary and egress token join these when they are made, before the sandbox starts.
+        self.secrets: list[str] = list(run_secrets(run.pk).values)
+        self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES, Redactor(self.secrets))
+        self.launch_secrets: RunSecrets | None = None  # with its key and canary, once they are made
         self.sandbox: Sandbox | None = None
         self.launched = False
         self._stop = threading.Event()
@@ -78,7 +82,9 @@ class RunExecution:
             self._stop.set()
             monitor.join(10)
             revoke_run_credentials(run)  # again: a key issued after a cancel ended the run
-            Run.objects.filter(pk=run.pk).update(log_tail=self._log())
+            Run.objects.filter(pk=run.pk).update(log_tail=self._log(final=True))
+            if self.launch_secrets:
+                note_canary(self.launch_secrets, self.tail.redactor, Place.LOG)  # after the final tail: its held-back end is masked last
 
     def _execute(self):
         run, harness = self.run, self.harness
@@ -86,19 +92,23 @@ class RunExecution:
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
             credentials = repo.Credentials.for_project(run.project)
-            self.secrets += tuple(v for v in (credentials.token, credentials.ssh_key) if v)
             sha = repo.clone(harness.repo_url, harness.ref, checkout, settings.HARNESS_CLONE_TIMEOUT_SECONDS, credentials)
             Run.objects.filter(pk=run.pk).update(commit_sha=sha)
             self._say(f"Checked out {sha[:12]}.")
             key, raw_key = ApiKey.issue(project=run.project, user=run.created_by, name=f"run #{run.pk}", scope=ApiKey.Scope.INGEST, per_run=True)
             run.api_key = key
-            Run.objects.filter(pk=run.pk).update(api_key=key)
-            self.secrets += (raw_key,)
+            # The key joins the run's secret env so that the trace workers
+            # can redact it; the canary is made fresh for this launch.
+            run.secret_env = {**run.secret_env, RUN_KEY_ENV: raw_key, CANARY_ENV: new_canary()}
+            Run.objects.filter(pk=run.pk).update(api_key=key, secret_env=run.secret_env)
             env = self._env(raw_key)
             if settings.HARNESS_SANDBOX_NETWORK == egress.NETWORK:
                 _, token = egress.issue_grant(run.owner, domains=harness.egress_domain_list())
-                self.secrets += (token,)
+                self.secrets.append(token)
                 env.update(egress.sandbox_env(egress.proxy_url(run.owner, token)))
+            self.launch_secrets = run_secrets(run.pk)
+            self.secrets += self.launch_secrets.values
+            self.tail.redactor = Redactor(self.secrets)  # bytes the old one held back go through the new one
             # An engine that does not answer is marked unhealthy and the run moves to another host once.
             with workload(run.owner, self._spec, compute=run.compute_type, gpu_type=gpu_type, on_lease=self._on_host) as box:
                 self.sandbox = box
@@ -168,16 +178,17 @@ class RunExecution:
             env["FRACTAL_TASKS_FILE"] = TASKS_FILE
         return env
 
-    def _results(self, box: Sandbox):
-        from .results import ParsedResults
-
+    def _results(self, box: Sandbox) -> ParsedResults:
         try:
             raw = box.read_file(f"{REPO_DIR}/results.json", settings.HARNESS_RESULTS_MAX_BYTES)
         except SandboxFileMissing:
             return ParsedResults(error="The run wrote no results.json at the repo root.")
         except SandboxFileTooLarge:
             return ParsedResults(error=f"results.json is larger than {settings.HARNESS_RESULTS_MAX_BYTES // 1024} KB; it was not read.")
-        return parse_results(raw)
+        redactor = Redactor(self.secrets)
+        parsed = parse_results(raw, redactor)
+        note_canary(self.launch_secrets, redactor, Place.RESULTS)
+        return parsed
 
     def _advance(self, status, **fields) -> bool:
         """Step forward unless the run was cancelled or reaped meanwhile."""
@@ -189,10 +200,10 @@ class RunExecution:
         finish_run(
             self.run,
             status,
-            status_message=message[:1000],
+            status_message=Redactor(self.secrets).text(message)[:1000],
             refund_reason=message if refund else "",
             from_statuses=Run.IN_SANDBOX,
-            log_tail=self._log(),
+            log_tail=self._log(final=True),
             **fields,
         )
 
@@ -202,8 +213,8 @@ class RunExecution:
     def _say(self, line: str):
         self.tail.write(f"[belvedir] {line}\n".encode())
 
-    def _log(self) -> str:
-        return self.tail.text(self.secrets)
+    def _log(self, *, final: bool = False) -> str:
+        return self.tail.text(final=final)
 
     def _monitor(self):
         """Heartbeat, live log tail, and the kill switch for cancel and reap."""

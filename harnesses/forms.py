@@ -1,5 +1,6 @@
 from django import forms
 
+from belvedir.redaction import MIN_LENGTH
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import MASK
 
@@ -71,6 +72,13 @@ class EnvVarForm(forms.ModelForm):
 
 
 class BaseEnvVarFormSet(forms.BaseInlineFormSet):
+    # The env table's help text (templates/harnesses/_harness_fields.html).
+    secret_help = (
+        "Secret values are masked in every page and API response, and redacted from everything a run writes before it is stored "
+        "(its log, its results.json and the spans it sends), also base64- or URL-encoded. "
+        f"A value shorter than {MIN_LENGTH} characters is not redacted."
+    )
+
     def clean(self):
         super().clean()
         names = [f.cleaned_data.get("name") for f in self.forms if f.cleaned_data and not f.cleaned_data.get("DELETE")]

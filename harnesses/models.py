@@ -91,9 +91,6 @@ class Harness(models.Model):
     def egress_domain_list(self) -> list[str]:
         return [line.strip().lower().rstrip(".") for line in self.egress_domains.splitlines() if line.strip()]
 
-    def secret_values(self) -> tuple[str, ...]:
-        return tuple(v.value for v in self.env_vars.all() if v.secret and v.value)
-
 
 class HarnessEnvVar(models.Model):
     harness = models.ForeignKey(Harness, on_delete=models.CASCADE, related_name="env_vars")
@@ -153,6 +150,8 @@ class Run(models.Model):
     extra_env = models.JSONField(default=dict, blank=True, help_text="Env added by whoever started the run (e.g. a model benchmark).")
     # Secret env added at start (HF_TOKEN, signed URLs): masked in logs, never shown.
     secret_env = models.JSONField(default=dict, blank=True)
+    # Where the run's canary showed up in its output (harnesses.redaction.Place flags): 0 while it never did.
+    canary_places = models.PositiveSmallIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # When its message was last sent to the queue (harnesses.tasks.requeue_lost_runs).
     queued_at = models.DateTimeField(default=timezone.now)
@@ -216,6 +215,13 @@ class Run(models.Model):
                     }
                 )
         return rows
+
+    @property
+    def secret_reached_output(self) -> list[str]:
+        """Where a secret reached the run's output ("log", "results.json", "spans"): its canary, found there and redacted."""
+        from .redaction import PLACE_NAMES
+
+        return [name for place, name in PLACE_NAMES.items() if self.canary_places & place]
 
     @property
     def owner(self) -> Owner:

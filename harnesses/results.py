@@ -2,6 +2,8 @@ import json
 import math
 from dataclasses import dataclass
 
+from belvedir.redaction import NO_SECRETS, Redactor
+
 
 @dataclass
 class ParsedResults:
@@ -11,8 +13,12 @@ class ParsedResults:
     error: str = ""
 
 
-def parse_results(raw: bytes) -> ParsedResults:
-    """results.json as the contract says: an object; numeric `score`; string `model`."""
+def parse_results(raw: bytes, redactor: Redactor = NO_SECRETS) -> ParsedResults:
+    """results.json as the contract says: an object; numeric `score`; string `model`.
+
+    Secrets are masked in the parsed value (every string, keys too), not in
+    the raw text, where JSON escapes (\\u0041 for A) could spell one unseen.
+    """
     try:
         data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError:
@@ -26,7 +32,9 @@ def parse_results(raw: bytes) -> ParsedResults:
     if not isinstance(data, dict):
         return ParsedResults(error=f"results.json must be a JSON object, not {type(data).__name__}.")
     try:
-        parsed = ParsedResults(results=storable(data))
+        # storable first: a secret with NULs between its characters is found too.
+        data = redactor.value(storable(data))
+        parsed = ParsedResults(results=data)
     except RecursionError:
         return ParsedResults(error="results.json is not valid here: it nests too deeply.")
     score = data.get("score")

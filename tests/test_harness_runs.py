@@ -3,7 +3,9 @@
 import pytest
 from rest_framework.test import APIClient
 
+from belvedir.core.actions import save_secret
 from belvedir.core.models import ApiKey
+from belvedir.redaction import MASK
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.owners import Owner
 from billing.models import Account, LedgerEntry
@@ -22,6 +24,8 @@ import json, os, urllib.request, urllib.error
 names = ["FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL",
          "BELVEDIR_RUN_ID", "FRACTAL_TASKS_FILE", "MY_SETTING", "MY_TOKEN"]
 env = {name: os.environ.get(name) for name in names}
+# Secrets written as they are come back masked: reversed, they come back whole.
+backwards = {name: os.environ[name][::-1] for name in ("FRACTAL_API_KEY", "BELVEDIR_API_KEY", "MY_TOKEN")}
 tasks = open(os.environ["FRACTAL_TASKS_FILE"]).read()
 span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "harness.step", "kind": 1,
         "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
@@ -36,7 +40,7 @@ except urllib.error.HTTPError as exc:
     during = exc.code
 print("token is", os.environ["MY_TOKEN"])
 print("installed:", open("installed.txt").read().strip())
-json.dump({"score": 0.75, "model": "tiny-model", "env": env, "tasks": tasks, "during": during,
+json.dump({"score": 0.75, "model": "tiny-model", "env": env, "backwards": backwards, "tasks": tasks, "during": during,
            "cwd": os.getcwd(), "uid": os.getuid()}, open("results.json", "w"))
 """
 
@@ -79,8 +83,11 @@ def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
     env = run.results["env"]
     assert env["FRACTAL_RUN_ID"] == env["BELVEDIR_RUN_ID"] == str(run.pk)
     assert env["FRACTAL_BASE_URL"] == env["BELVEDIR_BASE_URL"].rstrip("/")
-    assert env["FRACTAL_API_KEY"] == env["BELVEDIR_API_KEY"] and env["FRACTAL_API_KEY"].startswith("bv_live_")
-    assert env["MY_SETTING"] == "plain" and env["MY_TOKEN"] == "tok-very-secret-123"
+    # results.json is stored with the run's secrets masked, like its log.
+    assert env["FRACTAL_API_KEY"] == env["BELVEDIR_API_KEY"] == env["MY_TOKEN"] == MASK
+    raw_key = run.results["backwards"]["FRACTAL_API_KEY"][::-1]
+    assert run.results["backwards"]["BELVEDIR_API_KEY"][::-1] == raw_key and raw_key.startswith("bv_live_")
+    assert env["MY_SETTING"] == "plain" and run.results["backwards"]["MY_TOKEN"][::-1] == "tok-very-secret-123"
     assert run.results["tasks"] == "task-a\ntask-b\n"
     assert run.results["cwd"] == "/home/sandbox/repo" and run.results["uid"] == 1000
     # The per-run key sent a span during the run, stored under the run's session ...
@@ -92,11 +99,13 @@ def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
     assert key.scope == "ingest" and key.per_run and key.project == funded
     # ... and is revoked now that the run has ended.
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Bearer {env['FRACTAL_API_KEY']}")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw_key}")
     assert client.generic("POST", "/api/v1/traces", b'{"resourceSpans": []}', content_type="application/json").status_code == 401
     assert "installing" in run.log_tail and "installed: deps-ok" in run.log_tail
     assert "tok-very-secret-123" not in run.log_tail and "token is ********" in run.log_tail
-    assert env["FRACTAL_API_KEY"] not in run.log_tail
+    assert raw_key not in run.log_tail
+    # It printed a secret, but never touched its canary: not flagged.
+    assert run.secret_reached_output == []
     assert Account.balance_for(funded) == before - 50
     assert not SandboxLease.objects.exists()
 
@@ -264,3 +273,81 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     assert not SandboxLease.objects.exists()
     assert reap()["reaped"]["run"] == 0
     assert LedgerEntry.objects.filter(kind="refund").count() == 1
+
+
+LEAKY_RUN = """
+import base64, json, os, sys, time, urllib.error, urllib.parse, urllib.request
+
+secrets = [os.environ["MY_TOKEN"], os.environ["FRACTAL_API_KEY"], os.environ["BELVEDIR_CANARY_API_KEY"], PROJECT_SECRET]
+def forms(value):
+    raw = value.encode()
+    return [value, urllib.parse.quote(value, safe=""),
+            base64.b64encode(raw).decode(), base64.b64encode(b"a" + raw).decode(), base64.b64encode(b"ab" + raw).decode()]
+every = [form for value in secrets for form in forms(value)]
+for form in every:
+    print("leak:", form, flush=True)
+for value in secrets:
+    # Two writes apart in time: two chunks of the log, the value cut between them.
+    sys.stdout.write("split:" + value[: len(value) // 2]); sys.stdout.flush(); time.sleep(0.3)
+    sys.stdout.write(value[len(value) // 2 :] + "\\n"); sys.stdout.flush()
+print("short:", os.environ["SHORT"], flush=True)
+attributes = [{"key": "session.id", "value": {"stringValue": os.environ["FRACTAL_RUN_ID"]}},
+              {"key": "gen_ai.prompt.0.role", "value": {"stringValue": "user"}},
+              {"key": "gen_ai.prompt.0.content", "value": {"stringValue": "my keys: " + " ".join(every)}}]
+attributes += [{"key": f"leak.{i}", "value": {"stringValue": form}} for i, form in enumerate(every)]
+span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "leak " + secrets[0], "kind": 1,
+        "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000", "attributes": attributes,
+        "events": [{"timeUnixNano": "1700000000100000000", "name": "printed", "attributes": attributes[3:]}]}
+request = urllib.request.Request(os.environ["FRACTAL_BASE_URL"] + "/api/v1/traces",
+                                 data=json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode(),
+                                 headers={"Authorization": "Bearer " + os.environ["FRACTAL_API_KEY"], "Content-Type": "application/json"})
+try:
+    sent = urllib.request.urlopen(request, timeout=10).status
+except urllib.error.HTTPError as exc:
+    sent = exc.code
+json.dump({"score": 1, "model": secrets[0], "sent": sent, "leaks": every, secrets[2]: "as a key"}, open("results.json", "w"))
+print("done", flush=True)
+"""
+
+
+def test_no_secret_a_run_writes_is_stored_and_its_canary_is_reported(tmp_path, owner, funded, api, owner_client):
+    import base64
+    import json
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    from harnesses.redaction import CANARY_ENV, RUN_KEY_ENV
+
+    project_secret = "hf_projectWideSecret1234"
+    save_secret(funded, "HF_TOKEN", project_secret)
+    make_repo(tmp_path / "repo", {"run.py": f"PROJECT_SECRET = {project_secret!r}\n" + LEAKY_RUN})
+    h = harness(funded, owner, tmp_path / "repo")
+    HarnessEnvVar.objects.create(harness=h, name="MY_TOKEN", value="tok/very+secret=123", secret=True)
+    HarnessEnvVar.objects.create(harness=h, name="SHORT", value="pw-1234", secret=True)
+
+    run = launch(h, owner)
+
+    assert run.status == "succeeded", (run.status_message, run.log_tail)
+    assert run.results["sent"] == 200 and "done" in run.log_tail
+    secrets = ["tok/very+secret=123", run.secret_env[RUN_KEY_ENV], run.secret_env[CANARY_ENV], project_secret]
+    assert run.secret_env[RUN_KEY_ENV].startswith("bv_live_") and run.secret_env[CANARY_ENV].startswith("sk-")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT string_agg(row_to_json(s)::text, '\n') FROM traces_span s WHERE session_id = %s", [str(run.pk)])
+        spans = cursor.fetchone()[0]
+    stored = {"log": run.log_tail, "results.json": json.dumps(run.results), "spans": spans}
+    for secret in secrets:
+        raw = secret.encode()
+        for form in [secret, quote(secret, safe=""), *(base64.b64encode(b"ab"[:k] + raw).decode() for k in range(3))]:
+            for place, text in stored.items():
+                assert form not in text and form.replace("/", "\\/") not in text, (place, secret, form)
+    assert run.log_tail.count(f"split:{MASK}") == 4 and run.log_tail.count("leak:") == 20
+    assert run.results["model"] == MASK and MASK in run.results
+    assert spans.count(MASK) >= 20
+    # Shorter than 8 characters: not redacted, as the harness page says.
+    assert "short: pw-1234" in run.log_tail
+    # The canary was found (and masked) in every place the run wrote.
+    assert run.secret_reached_output == ["log", "results.json", "spans"]
+    assert api.get(f"/api/v1/runs/{run.pk}").json()["secret_reached_output"] == ["log", "results.json", "spans"]
+    page = owner_client.get(f"/runs/{run.pk}/").content.decode()
+    assert "A secret reached its output" in page and "log, results.json, spans" in page

@@ -13,6 +13,7 @@ skipped by the span table's unique constraint.
 import logging
 import time
 import weakref
+from functools import partial
 
 import psycopg
 from django.conf import settings
@@ -21,6 +22,7 @@ from django.utils import timezone
 from psycopg.errors import CheckViolation
 
 from belvedir.core.models import Project
+from harnesses.redaction import redact_run_rows
 
 from . import backlog, otlp, partitions
 from .ingest import collector_paused, run_session_of, store_spans
@@ -204,6 +206,7 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
     try:
         body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
         parsed = otlp.parse(body, batch.content_type)
+        batch.decoded_body = body  # what a run key's redaction scans first (redact_run_rows)
     except otlp.IngestError as exc:
         batch.error = [exc.message]
         return None
@@ -226,7 +229,10 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> t
     values it hands on; this is for what it has not foreseen.
     """
     try:
-        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session)
+        # A run's key: the run's secrets never reach the span table (nor what
+        # is built from it: sessions, training data). Other keys' batches pay nothing.
+        redact = partial(redact_run_rows, own_session, source=batch.decoded_body) if own_session else None
+        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session, redact=redact)
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
         # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
         if "no partition of relation" in str(exc):

@@ -55,7 +55,7 @@ def collector_paused():
             gc.enable()
 
 
-def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to: str | None = None) -> int:
+def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to: str | None = None, redact=None) -> int:
     """Store parsed spans and update their sessions, in one transaction; returns how many were kept.
 
     `received_at`: when the platform accepted them (a batch's arrival, which
@@ -63,10 +63,16 @@ def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to:
     `confine_to` (a per-run key's session): spans naming another session are
     dropped, and spans naming none join it, so a run can write only its own
     session, never decide another session's data.
+    `redact` (a run key's batch): the rows with the run's secrets masked.
+    The rows, not the spans: extraction decodes the JSON inside attribute
+    values (messages), whose escapes could spell a secret no scan of the
+    spans would see; what is masked here is what is stored.
     """
     now = timezone.now()
     project_id, received_at = project.pk, received_at or now
     rows = confined([_row(project_id, raw, received_at) for raw in raw_spans], confine_to)
+    if redact is not None:
+        rows = redact(rows)
     with transaction.atomic():
         if connection.vendor == "postgresql":
             inserted = _copy_spans(rows)

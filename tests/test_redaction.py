@@ -1,0 +1,157 @@
+"""The redactor: every secret, in the usual encodings, masked wherever a run writes."""
+
+import base64
+import re
+from urllib.parse import quote, quote_plus
+
+import orjson
+import pytest
+
+from belvedir.redaction import MASK, MIN_LENGTH, Redactor
+from belvedir.sandbox.output import TailBuffer
+from harnesses.results import parse_results
+
+SECRET = "sk-live/4f+Qz9 Tk=rW&8xYv"  # characters each encoding spells differently
+
+
+def encodings(value: str) -> dict[str, str]:
+    raw = value.encode()
+    return {
+        "plain": value,
+        "url": quote(value, safe=""),
+        "url, lower-case hex": re.sub("%[0-9A-F]{2}", lambda m: m[0].lower(), quote(value, safe="")),
+        "url, plus for space": quote_plus(value),
+        "base64": base64.b64encode(raw).decode(),
+        "base64 after 1 byte": base64.b64encode(b"a" + raw + b"tail").decode(),
+        "base64 after 2 bytes": base64.b64encode(b"ab" + raw + b"t").decode(),
+        "url-safe base64 after 2 bytes": base64.urlsafe_b64encode(b"ab" + raw).decode(),
+        "base64 inside a longer text": base64.b64encode(b"Authorization: Bearer " + raw + b"\r\n").decode(),
+    }
+
+
+def pieces(value: str, length: int = MIN_LENGTH) -> list[str]:
+    """Every run of `length` characters of `value`: none may be stored, even in part."""
+    return [value[i : i + length] for i in range(len(value) - length + 1)]
+
+
+@pytest.mark.parametrize("name", list(encodings(SECRET)))
+def test_it_masks_each_encoding_of_a_secret(name):
+    encoded = encodings(SECRET)[name]
+    redactor = Redactor([SECRET])
+    masked = redactor.text(f"before {encoded} after")
+    assert MASK in masked
+    assert SECRET not in masked and encoded not in masked
+    assert redactor.found == {SECRET}
+
+
+def test_a_value_shorter_than_the_minimum_is_not_redacted():
+    short = "x" * (MIN_LENGTH - 1)
+    redactor = Redactor([short, "y" * MIN_LENGTH])
+    assert redactor.text(f"{short} {'y' * MIN_LENGTH}") == f"{short} {MASK}"
+
+
+def test_a_secret_that_contains_another_is_masked_whole():
+    inner = "abcdefgh1234"
+    redactor = Redactor([inner, f"prefix-{inner}-suffix"])
+    assert redactor.text(f"prefix-{inner}-suffix and {inner}") == f"{MASK} and {MASK}"
+
+
+def test_json_like_values_are_masked_in_keys_and_values_and_keep_their_types():
+    redactor = Redactor([SECRET])
+    value = {"score": 1.0, "ok": True, "n": None, SECRET: [SECRET, {"deep": f"x{quote(SECRET, safe='')}y"}], "t": (1, SECRET)}
+    assert redactor.value(value) == {"score": 1.0, "ok": True, "n": None, MASK: [MASK, {"deep": f"x{MASK}y"}], "t": (1, MASK)}
+
+
+def test_a_list_without_secrets_is_returned_as_it_was():
+    spans = [{"name": "step", "attributes": {"a": "b" * 100}}] * 50
+    assert Redactor([SECRET]).values(spans) is spans
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        SECRET.replace("s", "\\u0073"),  # a \u escape
+        SECRET.replace("/", "\\/"),  # an escaped slash
+        "\\u0000".join(SECRET),  # NUL escapes, stripped on storing
+    ],
+)
+def test_a_body_that_could_hide_a_secret_is_not_trusted_to_show_it(spelling):
+    source = f'{{"attributes": {{"k": "{spelling}"}}}}'.encode()
+    items = [{"attributes": {"k": SECRET}}]  # what parsing (and cleaning) made of it
+    assert Redactor([SECRET]).values(items, source) == [{"attributes": {"k": MASK}}]
+
+
+def test_nul_bytes_between_a_secrets_characters_in_a_body_do_not_hide_it():
+    source = b"\x0a\x12" + b"\x00".join(bytes([c]) for c in SECRET.encode())  # protobuf-like: raw bytes
+    items = [{"attributes": {"k": SECRET}}]
+    assert Redactor([SECRET]).values(items, source) == [{"attributes": {"k": MASK}}]
+
+
+@pytest.mark.parametrize("secret", ["-----BEGIN KEY-----\nabc\n-----END-----", 'pass"word-123', "1234567890"])
+def test_a_secret_that_json_escapes_or_a_number_is_looked_for_in_the_items_themselves(secret):
+    source = b'{"attributes": {"k": "nothing to see"}}'  # as if the body spelled it some other way
+    items = [{"attributes": {"k": f"x {secret}"}}]
+    assert Redactor([secret]).values(items, source) == [{"attributes": {"k": f"x {MASK}"}}]
+
+
+def test_a_clean_body_is_scanned_instead_of_its_items():
+    source = b'{"attributes": {"k": "nothing to see"}}'
+    items = [{"attributes": {"k": "nothing to see"}}]
+    assert Redactor([SECRET]).values(items, source) is items
+    leaky = [{"attributes": {"k": f"{SECRET} to see"}}]
+    assert Redactor([SECRET]).values(leaky, source.replace(b"nothing", SECRET.encode())) == [{"attributes": {"k": f"{MASK} to see"}}]
+
+
+def test_a_secret_escaped_inside_a_json_string_is_found_in_a_list():
+    quoted = 'pa"ss\\word-12345'
+    redactor = Redactor([quoted])
+    assert redactor.values([{"attributes": {"k": f"x {quoted} y"}}]) == [{"attributes": {"k": f"x {MASK} y"}}]
+    assert quoted in orjson.loads(orjson.dumps(quoted))  # (the scan ran over its escaped form)
+
+
+@pytest.mark.parametrize("cut", range(1, len(SECRET)))
+def test_a_secret_split_across_a_chunk_boundary_is_masked(cut):
+    tail = TailBuffer(1000, Redactor([SECRET]))
+    tail.write(f"line one\ntoken={SECRET[:cut]}".encode())
+    # While the rest has not come, no part of the secret is shown either.
+    assert not any(piece in tail.text() for piece in pieces(SECRET[:cut]))
+    tail.write(f"{SECRET[cut:]}\nline two\n".encode())
+    assert tail.text(final=True) == f"line one\ntoken={MASK}\nline two\n"
+
+
+def test_a_secret_cut_by_the_start_of_the_tail_leaves_no_part_of_it():
+    tail = TailBuffer(40, Redactor([SECRET]))
+    tail.write(b"x" * 100 + SECRET[:10].encode())
+    tail.write(SECRET[10:].encode() + b" and the last words")
+    text = tail.text(final=True)
+    assert text.endswith(" and the last words") and len(text.encode()) <= 40
+    assert not any(piece in text for piece in pieces(SECRET))
+
+
+def test_the_end_of_a_stream_is_masked_and_kept():
+    tail = TailBuffer(1000, Redactor([SECRET]))
+    tail.write(f"done; key {SECRET[:5]}".encode())
+    tail.write(SECRET[5:].encode())
+    assert not any(piece in tail.text() for piece in pieces(SECRET[:5], 5))  # held back: the secret may go on
+    assert tail.text(final=True) == f"done; key {MASK}"
+
+
+def test_a_secret_with_nul_bytes_between_its_characters_is_masked():
+    tail = TailBuffer(1000, Redactor([SECRET]))
+    tail.write("\x00".join(SECRET).encode() + b"\n")
+    assert tail.text(final=True) == f"{MASK}\n"
+
+
+def test_results_json_is_masked_after_parsing_so_escapes_cannot_hide_a_secret():
+    spelled = "".join(f"\\u{ord(c):04x}" for c in SECRET)
+    raw = f'{{"score": 1, "model": "{spelled}", "notes": ["{SECRET}"], "{SECRET}": 2}}'.encode()
+    redactor = Redactor([SECRET])
+    parsed = parse_results(raw, redactor)
+    assert parsed.results == {"score": 1, "model": MASK, "notes": [MASK], MASK: 2}
+    assert parsed.model == MASK and parsed.score == 1.0
+    assert redactor.found == {SECRET}
+
+
+def test_a_secret_in_a_refused_score_is_not_quoted_in_the_error():
+    parsed = parse_results(f'{{"score": "{SECRET}"}}'.encode(), Redactor([SECRET]))
+    assert SECRET not in parsed.error and MASK in parsed.error
