@@ -1,11 +1,16 @@
-import pytest
+import asyncio
+import time
 
+import pytest
+from asgiref.sync import sync_to_async
+
+from evals import engine
 from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from evals.benchmarks import gsm8k
 from evals.models import Deployment, Eval, Sample
 from evals.scoring import ScoringError, gsm8k_answer, last_number, strip_fences
 from evals.subset import select_rows
-from evals.tasks import run_eval
+from evals.tasks import run_async, run_eval
 
 from .concurrency import start_thread
 from .fakes.openai_server import FakeOpenAI
@@ -139,6 +144,47 @@ def test_cancel_stops_the_worker_and_no_request_is_made_after_it(project, owner,
     ev.refresh_from_db()
     assert ev.status == "cancelled"
     assert 20 <= ev.done_count < 300 and ev.done_count == Sample.objects.filter(eval=ev).count()
+
+
+class ScoresSlowly:
+    """A spec whose scoring holds the event loop past a flush tick, as a busy machine does."""
+
+    GENERATION = {}
+
+    def prompt(self, row):
+        return [{"role": "user", "content": row["input"]}]
+
+    def score(self, row, output):
+        time.sleep(3 * engine.BATCH_SECONDS)
+        return 1.0, output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_that_ends_as_a_flush_falls_due_is_stored(project, owner, deployment, monkeypatch):
+    """The last row's sample is in the batch the periodic flush has just taken when the rows end.
+
+    On a loaded machine the ORM thread picks a call up late; here it always
+    does. Cancelling the flush then dropped its batch, and the eval stayed
+    running one row short of its total (tests/test_e2e_browser.py: stuck at 18/20).
+    """
+    monkeypatch.setattr(engine, "BATCH_SECONDS", 0.2)
+
+    def picked_up_late(fn):
+        call = sync_to_async(fn)
+
+        async def late(*args):
+            await asyncio.sleep(0.1)
+            return await call(*args)
+
+        return late
+
+    monkeypatch.setattr(engine, "sync_to_async", picked_up_late)
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=1)
+    Eval.objects.filter(pk=ev.pk).update(status=Eval.Status.RUNNING, total=1)
+    ev = Eval.objects.select_related("deployment").get(pk=ev.pk)
+    run_async(engine.EvalRun(ev, ScoresSlowly(), [(0, {"input": "q0", "reference": "1"})]).run())
+    assert list(Sample.objects.filter(eval=ev).values_list("row_index", flat=True)) == [0]
+    assert Eval.objects.get(pk=ev.pk).done_count == 1
 
 
 def test_a_worker_whose_eval_was_taken_over_does_not_end_it_with_rows_missing(project, owner, deployment):
