@@ -220,12 +220,12 @@ def test_a_cpu_limit_past_the_hosts_cores_means_all_of_them(docker_url):
 
 def test_it_labels_its_containers_for_the_reaper(docker_url):
     with Sandbox(spec("labelled"), docker_url):
-        found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == "bv-test-labelled"]
+        found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == Owner("test", "labelled").container_name]
     assert found and found[0]["owner_id"] == "labelled"
 
 
 def test_another_installations_containers_are_not_ours(docker_url, settings):
     with Sandbox(spec("mine"), docker_url):
-        assert [c["name"] for c in sandbox_docker.managed_containers(docker_url)] == ["bv-test-mine"]
+        assert [c["name"] for c in sandbox_docker.managed_containers(docker_url)] == [Owner("test", "mine").container_name]
         settings.SANDBOX_INSTANCE = "another-platform"
         assert sandbox_docker.managed_containers(docker_url) == []
