@@ -146,15 +146,19 @@ class EvalRun:
         todo = [(i, row) for i, row in self.rows if i not in done]
         gate = asyncio.Semaphore(limit)
         async with http_session(limit) as client:
-            flusher = asyncio.create_task(self._flush_periodically())
+            rows_done = asyncio.Event()
+            flusher = asyncio.create_task(self._flush_periodically(rows_done))
             try:
                 await asyncio.gather(*(self._one(client, gate, index, row) for index, row in todo))
             finally:
-                flusher.cancel()
-                await self._flush()
-                await self.spec.aclose()
-                # The ORM ran in sync_to_async's thread: close that thread's connection too.
-                await sync_to_async(_close_connection)()
+                rows_done.set()
+                try:
+                    await flusher
+                finally:
+                    await self._flush()
+                    await self.spec.aclose()
+                    # The ORM ran in sync_to_async's thread: close that thread's connection too.
+                    await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
         completions, error = [], ""
@@ -227,10 +231,16 @@ class EvalRun:
         sample.score, sample.extracted = passed / len(outputs), results[0].extracted
         sample.scores = {"passed": passed, "n": len(outputs)}
 
-    async def _flush_periodically(self):
-        while True:
-            await asyncio.sleep(BATCH_SECONDS)
-            await self._flush()
+    async def _flush_periodically(self, rows_done: asyncio.Event):
+        # Told to stop, never cancelled: a cancel that lands while its write
+        # waits for the ORM thread drops that call (asgiref cancels one not yet
+        # started), and with it the batch it had taken; the eval then stayed
+        # running short of its total (a loaded machine: 18/20, for good).
+        while not rows_done.is_set():
+            try:
+                await asyncio.wait_for(rows_done.wait(), BATCH_SECONDS)
+            except TimeoutError:
+                await self._flush()
 
     async def _flush(self):
         # Also a heartbeat and the cancel check, so it runs even with nothing to write.

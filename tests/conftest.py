@@ -137,6 +137,30 @@ def subprocess_env(settings):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _transactional_tests_empty_tables_with_delete():
+    """After each transactional test, the tables are emptied with DELETE instead of TRUNCATE.
+
+    TRUNCATE gives each of the ~50 tables new files, synced at commit: about
+    1 s per flush on the test machine, against 0.05 s to DELETE the few rows
+    a test leaves, for each of ~180 transactional tests. Every foreign key
+    here is deferrable, so the order does not matter. Sequences are not reset
+    either way; a flush that asks for it (reset_sequences) still truncates.
+    """
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return ["SET CONSTRAINTS ALL DEFERRED", *(f"DELETE FROM {self.quote_name(table)}" for table in tables)]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DatabaseOperations, "sql_flush", sql_flush)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _no_sandbox_left_from_an_earlier_session():
     """A session stopped mid-test (Ctrl-C, a killed CI job) leaves its stopped sandboxes; a new one owns none yet.
 
