@@ -7,6 +7,7 @@ from asgiref.sync import sync_to_async
 from evals import engine
 from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from evals.benchmarks import gsm8k
+from evals.benchmarks.base import Benchmark, Row, Score
 from evals.models import Deployment, Eval, Sample
 from evals.scoring import ScoringError, gsm8k_answer, last_number, strip_fences
 from evals.subset import select_rows
@@ -146,26 +147,29 @@ def test_cancel_stops_the_worker_and_no_request_is_made_after_it(project, owner,
     assert ev.done_count == Sample.objects.filter(eval=ev).count() == made_before_cancel
 
 
-class ScoresSlowly:
-    """A spec whose scoring holds the event loop past a flush tick, as a busy machine does."""
+class LastRowScoresLate(Benchmark):
+    """The last row's scoring outlasts a flush tick, so the tick takes the first row's sample alone."""
 
-    GENERATION = {}
+    name = "last_row_scores_late"
 
     def prompt(self, row):
-        return [{"role": "user", "content": row["input"]}]
+        return [{"role": "user", "content": row.input}]
 
-    def score(self, row, output):
-        time.sleep(3 * engine.BATCH_SECONDS)
-        return 1.0, output
+    async def score(self, row, output, sandbox=None):
+        if row.id == "1":
+            await asyncio.sleep(engine.BATCH_SECONDS + 0.25)
+        return Score(1.0, output)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_row_that_ends_as_a_flush_falls_due_is_stored(project, owner, deployment, monkeypatch):
-    """The last row's sample is in the batch the periodic flush has just taken when the rows end.
+def test_a_batch_the_flush_has_taken_when_the_rows_end_is_stored(project, owner, deployment, monkeypatch):
+    """The rows end while the periodic flush is writing the batch it took.
 
     On a loaded machine the ORM thread picks a call up late; here it always
-    does. Cancelling the flush then dropped its batch, and the eval stayed
-    running one row short of its total (tests/test_e2e_browser.py: stuck at 18/20).
+    does, by half a second. A flush tick takes row 0's sample and waits for
+    the ORM; row 1 ends inside that wait. Cancelling the flush then dropped
+    its batch, and the eval stayed running one row short of its total
+    (tests/test_e2e_browser.py: stuck at 18/20).
     """
     monkeypatch.setattr(engine, "BATCH_SECONDS", 0.2)
 
@@ -173,18 +177,19 @@ def test_a_row_that_ends_as_a_flush_falls_due_is_stored(project, owner, deployme
         call = sync_to_async(fn)
 
         async def late(*args):
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)
             return await call(*args)
 
         return late
 
     monkeypatch.setattr(engine, "sync_to_async", picked_up_late)
-    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=1)
-    Eval.objects.filter(pk=ev.pk).update(status=Eval.Status.RUNNING, total=1)
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=2)
+    Eval.objects.filter(pk=ev.pk).update(status=Eval.Status.RUNNING, total=2)
     ev = Eval.objects.select_related("deployment").get(pk=ev.pk)
-    run_async(engine.EvalRun(ev, ScoresSlowly(), [(0, {"input": "q0", "reference": "1"})]).run())
-    assert list(Sample.objects.filter(eval=ev).values_list("row_index", flat=True)) == [0]
-    assert Eval.objects.get(pk=ev.pk).done_count == 1
+    rows = [(i, Row(id=str(i), input=f"q{i}", reference="1")) for i in range(2)]
+    run_async(engine.EvalRun(ev, LastRowScoresLate(), rows).run())
+    assert sorted(Sample.objects.filter(eval=ev).values_list("row_index", flat=True)) == [0, 1]
+    assert Eval.objects.get(pk=ev.pk).done_count == 2
 
 
 def test_a_worker_whose_eval_was_taken_over_does_not_end_it_with_rows_missing(project, owner, deployment):
