@@ -1,5 +1,4 @@
 import asyncio
-import time
 
 import pytest
 from asgiref.sync import sync_to_async
