@@ -47,7 +47,10 @@ if ! pgrep -x dockerd >/dev/null; then
   # Left behind by an engine that did not exit cleanly; dockerd refuses to start beside it.
   rm -f /var/run/docker.pid
   echo "Starting the Docker engine (log: $log)…"
-  nohup dockerd --bridge=none --iptables=false >"$log" 2>&1 &
+  # A session of its own: the engine outlives the shell, test or CI job that
+  # started it (tests/test_faults.py restarts it mid-suite), whose process
+  # group may be killed when that job ends.
+  setsid nohup dockerd --bridge=none --iptables=false >"$log" 2>&1 </dev/null &
 fi
 for _ in $(seq 60); do
   docker info >/dev/null 2>&1 && exit 0
