@@ -11,22 +11,6 @@ def body_uncompressed(apps, schema_editor):
         schema_editor.execute("ALTER TABLE traces_tracebatch ALTER COLUMN body SET STORAGE EXTERNAL")
 
 
-def schedule(apps, schema_editor):
-    Schedule = apps.get_model("django_q", "Schedule")
-    Schedule.objects.update_or_create(
-        name="store pending trace batches",
-        defaults={"func": "traces.tasks.process_trace_batches", "schedule_type": "I", "minutes": 1, "repeats": -1},
-    )
-    Schedule.objects.update_or_create(
-        name="trace partitions and retention",
-        defaults={"func": "traces.tasks.maintain_trace_partitions", "schedule_type": "H", "repeats": -1},
-    )
-
-
-def unschedule(apps, schema_editor):
-    apps.get_model("django_q", "Schedule").objects.filter(name__in=["store pending trace batches", "trace partitions and retention"]).delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("core", "0004_invitation"),
@@ -83,5 +67,4 @@ class Migration(migrations.Migration):
             field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="core.project"),
         ),
         migrations.RunPython(body_uncompressed, migrations.RunPython.noop),
-        migrations.RunPython(schedule, unschedule),
     ]

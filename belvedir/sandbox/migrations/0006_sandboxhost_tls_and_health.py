@@ -3,17 +3,6 @@
 from django.db import migrations, models
 
 
-def schedule(apps, schema_editor):
-    apps.get_model("django_q", "Schedule").objects.update_or_create(
-        name="check sandbox hosts",
-        defaults={"func": "belvedir.sandbox.health.check_hosts", "schedule_type": "I", "minutes": 1, "repeats": -1},
-    )
-
-
-def unschedule(apps, schema_editor):
-    apps.get_model("django_q", "Schedule").objects.filter(name="check sandbox hosts").delete()
-
-
 class Migration(migrations.Migration):
     dependencies = [
         ("django_q", "0019_alter_task_options_alter_ormq_key_alter_ormq_lock_and_more"),
@@ -51,5 +40,4 @@ class Migration(migrations.Migration):
             name="tls_key",
             field=models.TextField(blank=True, help_text="PEM or path. A secret: never shown again.", verbose_name="TLS client key"),
         ),
-        migrations.RunPython(schedule, unschedule),
     ]
