@@ -132,6 +132,7 @@ INSTALLED_APPS = [
     "traces",
     "evals",
     "finetunes",
+    "belvedir.workspace",
 ]
 
 MIDDLEWARE = [

@@ -4,9 +4,10 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from belvedir.core import api as core_api
 from belvedir.core import team_api, team_views
 from belvedir.core import views as core_views
+from belvedir.workspace import api as workspace_api
+from belvedir.workspace import views as workspace_views
 from billing import api as billing_api
 from evals import api as evals_api
 from finetunes import api as finetunes_api
@@ -26,7 +27,7 @@ router.register("invitations", team_api.InvitationViewSet, basename="invitation"
 router.register("secrets", team_api.SecretViewSet, basename="secret")
 
 api_v1 = [
-    path("me", core_api.me, name="api-me"),
+    path("me", workspace_api.me, name="api-me"),
     path("balance", billing_api.balance, name="api-balance"),
     path("coupons/redeem", billing_api.redeem, name="api-coupon-redeem"),
     path("traces", traces_api.TraceIngest.as_view(), name="api-traces"),
@@ -43,7 +44,7 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", core_views.home, name="home"),
+    path("", workspace_views.home, name="home"),
     path("signup/", core_views.signup, name="signup"),
     path("login/", core_views.ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -57,7 +58,7 @@ urlpatterns = [
     path("settings/members/<int:pk>/make-owner/", team_views.make_owner, name="make_owner"),
     path("settings/members/leave/", team_views.leave_project, name="leave_project"),
     path("settings/invitations/<int:pk>/revoke/", team_views.revoke_invitation, name="revoke_invitation"),
-    path("settings/project/delete/", team_views.delete_project, name="delete_project"),
+    path("settings/project/delete/", workspace_views.delete_project, name="delete_project"),
     path("invitations/<str:token>/", team_views.invitation, name="invitation"),
     path("projects/new/", team_views.new_project, name="new_project"),
     path("projects/switch/", team_views.switch_project, name="switch_project"),

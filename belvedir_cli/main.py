@@ -1,5 +1,3 @@
-import functools
-import json
 import sys
 import time
 from pathlib import Path
@@ -17,49 +15,15 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
 
+from . import members, traces
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
+from .terminal import client, console, id_by_name, json_option, output
 from .upload import MultipartFile
 
-console = Console()
 EXIT_FAILED = 1  # the eval or run failed; for `evals compare --fail-if-worse`, B is significantly worse
 RUN_ENDED = {"succeeded", "failed", "timed_out", "cancelled", "launch_failed", "error"}
 EVAL_ENDED = {"succeeded", "failed", "cancelled"}
-
-
-def json_option(command):
-    """--json on every command: machine-readable output instead of tables."""
-
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    @functools.wraps(command)
-    def wrapper(*args, as_json, **kwargs):
-        click.get_current_context().obj["json"] = as_json
-        return command(*args, **kwargs)
-
-    return wrapper
-
-
-def output(data, columns=None, title=None):
-    ctx = click.get_current_context()
-    if ctx.obj.get("json"):
-        click.echo(json.dumps(data, indent=2, default=str))
-        return
-    rows = data if isinstance(data, list) else [data]
-    if columns is None:
-        for key, value in data.items() if isinstance(data, dict) else []:
-            click.echo(f"{key}: {value}")
-        return
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
-    console.print(table)
-
-
-def client() -> Client:
-    return click.get_current_context().obj.setdefault("client", Client())
 
 
 def read_config_file(path) -> dict:
@@ -342,16 +306,6 @@ def harnesses_create(config_file):
     output(client().post("harnesses", read_config_file(config_file)), ["id", "name", "repo_url", "compute_type"])
 
 
-def id_by_name(path: str, name_or_id: str, missing: str) -> int:
-    """An id given as is, or the id of the item named so in a list endpoint; `missing` says where to look."""
-    if name_or_id.isdigit():
-        return int(name_or_id)
-    matches = [item["id"] for item in client().all(path) if item["name"] == name_or_id]
-    if not matches:
-        raise ApiError(missing.format(name=repr(name_or_id)))
-    return matches[0]
-
-
 def harness_id(name_or_id: str) -> int:
     return id_by_name("harnesses", name_or_id, "No harness named {name} in this project (see `bv harnesses list`).")
 
@@ -479,8 +433,9 @@ def models_benchmarks(name):
     output(client().get(f"models/{found[0]['id']}/benchmarks"), ["run", "harness", "score", "date"])
 
 
-# Command groups kept in their own modules register themselves on `cli`.
-from . import members, traces  # noqa: E402, F401
+# Command groups kept in their own modules.
+cli.add_command(members.members)
+cli.add_command(traces.traces)
 
 
 def main():

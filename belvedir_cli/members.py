@@ -3,10 +3,10 @@
 import click
 
 from .client import ApiError
-from .main import cli, client, json_option, output
+from .terminal import client, json_option, output
 
 
-@cli.group()
+@click.group()
 def members():
     """The project's members and invitations."""
 

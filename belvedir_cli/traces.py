@@ -6,10 +6,10 @@ from urllib.parse import quote
 
 import click
 
-from .main import cli, client, id_by_name, json_option, output
+from .terminal import client, id_by_name, json_option, output
 
 
-@cli.group()
+@click.group()
 def traces():
     """Trace sessions and training data."""
 

@@ -555,7 +555,7 @@ def test_ingest_into_a_project_being_deleted_answers_503_without_holding_a_worke
 
 @pytest.mark.django_db(transaction=True)
 def test_deleting_a_project_waits_for_the_batch_being_stored_and_leaves_no_span_behind(api, project, deferred, monkeypatch):
-    from belvedir.core.actions import delete_project
+    from belvedir.workspace.actions import delete_project
     from traces import batches
 
     # Spans of no session: nothing but the batch itself ties the worker to the deletion.

@@ -2,10 +2,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
-from django.core.exceptions import PermissionDenied
 
-from .actions import delete_project
-from .errors import TeamError
 from .forms import project_balance_cents
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
 from .usernames import validate_username
@@ -56,33 +53,6 @@ class ProjectAdmin(admin.ModelAdmin):
     @admin.display(description="Balance")
     def balance(self, obj):
         return f"${project_balance_cents(obj) / 100:,.2f}"
-
-    def get_deleted_objects(self, objs, request):
-        # The confirmation page says what stays: the account is detached, not deleted.
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        for project in objs:
-            deleted.append(
-                f"Kept, detached from the project: its ledger, top-ups and coupon redemptions; "
-                f"its balance of ${project_balance_cents(project) / 100:,.2f} is forfeited (refused while in debt)."
-            )
-        return deleted, counts, perms_needed, protected
-
-    # Through the one way a project is deleted: it waits for trace ingest
-    # (spans have no foreign key to stop a batch landing mid-delete) and is
-    # refused while the project's work runs in a sandbox or its account is in
-    # debt. The confirmation page showed the balance, which staff forfeit.
-    def delete_model(self, request, obj):
-        try:
-            delete_project(obj, forfeit_cents=max(project_balance_cents(obj), 0))
-        except TeamError as exc:
-            raise PermissionDenied(str(exc)) from None
-
-    def get_actions(self, request):
-        # One project at a time: a refusal part-way through a bulk delete
-        # would leave the projects before it deleted.
-        actions = super().get_actions(request)
-        actions.pop("delete_selected", None)
-        return actions
 
 
 @admin.register(Membership)

@@ -10,7 +10,7 @@ from . import actions
 from .decorators import owner_required
 from .errors import TeamError
 from .forms import DeleteProjectForm, InviteForm, ProjectForm
-from .middleware import SESSION_KEY, choose_project
+from .middleware import choose_project
 from .models import Invitation, Membership, Project
 
 
@@ -145,23 +145,4 @@ def switch_project(request):
     chosen = request.POST.get("project", "")
     project = get_object_or_404(Project.objects.for_user(request.user), pk=int(chosen) if chosen.isdigit() else 0)
     choose_project(request, project)
-    return redirect("home")
-
-
-@login_required
-@owner_required
-@require_POST
-def delete_project(request):
-    project = request.project
-    form = DeleteProjectForm(request.POST, project=project)
-    if not form.is_valid():
-        messages.error(request, form.errors["confirm"][0])
-        return redirect("members")
-    try:
-        actions.delete_project(project, forfeit_cents=form.cleaned_data["forfeit_cents"] or 0)
-    except TeamError as exc:
-        messages.error(request, str(exc))
-        return redirect("members")
-    request.session.pop(SESSION_KEY, None)
-    messages.success(request, f"Project {form.cleaned_data['confirm']} deleted.")
     return redirect("home")

@@ -10,7 +10,6 @@ from .actions import create_account, save_secret
 from .decorators import owner_required
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, Membership, ProjectSecret
-from .overview import overview, running_evals
 from .throttle import allow_login_attempt
 
 HTMX_STOP_POLLING = 286
@@ -31,18 +30,6 @@ def signup(request):
         messages.success(request, "Welcome to Belvedir. Your project is ready.")
         return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
-
-
-@login_required
-def home(request):
-    if request.htmx and request.GET.get("part") == "evals":
-        evals = running_evals(request.project)
-        response = render(request, "core/_running_evals.html", {"running_evals": evals})
-        if not evals:
-            response.status_code = HTMX_STOP_POLLING
-        return response
-    is_owner = request.membership.role == Membership.Role.OWNER
-    return render(request, "core/home.html", {**overview(request.project), "is_owner": is_owner})
 
 
 @login_required

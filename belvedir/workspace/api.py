@@ -3,9 +3,8 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from belvedir.core.permissions import request_project
 from billing.models import Account
-
-from .permissions import request_project
 
 MeSerializer = inline_serializer(
     "Me",

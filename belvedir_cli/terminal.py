@@ -1,0 +1,56 @@
+"""What every command shares: the invocation's API client, --json, and how results are printed."""
+
+import functools
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .client import ApiError, Client
+
+console = Console()
+
+
+def json_option(command):
+    """--json on every command: machine-readable output instead of tables."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @functools.wraps(command)
+    def wrapper(*args, as_json, **kwargs):
+        click.get_current_context().obj["json"] = as_json
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+def output(data, columns=None, title=None):
+    ctx = click.get_current_context()
+    if ctx.obj.get("json"):
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    rows = data if isinstance(data, list) else [data]
+    if columns is None:
+        for key, value in data.items() if isinstance(data, dict) else []:
+            click.echo(f"{key}: {value}")
+        return
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
+    console.print(table)
+
+
+def client() -> Client:
+    return click.get_current_context().obj.setdefault("client", Client())
+
+
+def id_by_name(path: str, name_or_id: str, missing: str) -> int:
+    """An id given as is, or the id of the item named so in a list endpoint; `missing` says where to look."""
+    if name_or_id.isdigit():
+        return int(name_or_id)
+    matches = [item["id"] for item in client().all(path) if item["name"] == name_or_id]
+    if not matches:
+        raise ApiError(missing.format(name=repr(name_or_id)))
+    return matches[0]
