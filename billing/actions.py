@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Sum
 from django.utils import timezone
 
+from belvedir.core.money import dollars
 from belvedir.sandbox.models import ComputeType
 
 from .errors import CouponError, InsufficientBalance, ProjectHoldsMoney, TopUpError
@@ -133,12 +134,12 @@ def detach_account(project, *, forfeit_cents: int = 0) -> Account | None:
         return None
     if account.balance_cents < 0:
         raise ProjectHoldsMoney(
-            f"This project owes ${-account.balance_cents / 100:.2f} (a top-up was taken back after its credit was spent): "
+            f"This project owes {dollars(-account.balance_cents)} (a top-up was taken back after its credit was spent): "
             "pay the debt on Settings → Balance before deleting the project."
         )
     if account.balance_cents != max(forfeit_cents, 0):
         raise ProjectHoldsMoney(
-            f"This project's balance is now ${account.balance_cents / 100:.2f}, and deleting the project forfeits it: "
+            f"This project's balance is now {dollars(account.balance_cents)}, and deleting the project forfeits it: "
             "confirm again on the Members page, which shows the amount."
         )
     Account.objects.filter(pk=account.pk).update(project=None, project_name=project.name[:100], detached_at=timezone.now())
@@ -228,9 +229,9 @@ def parse_dollars(raw, *, minimum_cents: int = 1, maximum_cents: int | None = No
         raise TopUpError("Amounts are in dollars with at most two decimals.")
     cents = int(value * 100)
     if cents < minimum_cents:
-        raise TopUpError(f"The minimum is ${minimum_cents / 100:.2f}.")
+        raise TopUpError(f"The minimum is {dollars(minimum_cents)}.")
     if maximum_cents is not None and cents > maximum_cents:
-        raise TopUpError(f"The maximum is ${maximum_cents / 100:,.2f}.")
+        raise TopUpError(f"The maximum is {dollars(maximum_cents)}.")
     return cents
 
 
@@ -248,7 +249,7 @@ def start_topup(account: Account, amount_cents: int, user, *, return_url_for) ->
     if not stripe_client.configured():
         raise TopUpError("Top-ups are not configured on this server (STRIPE_SECRET_KEY is unset).")
     if not settings.TOPUP_MIN_CENTS <= amount_cents <= settings.TOPUP_MAX_CENTS:
-        raise TopUpError(f"Top-ups are between ${settings.TOPUP_MIN_CENTS / 100:.2f} and ${settings.TOPUP_MAX_CENTS / 100:,.2f}.")
+        raise TopUpError(f"Top-ups are between {dollars(settings.TOPUP_MIN_CENTS)} and {dollars(settings.TOPUP_MAX_CENTS)}.")
     topup = TopUp.objects.create(account=account, amount_cents=amount_cents, created_by=user)
     session = stripe_client.create_checkout_session(
         amount_cents=amount_cents,
@@ -343,7 +344,7 @@ def _credit_topup(session: dict) -> str:
     if not created:
         return "already credited"
     paid = entry.debt_paid_cents
-    return f"credited; ${paid / 100:.2f} of it paid the debt" if paid else "credited"
+    return f"credited; {dollars(paid)} of it paid the debt" if paid else "credited"
 
 
 def _reversed_topup(obj: dict, what: str) -> tuple[TopUp | None, str]:
@@ -391,7 +392,7 @@ def _take_back_refund(charge: dict) -> str:
     so_far = _taken_back(topup, [LedgerEntry.Kind.TOPUP_REFUND])
     more = refunded - so_far
     if more <= 0:
-        return f"already taken back (${so_far / 100:.2f} refunded so far)"
+        return f"already taken back ({dollars(so_far)} refunded so far)"
     if _taken_back(topup) + more > topup.amount_cents:
         return f"refused: taking back {more} more cents would exceed the top-up's {topup.amount_cents} (a dispute took part already)"
     refund_ids = ", ".join(_id(r) for r in (charge.get("refunds") or {}).get("data", []) if _id(r))
@@ -400,9 +401,9 @@ def _take_back_refund(charge: dict) -> str:
         kind=LedgerEntry.Kind.TOPUP_REFUND,
         amount_cents=-more,
         reference=f"{_id(charge) or topup.payment_intent_id}:refunded:{refunded}",
-        memo=f"Stripe refunded top-up #{topup.pk}: ${refunded / 100:.2f} of ${amount / 100:.2f} so far" + (f" ({refund_ids})" if refund_ids else ""),
+        memo=f"Stripe refunded top-up #{topup.pk}: {dollars(refunded)} of {dollars(amount)} so far" + (f" ({refund_ids})" if refund_ids else ""),
     )
-    return f"took back ${more / 100:.2f} (refunded so far ${refunded / 100:.2f})"
+    return f"took back {dollars(more)} (refunded so far {dollars(refunded)})"
 
 
 def _follow_dispute(dispute: dict) -> str:
@@ -436,14 +437,14 @@ def _follow_dispute(dispute: dict) -> str:
             continue
         if moved < 0:
             kind, amount = LedgerEntry.Kind.DISPUTE, moved
-            memo, note = f"Stripe dispute {_id(dispute)} withdrew ${-moved / 100:.2f} of top-up #{topup.pk}", f"took back ${-moved / 100:.2f}"
+            memo, note = f"Stripe dispute {_id(dispute)} withdrew {dollars(-moved)} of top-up #{topup.pk}", f"took back {dollars(-moved)}"
         else:
             # Give back no more than the dispute took (it may have been refused above).
             kind, amount = LedgerEntry.Kind.DISPUTE_WON, min(moved, _taken_back(topup, [LedgerEntry.Kind.DISPUTE, LedgerEntry.Kind.DISPUTE_WON]))
             if amount <= 0:
                 continue
-            memo = f"Stripe dispute {_id(dispute)} {dispute.get('status') or 'won'}: ${amount / 100:.2f} of top-up #{topup.pk} reinstated"
-            note = f"gave back ${amount / 100:.2f}"
+            memo = f"Stripe dispute {_id(dispute)} {dispute.get('status') or 'won'}: {dollars(amount)} of top-up #{topup.pk} reinstated"
+            note = f"gave back {dollars(amount)}"
         _reverse(topup, kind=kind, amount_cents=amount, reference=txn_id, memo=memo)
         done.append(note)
     status = dispute.get("status") or "unknown"

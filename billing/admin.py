@@ -8,14 +8,12 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from belvedir.core.money import dollars
+
 from .actions import create_coupon_batch, grant_credit
 from .exports import write_coupons_csv
 from .forms import GrantCreditForm
 from .models import Account, Coupon, CouponBatch, CouponRedemption, LedgerEntry, StripeEvent, TopUp
-
-
-def cents(value):
-    return f"${value / 100:,.2f}"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -76,7 +74,7 @@ class AccountAdmin(admin.ModelAdmin):
 
     @admin.display(description="Balance", ordering="balance_cents")
     def balance(self, account):
-        return cents(account.balance_cents)
+        return dollars(account.balance_cents)
 
     def has_grant_credit_permission(self, request):
         return request.user.has_perm("billing.grant_credit")
@@ -87,7 +85,7 @@ class AccountAdmin(admin.ModelAdmin):
         if form.is_valid():
             for account in queryset:
                 grant_credit(account, form.cleaned_data["amount"], form.cleaned_data["memo"], request.user)
-            self.message_user(request, f"Adjusted {queryset.count()} account(s) by {cents(form.cleaned_data['amount'])}.")
+            self.message_user(request, f"Adjusted {queryset.count()} account(s) by {dollars(form.cleaned_data['amount'])}.")
             return None
         return render(
             request,
@@ -105,11 +103,11 @@ class LedgerEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Amount", ordering="amount_cents")
     def amount(self, entry):
-        return cents(entry.amount_cents)
+        return dollars(entry.amount_cents)
 
     @admin.display(description="Balance after")
     def balance_after(self, entry):
-        return cents(entry.balance_after_cents)
+        return dollars(entry.balance_after_cents)
 
 
 @admin.register(Coupon)
@@ -122,7 +120,7 @@ class CouponAdmin(admin.ModelAdmin):
 
     @admin.display(description="Amount", ordering="amount_cents")
     def amount(self, coupon):
-        return cents(coupon.amount_cents)
+        return dollars(coupon.amount_cents)
 
     def save_model(self, request, obj, form, change):
         if not change:
@@ -149,7 +147,7 @@ class CouponBatchAdmin(admin.ModelAdmin):
 
     @admin.display(description="Amount")
     def amount(self, batch):
-        return cents(batch.amount_cents)
+        return dollars(batch.amount_cents)
 
     @admin.display(description="Codes")
     def download(self, batch):
@@ -224,11 +222,11 @@ class TopUpAdmin(ReadOnlyAdmin):
 
     @admin.display(description="Amount")
     def amount(self, topup):
-        return cents(topup.amount_cents)
+        return dollars(topup.amount_cents)
 
     @admin.display(description="Taken back")
     def taken_back(self, topup):
-        return cents(-topup.reversed_cents) if topup.reversed_cents else "—"
+        return dollars(-topup.reversed_cents) if topup.reversed_cents else "—"
 
 
 @admin.register(StripeEvent)

@@ -3,6 +3,7 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes, throttle_classes
 from rest_framework.response import Response
 
+from belvedir.core.money import plain_dollars
 from belvedir.core.permissions import IsProjectOwner, request_project
 from belvedir.core.throttle import CouponThrottle
 
@@ -58,7 +59,7 @@ def balance(request):
     """The project's balance, its most recent ledger entries, and its paid top-ups with their reversals."""
     account = Account.for_project(request_project(request))
     entries = LedgerEntry.objects.filter(account=account)[:RECENT_ENTRIES]
-    body = {"balance_cents": account.balance_cents, "balance": f"{account.balance_cents / 100:.2f}", "debt_cents": account.debt_cents}
+    body = {"balance_cents": account.balance_cents, "balance": plain_dollars(account.balance_cents), "debt_cents": account.debt_cents}
     return Response(
         BalanceSerializer({**body, "entries": entries, "topups": TopUp.objects.filter(account=account).paid_with_reversals()[:RECENT_TOPUPS]}).data,
     )
@@ -74,4 +75,4 @@ def redeem(request):
     payload.is_valid(raise_exception=True)
     account = Account.for_project(request_project(request))
     entry = redeem_coupon(account, payload.validated_data["code"], request.user)
-    return Response({"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": f"{entry.balance_after_cents / 100:.2f}"})
+    return Response({"credited_cents": entry.amount_cents, "balance_cents": entry.balance_after_cents, "balance": plain_dollars(entry.balance_after_cents)})

@@ -1,14 +1,11 @@
 from belvedir.core.errors import TeamError
+from belvedir.core.money import dollars
 
 
 class BillingError(Exception):
     """A billing request that cannot be honoured; the message is shown to the user."""
 
     status_code = 400
-
-
-def _dollars(cents: int) -> str:
-    return f"${cents / 100:.2f}"
 
 
 class InsufficientBalance(BillingError):
@@ -20,14 +17,16 @@ class InsufficientBalance(BillingError):
         self.balance_cents = balance_cents
         self.price_cents = price_cents
         if balance_cents < 0:
-            then = f" (this one then needs {_dollars(price_cents)})" if price_cents else ""
+            then = f" (this one then needs {dollars(price_cents)})" if price_cents else ""
             message = (
-                f"This project owes {_dollars(-balance_cents)}: a top-up was refunded or disputed after its credit was spent. "
+                f"This project owes {dollars(-balance_cents)}: a top-up was refunded or disputed after its credit was spent. "
                 f"Runs and evals are refused until the debt is paid{then}. "
                 "Add funds or redeem a coupon on Settings → Balance: the next credit pays the debt first."
             )
         else:
-            message = f"Insufficient balance: {_dollars(balance_cents)} available, {_dollars(price_cents)} needed. Add funds or redeem a coupon on Settings → Balance."
+            message = (
+                f"Insufficient balance: {dollars(balance_cents)} available, {dollars(price_cents)} needed. Add funds or redeem a coupon on Settings → Balance."
+            )
         super().__init__(message)
 
     @property

@@ -3,6 +3,7 @@ from django.db import models
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
+from belvedir.core.money import plain_dollars
 
 
 class AccountQuerySet(ProjectScopedQuerySet):
@@ -35,7 +36,7 @@ class Account(models.Model):
 
     def __str__(self):
         owner = self.project if self.project_id else f"{self.project_name or 'project'} (deleted)"
-        return f"{owner} ({self.balance_cents / 100:.2f} USD)"
+        return f"{owner} ({plain_dollars(self.balance_cents)} USD)"
 
     @property
     def debt_cents(self) -> int:
@@ -154,7 +155,7 @@ class CouponBatch(models.Model):
         verbose_name_plural = "coupon batches"
 
     def __str__(self):
-        return f"{self.name} ({self.count} × {self.amount_cents / 100:.2f})"
+        return f"{self.name} ({self.count} × {plain_dollars(self.amount_cents)})"
 
 
 class CouponRedemption(models.Model):
@@ -202,7 +203,7 @@ class TopUp(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"#{self.pk} {self.amount_cents / 100:.2f} for {self.account} ({self.status})"
+        return f"#{self.pk} {plain_dollars(self.amount_cents)} for {self.account} ({self.status})"
 
     def reversals(self):
         """The ledger entries that took this top-up's credit back (or gave it back: a dispute won), oldest first."""

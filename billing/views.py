@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from belvedir.core.decorators import owner_required
+from belvedir.core.money import dollars
 from belvedir.core.throttle import allow_coupon_attempt
 
 from . import stripe_client
@@ -74,9 +75,9 @@ def redeem(request):
     else:
         try:
             entry = redeem_coupon(account, form.cleaned_data["code"], request.user)
-            ok, message = True, f"Coupon applied: ${entry.amount_cents / 100:.2f} added."
+            ok, message = True, f"Coupon applied: {dollars(entry.amount_cents)} added."
             if entry.debt_paid_cents:
-                message += f" ${entry.debt_paid_cents / 100:.2f} of it paid the debt."
+                message += f" {dollars(entry.debt_paid_cents)} of it paid the debt."
             account.refresh_from_db()
         except BillingError as exc:
             message = str(exc)

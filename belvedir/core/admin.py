@@ -3,6 +3,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 
+from belvedir.core.money import dollars
+
 from .forms import project_balance_cents
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
 from .usernames import validate_username
@@ -52,7 +54,7 @@ class ProjectAdmin(admin.ModelAdmin):
 
     @admin.display(description="Balance")
     def balance(self, obj):
-        return f"${project_balance_cents(obj) / 100:,.2f}"
+        return dollars(project_balance_cents(obj))
 
 
 @admin.register(Membership)

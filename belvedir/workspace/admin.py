@@ -5,6 +5,7 @@ from belvedir.core.admin import ProjectAdmin
 from belvedir.core.errors import TeamError
 from belvedir.core.forms import project_balance_cents
 from belvedir.core.models import Project
+from belvedir.core.money import dollars
 
 from .actions import delete_project
 
@@ -21,7 +22,7 @@ class DeletableProjectAdmin(ProjectAdmin):
         for project in objs:
             deleted.append(
                 f"Kept, detached from the project: its ledger, top-ups and coupon redemptions; "
-                f"its balance of ${project_balance_cents(project) / 100:,.2f} is forfeited (refused while in debt)."
+                f"its balance of {dollars(project_balance_cents(project))} is forfeited (refused while in debt)."
             )
         return deleted, counts, perms_needed, protected
 

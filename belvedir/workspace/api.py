@@ -3,6 +3,7 @@ from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from belvedir.core.money import plain_dollars
 from belvedir.core.permissions import request_project
 from billing.models import Account
 
@@ -28,6 +29,6 @@ def me(request):
             "user": {"id": request.user.pk, "username": request.user.username, "email": request.user.email},
             "project": {"id": project.pk, "name": project.name},
             "balance_cents": cents,
-            "balance": f"{cents / 100:.2f}",
+            "balance": plain_dollars(cents),
         }
     )

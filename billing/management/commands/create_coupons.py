@@ -2,6 +2,7 @@ from datetime import date
 
 from django.core.management.base import BaseCommand, CommandError
 
+from belvedir.core.money import dollars
 from billing.actions import create_coupon_batch, parse_dollars
 from billing.errors import TopUpError
 from billing.exports import end_of_day, write_coupons_csv
@@ -35,4 +36,4 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         write_coupons_csv(self.stdout, batch.coupons.order_by("code"))
-        self.stderr.write(f"{batch.count} codes of ${amount_cents / 100:.2f} created (batch {batch.pk}).")
+        self.stderr.write(f"{batch.count} codes of {dollars(amount_cents)} created (batch {batch.pk}).")
