@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from belvedir.core.decorators import owner_required
+from belvedir.core.htmx import polled
 from belvedir.core.money import dollars
 from belvedir.core.throttle import allow_coupon_attempt
 
@@ -21,7 +22,6 @@ from .forms import RedeemForm, TopUpForm
 from .models import Account, LedgerEntry, TopUp
 
 logger = logging.getLogger(__name__)
-HTMX_STOP_POLLING = 286
 
 
 RECENT_TOPUPS = 20
@@ -118,10 +118,7 @@ def topup_status(request, pk):
     credit = topup.entries.filter(kind=LedgerEntry.Kind.TOPUP).first()
     context = {"topup": topup, "account": topup.account, "credit": credit}
     if request.htmx:
-        response = render(request, "billing/_topup_status.html", context)
-        if topup.status == TopUp.Status.PAID:
-            response.status_code = HTMX_STOP_POLLING
-        return response
+        return polled(render(request, "billing/_topup_status.html", context), done=topup.status == TopUp.Status.PAID)
     return render(request, "billing/topup_status.html", context)
 
 

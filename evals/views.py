@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
+from belvedir.core.htmx import polled
 from billing.errors import InsufficientBalance
 
 from . import benchmarks
@@ -21,8 +22,6 @@ from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
 from .models import Dataset, Deployment, Eval
-
-HTMX_STOP_POLLING = 286
 
 
 @login_required
@@ -94,12 +93,8 @@ def create_dataset_eval(request):
 def eval_detail(request, pk):
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset"), pk=pk)
     if request.htmx and request.GET.get("part") == "progress":
-        response = render(request, "evals/_progress.html", {"ev": ev})
-        if not ev.is_active:
-            response.status_code = HTMX_STOP_POLLING
-            # The whole page changes when an eval ends (buttons, samples): reload it once.
-            response["HX-Refresh"] = "true"
-        return response
+        # The whole page changes when an eval ends (buttons, samples): reload it once.
+        return polled(render(request, "evals/_progress.html", {"ev": ev}), done=not ev.is_active, reload_page=True)
     which = request.GET.get("filter")
     samples = Paginator(filter_samples(ev.samples.all(), which), 50).get_page(request.GET.get("page"))
     benchmark, dataset_id, sample_limit, seed = ev.source_key()

@@ -6,6 +6,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.htmx import polled
 from belvedir.sandbox.errors import NoCapacity
 from billing.actions import run_reference
 from billing.errors import InsufficientBalance
@@ -18,7 +19,6 @@ from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
 from .scores import compare_labels, scores_by_label, summary
 
-HTMX_STOP_POLLING = 286
 RUNS_ON_HARNESS_PAGE = 50
 
 
@@ -132,10 +132,7 @@ def run_start(request, pk):
 def run_detail(request, pk):
     run = get_object_or_404(Run.objects.for_user(request.user, request.project).select_related("harness", "host", "created_by"), pk=pk)
     if request.htmx:
-        response = render(request, "harnesses/_run_live.html", {"run": run})
-        if not run.is_active:
-            response.status_code = HTMX_STOP_POLLING
-        return response
+        return polled(render(request, "harnesses/_run_live.html", {"run": run}), done=not run.is_active)
     entries = list(LedgerEntry.objects.filter(reference=run_reference(run), kind__in=["run_charge", "refund"]).order_by("created_at"))
     usage = run.trace_sessions.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), sessions=Count("pk"))
     sessions = list(run.trace_sessions.order_by("first_span_at"))

@@ -12,7 +12,6 @@ from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, Membership, ProjectSecret
 from .throttle import allow_login_attempt
 
-HTMX_STOP_POLLING = 286
 THROTTLED = "Too many login attempts. Wait a minute and try again."
 
 

@@ -6,9 +6,9 @@ from django.views.decorators.http import require_POST
 from belvedir.core.decorators import owner_required
 from belvedir.core.errors import TeamError
 from belvedir.core.forms import DeleteProjectForm
+from belvedir.core.htmx import polled
 from belvedir.core.middleware import SESSION_KEY
 from belvedir.core.models import Membership
-from belvedir.core.views import HTMX_STOP_POLLING
 
 from . import actions
 from .overview import overview, running_evals
@@ -18,10 +18,7 @@ from .overview import overview, running_evals
 def home(request):
     if request.htmx and request.GET.get("part") == "evals":
         evals = running_evals(request.project)
-        response = render(request, "workspace/_running_evals.html", {"running_evals": evals})
-        if not evals:
-            response.status_code = HTMX_STOP_POLLING
-        return response
+        return polled(render(request, "workspace/_running_evals.html", {"running_evals": evals}), done=not evals)
     is_owner = request.membership.role == Membership.Role.OWNER
     return render(request, "workspace/home.html", {**overview(request.project), "is_owner": is_owner})
 
