@@ -215,8 +215,6 @@ def next_pass(ev: Eval, *, progressed: bool) -> bool:
 
 
 def _stale_seconds():
-    from django.conf import settings
-
     return settings.EVAL_STALE_SECONDS
 
 

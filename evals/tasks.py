@@ -18,7 +18,7 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
-from .actions import next_pass
+from .actions import enqueue, next_pass, resume_eval
 from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
 from .datasets import DatasetBenchmark
@@ -120,8 +120,6 @@ def requeue_lost_evals() -> int:
     One it had already claimed is running without a heartbeat instead:
     resume_stale_evals queues it again, and it scores only the rows it has not stored.
     """
-    from .actions import enqueue
-
     return requeue_waiting(Eval.objects.filter(status=Eval.Status.QUEUED), settings.EVAL_QUEUE, enqueue)
 
 
@@ -132,8 +130,6 @@ def resume_stale_evals() -> int:
     Called by the sandbox reaper (the eval owner kind's `reap_stale`, see
     apps.py), which then releases the lease and removes the container of
     an eval that ended."""
-    from .actions import resume_eval
-
     stale_before = timezone.now() - timezone.timedelta(seconds=settings.EVAL_STALE_SECONDS)
     stale = Eval.objects.filter(status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before)[:50]
     resumed = 0

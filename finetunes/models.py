@@ -4,6 +4,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
+from harnesses.models import Run
 
 
 def adapter_path(instance, filename):
@@ -35,6 +36,4 @@ class FineTunedModel(models.Model):
 
     def benchmark_runs(self):
         """Every run of the project whose results name this model, however it was started."""
-        from harnesses.models import Run
-
         return Run.objects.filter(project=self.project, model_label=self.name, score__isnull=False).select_related("harness")

@@ -1,3 +1,5 @@
+import json
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -5,9 +7,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
-from belvedir.sandbox.models import ComputeType
+from belvedir.sandbox.models import ComputeType, EgressGrant
 from belvedir.sandbox.output import MASK
 from belvedir.sandbox.owners import Owner
+from billing.actions import run_price_cents
 
 from . import drivers
 
@@ -84,8 +87,6 @@ class Harness(models.Model):
 
     @property
     def price_cents(self):
-        from billing.actions import run_price_cents
-
         return run_price_cents(self.compute_type)
 
     def egress_domain_list(self) -> list[str]:
@@ -186,14 +187,10 @@ class Run(models.Model):
 
     @property
     def results_pretty(self):
-        import json
-
         return json.dumps(self.results, indent=2, sort_keys=True)
 
     def egress_grant(self):
         """What this run sent and was refused through the egress proxy (None on other networks)."""
-        from belvedir.sandbox.models import EgressGrant
-
         return EgressGrant.objects.for_owner(self.owner).prefetch_related("destinations").first()
 
     @property
@@ -219,7 +216,7 @@ class Run(models.Model):
     @property
     def secret_reached_output(self) -> list[str]:
         """Where a secret reached the run's output ("log", "results.json", "spans"): its canary, found there and redacted."""
-        from .redaction import PLACE_NAMES
+        from .redaction import PLACE_NAMES  # .redaction imports this module
 
         return [name for place, name in PLACE_NAMES.items() if self.canary_places & place]
 

@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from belvedir.core.models import ProjectSecret
 from belvedir.core.netpolicy import Refused, egress_policy, is_origin_url
 
 CHUNK = 64 * 1024
@@ -56,8 +57,6 @@ class Credentials:
 
     @classmethod
     def for_project(cls, project) -> "Credentials":
-        from belvedir.core.models import ProjectSecret
-
         values = dict(ProjectSecret.objects.filter(project=project, name__in=[TOKEN_SECRET, DEPLOY_KEY_SECRET]).values_list("name", "value"))
         return cls(token=values.get(TOKEN_SECRET, ""), ssh_key=values.get(DEPLOY_KEY_SECRET, ""))
 

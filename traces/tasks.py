@@ -1,3 +1,5 @@
+from .batches import drain
+from .partitions import apply_retention
 from .segmentation import drain_quiet_sessions
 
 
@@ -16,13 +18,9 @@ def process_trace_batches() -> int:
     The fallback: `manage.py process_trace_batches` polls continuously, and
     the two skip each other's batches (FOR UPDATE SKIP LOCKED).
     """
-    from .batches import drain
-
     return drain()
 
 
 def maintain_trace_partitions() -> list[str]:
     """Scheduled hourly: drop span months past TRACE_RETENTION_MONTHS, create this month's and next month's."""
-    from .partitions import apply_retention
-
     return apply_retention()

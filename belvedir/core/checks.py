@@ -1,8 +1,10 @@
 from urllib.parse import urlparse
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
 
 
 @register(Tags.compatibility)
@@ -56,9 +58,6 @@ def check_email_shaped_usernames(app_configs, **kwargs):
     Invitations by address now go to the email's owner alone, but such a name
     still reads as someone else's address on member lists: rename them.
     """
-    from django.contrib.auth import get_user_model
-    from django.db import DatabaseError
-
     try:
         names = list(get_user_model().objects.filter(username__contains="@").order_by("pk").values_list("username", flat=True)[:6])
     except (DatabaseError, RuntimeError):
