@@ -3,6 +3,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from belvedir.core.masks import unmasked
 from belvedir.core.models import ApiKey
 from belvedir.sandbox import egress
 from belvedir.sandbox.errors import ProjectAtLimit
@@ -10,7 +11,26 @@ from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import check_gpu_available
 from billing.actions import charge_for_run, refund_run
 
-from .models import Run
+from .models import HarnessEnvVar, Run
+
+
+@transaction.atomic
+def save_harness(harness, env_vars: list[dict] | None = None):
+    """Save a harness and, unless None, replace its variables: what the New/Edit pages and the API both do.
+
+    A variable's value of MASK keeps the secret stored under its name, whether
+    or not it stays secret (un-ticking "secret" must not turn the mask into the
+    value); MASK for anything else raises MaskWithoutSecret, and nothing is saved.
+    """
+    secrets = {v.name: v.value for v in harness.env_vars.all() if v.secret} if harness.pk else {}
+    harness.save()
+    if env_vars is not None:
+        rows = [
+            HarnessEnvVar(harness=harness, name=v["name"], secret=v["secret"], value=unmasked(v["value"], secrets.get(v["name"]), v["name"])) for v in env_vars
+        ]
+        harness.env_vars.all().delete()
+        HarnessEnvVar.objects.bulk_create(rows)
+    return harness
 
 
 def start_run(harness, user, *, env_for=None) -> Run:

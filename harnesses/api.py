@@ -1,17 +1,16 @@
-from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from belvedir.core.api_errors import Conflict
+from belvedir.core.masks import MaskWithoutSecret
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 from belvedir.sandbox.models import EgressDestination, EgressGrant
-from belvedir.sandbox.output import MASK
 
-from .actions import MAX_REPEATS, cancel_run, start_run, start_runs
-from .models import MAX_TIME_LIMIT_SECONDS, Harness, HarnessEnvVar, Preset, Run
+from .actions import MAX_REPEATS, cancel_run, save_harness, start_run, start_runs
+from .models import MAX_TIME_LIMIT_SECONDS, Harness, Preset, Run
 from .scores import compare_labels, scores_by_label, summary
 from .validation import validate_command, validate_egress_domains, validate_env_name, validate_ref, validate_repo_url
 
@@ -70,36 +69,21 @@ class HarnessSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"tasks": f"{preset.name} brings no task suite: tasks are required."})
         return attrs
 
-    @transaction.atomic
     def create(self, validated):
         env_vars = validated.pop("env_vars", [])
-        harness = Harness.objects.create(**validated)
-        self._save_env(harness, env_vars)
-        return harness
+        return self._saved(Harness(**validated), env_vars)
 
-    @transaction.atomic
     def update(self, harness, validated):
         env_vars = validated.pop("env_vars", None)
-        harness = super().update(harness, validated)
-        if env_vars is not None:
-            self._save_env(harness, env_vars)
-        return harness
+        for name, value in validated.items():
+            setattr(harness, name, value)
+        return self._saved(harness, env_vars)
 
-    def _save_env(self, harness, env_vars):
-        # The mask sent back for a stored secret keeps its stored value,
-        # whether or not it stays secret (un-ticking "secret" must not turn
-        # the mask into the value); the mask for anything else is refused.
-        secrets = {v.name: v.value for v in harness.env_vars.all() if v.secret}
-        rows = []
-        for v in env_vars:
-            value = v["value"]
-            if value == MASK:
-                if v["name"] not in secrets:
-                    raise serializers.ValidationError({"env_vars": [f"{v['name']}: {MASK} is the mask of a stored secret, not a value."]})
-                value = secrets[v["name"]]
-            rows.append(HarnessEnvVar(harness=harness, name=v["name"], secret=v["secret"], value=value))
-        harness.env_vars.all().delete()
-        HarnessEnvVar.objects.bulk_create(rows)
+    def _saved(self, harness, env_vars):
+        try:
+            return save_harness(harness, env_vars)
+        except MaskWithoutSecret as exc:
+            raise serializers.ValidationError({"env_vars": [str(exc)]}) from None
 
 
 class StartRunsSerializer(serializers.Serializer):

@@ -1,5 +1,6 @@
 from django import forms
 
+from belvedir.core.masks import MaskWithoutSecret, unmasked
 from belvedir.redaction import MIN_LENGTH
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import MASK
@@ -63,12 +64,11 @@ class EnvVarForm(forms.ModelForm):
     def clean_value(self):
         # The mask always stands for the stored secret, whatever the "secret"
         # box now says (the instance still holds the stored flag here).
-        value = self.cleaned_data["value"]
-        if value == MASK:
-            if self.instance.pk and self.instance.secret:
-                return self.instance.value
-            raise forms.ValidationError(f"{MASK} is the mask of a stored secret, not a value.")
-        return value
+        stored = self.instance.value if self.instance.pk and self.instance.secret else None
+        try:
+            return unmasked(self.cleaned_data["value"], stored)
+        except MaskWithoutSecret as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 class BaseEnvVarFormSet(forms.BaseInlineFormSet):
@@ -85,6 +85,14 @@ class BaseEnvVarFormSet(forms.BaseInlineFormSet):
         duplicates = {n for n in names if n and names.count(n) > 1}
         if duplicates:
             raise forms.ValidationError(f"Each variable once: {', '.join(sorted(duplicates))} appears twice.")
+
+    def variables(self) -> list[dict]:
+        """The variables as save_harness takes them: the rows kept, their masks already resolved by EnvVarForm."""
+        return [
+            {key: form.cleaned_data[key] for key in ("name", "value", "secret")}
+            for form in self.forms
+            if form.cleaned_data.get("name") and not form.cleaned_data.get("DELETE")
+        ]
 
 
 def env_var_formset(extra: int = 3):

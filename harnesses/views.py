@@ -1,6 +1,5 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.db.models import Count, Exists, Max, OuterRef, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -14,7 +13,7 @@ from billing.models import Account, LedgerEntry
 from traces import trajectory
 from traces.models import TraceSession
 
-from .actions import MAX_REPEATS, cancel_run, start_runs
+from .actions import MAX_REPEATS, cancel_run, save_harness, start_runs
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
 from .scores import compare_labels, scores_by_label, summary
@@ -38,12 +37,9 @@ def harness_new(request):
         form = HarnessForm(request.POST)
         env_formset = EnvVarFormSet(request.POST, prefix="env")
         if form.is_valid() and env_formset.is_valid():
-            with transaction.atomic():
-                harness = form.save(commit=False)
-                harness.project, harness.created_by = request.project, request.user
-                harness.save()
-                env_formset.instance = harness
-                env_formset.save()
+            harness = form.save(commit=False)
+            harness.project, harness.created_by = request.project, request.user
+            save_harness(harness, env_formset.variables())
             messages.success(request, f"Harness {harness.name} created. Press Run to start it.")
             return redirect(harness)
         preset = form.cleaned_data.get("preset") if hasattr(form, "cleaned_data") else None
@@ -64,9 +60,7 @@ def harness_edit(request, pk):
     form = HarnessForm(request.POST or None, instance=harness)
     env_formset = EnvVarFormSet(request.POST or None, instance=harness, prefix="env")
     if request.method == "POST" and form.is_valid() and env_formset.is_valid():
-        with transaction.atomic():
-            form.save()
-            env_formset.save()
+        save_harness(form.save(commit=False), env_formset.variables())
         messages.success(request, "Harness saved.")
         return redirect(harness)
     return render(request, "harnesses/edit.html", {"form": form, "env_formset": env_formset, "harness": harness})

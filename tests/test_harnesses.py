@@ -304,3 +304,38 @@ def test_the_run_page_lists_results_tasks_and_shrugs_off_odd_ones(owner_client, 
     assert [r["steps"] for r in run.task_results] == [4, None, None]
     Run.objects.filter(pk=run.pk).update(results={"score": 1, "tasks": "all of them"})
     assert 'id="tasks"' not in owner_client.get(f"/runs/{run.pk}/").content.decode()
+
+
+def test_the_edit_page_saves_through_the_same_rule_as_the_api(owner_client, project):
+    # save_harness behind both: the mask keeps a stored secret (un-ticked too), and a mask for a new name saves nothing.
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    stored = HarnessEnvVar.objects.create(harness=harness, name="TOKEN", value="kept-secret", secret=True)
+    rows = {
+        "env-TOTAL_FORMS": "2",
+        "env-INITIAL_FORMS": "1",
+        "env-0-id": str(stored.pk),
+        "env-0-name": "TOKEN",
+        "env-0-value": "********",
+        "env-0-secret": "",
+        "env-1-name": "MODE",
+        "env-1-value": "fast",
+        "env-1-secret": "",
+    }
+    saved = owner_client.post(f"/harnesses/{harness.pk}/edit/", form_data(name="renamed", **rows))
+    assert saved.status_code == 302
+    assert dict(harness.env_vars.values_list("name", "value")) == {"TOKEN": "kept-secret", "MODE": "fast"}
+    assert not harness.env_vars.get(name="TOKEN").secret
+    refused = owner_client.post(f"/harnesses/{harness.pk}/edit/", form_data(name="again", **{**rows, "env-1-value": "********"}))
+    assert refused.status_code == 200 and "mask of a stored secret" in refused.content.decode()
+    harness.refresh_from_db()
+    assert harness.name == "renamed" and harness.env_vars.get(name="MODE").value == "fast"
+
+
+def test_a_mask_with_nothing_stored_is_refused_and_anything_else_passes_through():
+    from belvedir.core.masks import MaskWithoutSecret, unmasked
+
+    assert unmasked("********", "stored") == "stored"
+    assert unmasked(" ******** ", "stored") == "stored"
+    assert unmasked("new-value", "stored") == "new-value"
+    with pytest.raises(MaskWithoutSecret, match="TOKEN: "):
+        unmasked("********", None, "TOKEN")

@@ -2,6 +2,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 
+from belvedir.core.masks import MaskWithoutSecret, unmasked
+
 from . import health
 from .models import EgressDestination, EgressGrant, SandboxHost, SandboxLease
 from .output import MASK
@@ -24,10 +26,11 @@ class SandboxHostForm(forms.ModelForm):
                 self.initial[name] = MASK if getattr(self.instance, name) else ""
 
     def _clean_secret(self, name):
-        value = self.cleaned_data.get(name, "")
-        if value.strip() == MASK and self.instance.pk:
-            return SandboxHost.objects.values_list(name, flat=True).get(pk=self.instance.pk)
-        return value.strip()
+        stored = SandboxHost.objects.values_list(name, flat=True).get(pk=self.instance.pk) if self.instance.pk else None
+        try:
+            return unmasked(self.cleaned_data.get(name, "").strip(), stored)
+        except MaskWithoutSecret as exc:
+            raise forms.ValidationError(str(exc)) from None
 
     def clean_tls_ca(self):
         return self._clean_secret("tls_ca")
