@@ -13,6 +13,7 @@ from . import benchmarks
 from .benchmarks.base import DataMissing
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
+from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
 
@@ -64,6 +65,8 @@ def create_eval(
             raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
+        if problem := deployment_problem(benchmarks.get(benchmark), deployment):
+            raise EvalConfigError(problem)
     elif dataset is None:
         raise EvalConfigError("Choose a benchmark or a dataset.")
     else:

@@ -24,7 +24,7 @@ from belvedir.core.netpolicy import Refused, outbound_policy
 from belvedir.sandbox.errors import SandboxPlatformError
 
 from . import statistics
-from .benchmarks.base import Benchmark
+from .benchmarks.base import Benchmark, tool_reply
 from .models import Deployment, Eval, Sample
 from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
 from .scoring import ScoringError
@@ -46,12 +46,14 @@ class Completion:
     latency_ms: float
     prompt_tokens: int | None
     completion_tokens: int | None
+    # A chat reply's tool calls, {"name", "arguments"} each ([] when it made none); None for a completions reply.
+    tool_calls: list[dict] | None = None
 
 
-async def complete(client: aiohttp.ClientSession, deployment: Deployment, messages: list[dict], generation: dict) -> Completion:
-    """One completion, with bounded retries and exponential backoff with jitter."""
+async def complete(client: aiohttp.ClientSession, deployment: Deployment, messages: list[dict], generation: dict, fields: dict | None = None) -> Completion:
+    """One completion, with bounded retries and exponential backoff with jitter; `fields` join a chat request (a row's tools)."""
     if deployment.api_style == Deployment.Style.CHAT:
-        path, payload = "/chat/completions", {"model": deployment.model, "messages": messages, **generation}
+        path, payload = "/chat/completions", {"model": deployment.model, "messages": messages, **generation, **(fields or {})}
     else:
         prompt = "\n\n".join(m["content"] for m in messages)
         path, payload = "/completions", {"model": deployment.model, "prompt": prompt, **generation}
@@ -100,11 +102,24 @@ def _parse(raw: bytes, deployment, latency_ms) -> Completion:
     try:
         body = orjson.loads(raw)
         choice = body["choices"][0]
-        text = choice["message"]["content"] if deployment.api_style == Deployment.Style.CHAT else choice["text"]
-    except (orjson.JSONDecodeError, ValueError, KeyError, IndexError, TypeError) as exc:
+        if deployment.api_style == Deployment.Style.CHAT:
+            text, tool_calls = choice["message"].get("content"), _tool_calls(choice["message"])
+        else:
+            text, tool_calls = choice["text"], None
+    except (orjson.JSONDecodeError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise RequestFailed(f"Unexpected response shape: {exc}") from None
     usage = body.get("usage") or {}
-    return Completion(text or "", latency_ms, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    return Completion(text or "", latency_ms, usage.get("prompt_tokens"), usage.get("completion_tokens"), tool_calls)
+
+
+def _tool_calls(message: dict) -> list[dict]:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call["function"]
+        arguments = function.get("arguments")
+        # Some servers send the arguments parsed: kept as the JSON text OpenAI sends.
+        calls.append({"name": str(function.get("name") or ""), "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()})
+    return calls
 
 
 def http_session(limit: int) -> aiohttp.ClientSession:
@@ -172,7 +187,7 @@ class EvalRun:
                     self.out_of_time = True
                     return
                 try:
-                    completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation))
+                    completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation, self.spec.request_fields(row)))
                 except RequestFailed as exc:
                     error = str(exc)
                 else:
@@ -186,14 +201,15 @@ class EvalRun:
         sample = Sample(
             eval_id=self.eval.pk, row_index=index, input=row.input[:20000], reference=row.reference[:20000], category=dict(row.categories), error=error
         )
+        outputs = [_clean(tool_reply(c.text, c.tool_calls or []) if self.spec.calls_tools else c.text) for c in completions]
         if completions:
-            sample.output = _clean(completions[0].text)
+            sample.output = outputs[0]
             sample.latency_ms = completions[0].latency_ms
             sample.prompt_tokens = _total(c.prompt_tokens for c in completions)
             sample.completion_tokens = _total(c.completion_tokens for c in completions)
         if completions and not error:
             if len(completions) > 1:
-                await self._score_each(sample, row, [_clean(c.text) for c in completions])
+                await self._score_each(sample, row, outputs)
             else:
                 await self._score(client, sample, row)
         self.pending.append(sample)

