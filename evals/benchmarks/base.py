@@ -4,7 +4,10 @@ A benchmark is a subclass of `Benchmark`: its metadata as class attributes,
 `load()` for its rows (each with a stable id), `prompt(row)` for the chat
 messages of a row, and `async score(row, output, sandbox) -> Score`. The
 engine calls exactly these, on every benchmark alike; it never asks what a
-benchmark has.
+benchmark has. A benchmark that also runs in log-likelihood mode (multiple
+choice) lists it in `modes` and implements `options(row)` and
+`score_loglikelihoods(row, loglikelihoods)`; the eval's mode, checked
+against `modes` when it is created, decides which pair the engine calls.
 """
 
 from collections.abc import Iterator, Mapping, Sequence
@@ -12,9 +15,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
+from ..loglikelihood import Option
 from .data import DataMissing, record_row_count, recorded_row_count
 
-__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat"]
+__all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "DataMissing", "Option", "Row", "Score", "chat"]
+
+# An eval's modes (Eval.Mode): the model writes its answer, or the options are ranked by how likely the model finds each.
+GENERATIVE, LOGLIKELIHOOD = "generative", "loglikelihood"
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +76,7 @@ class Benchmark:
     generation: ClassVar[dict] = {"temperature": 0, "max_tokens": 512}
     # Scoring runs the completion as code: the engine opens a CodeSandbox for the eval and passes it to score().
     sandboxed: ClassVar[bool] = False
+    modes: ClassVar[tuple[str, ...]] = (GENERATIVE,)
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -82,6 +90,18 @@ class Benchmark:
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
+
+    def options(self, row: Row) -> list[Option]:
+        """Log-likelihood mode: each option's context and continuation, one request each."""
+        raise NotImplementedError
+
+    def score_loglikelihoods(self, row: Row, loglikelihoods: list[float]) -> Score:
+        """Log-likelihood mode: the score of the options' log-likelihoods (in the order of options())."""
+        raise NotImplementedError
+
+    def loglikelihood(self) -> dict | None:
+        """Log-likelihood mode's prompt format and metrics (headline first), or None when the benchmark has no such mode."""
+        return None
 
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
@@ -103,19 +123,23 @@ class Benchmark:
             record_row_count(self.name, version, count)
         return count
 
-    def describe(self) -> dict:
+    def metadata(self) -> dict:
+        """What the catalog says of it without reading its data."""
         return {
             "name": self.name,
             "description": self.description,
-            "rows": self.row_count(),
             "metric": self.metric,
             "categories": list(self.categories),
             "licence": self.licence,
             "source": self.source,
-            "version": self.version(),
             "prompt_format": self.prompt_format,
             "generation": self.generation,
+            "modes": list(self.modes),
+            "loglikelihood": self.loglikelihood(),
         }
+
+    def describe(self) -> dict:
+        return {**self.metadata(), "rows": self.row_count(), "version": self.version()}
 
 
 def chat(system: str, user: str) -> list[dict]:
