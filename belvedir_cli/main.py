@@ -96,16 +96,22 @@ def benchmarks():
 @benchmarks.command("list")
 @json_option
 def benchmarks_list():
-    """Each benchmark's rows, metric, categories, licence, source and version (a data file's SHA-256)."""
+    """Each benchmark's rows, metric, modes, categories, licence, source and version (a data file's SHA-256)."""
     catalog = client().get("benchmarks")
     if click.get_current_context().obj.get("json"):
         output(catalog)
         return
     rows = [
-        {**b, "rows": b["rows"] if b["available"] else "not installed", "categories": ", ".join(b["categories"]), "version": (b["version"] or "")[:19]}
+        {
+            **b,
+            "rows": b["rows"] if b["available"] else "not installed",
+            "categories": ", ".join(b["categories"]),
+            "modes": ", ".join(b["modes"]),
+            "version": (b["version"] or "")[:19],
+        }
         for b in catalog
     ]
-    output(rows, ["name", "rows", "metric", "categories", "licence", "source", "version"])
+    output(rows, ["name", "rows", "metric", "modes", "categories", "licence", "source", "version"])
     for b in catalog:
         if not b["available"]:
             click.echo(f"{b['name']}: {b['problem']}")
@@ -150,9 +156,14 @@ def evals():
 @click.option("--same-rows-as", "same_rows_as", type=int, help="Score exactly the rows of this earlier eval (its benchmark or dataset, limit and seed).")
 @click.option("--samples-per-problem", type=click.IntRange(1, 20), help="humaneval: n completions per problem, for pass@k.")
 @click.option("--max-cost", help="Budget in dollars: the eval stops as cancelled when its token cost reaches it.")
+@click.option(
+    "--mode",
+    type=click.Choice(["generative", "loglikelihood"]),
+    help="generative (default), or loglikelihood: multiple choice ranked by prompt logprobs, on a completions deployment (vLLM).",
+)
 @click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
 @json_option
-def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, wait):
+def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, wait):
     payload = read_config_file(config_file) if config_file else {}
     given = {
         "benchmark": benchmark,
@@ -161,6 +172,7 @@ def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, sa
         "same_rows_as": same_rows_as,
         "samples_per_problem": samples_per_problem,
         "max_cost": max_cost,
+        "mode": mode,
     }
     payload.update({key: value for key, value in given.items() if value})
     if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as")):
@@ -168,7 +180,7 @@ def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, sa
     ev = client().post("evals", payload)
     if wait:
         ev = follow_eval(ev)
-    output(with_interval(ev), ["id", "benchmark", "status", "done_count", "total", "score", "95% CI", "error_count", "cost"])
+    output(with_interval(ev), ["id", "benchmark", "mode", "status", "done_count", "total", "score", "95% CI", "error_count", "cost"])
     if wait and ev["status"] != "succeeded":
         sys.exit(EXIT_FAILED)
 
@@ -214,7 +226,13 @@ def evals_show(eval_id):
     if click.get_current_context().obj.get("json"):
         output(ev)
         return
-    output(with_interval({key: value for key, value in ev.items() if key != "categories"}))
+    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics")}))
+    if ev.get("metrics"):
+        rows = [
+            {**m, "name": m["name"] + (" (headline)" if m["headline"] else ""), "score": fmt(m["score"], ".3f"), "95% CI": interval(m["score_ci"])}
+            for m in ev["metrics"]
+        ]
+        output(rows, ["name", "n", "score", "95% CI"], title="Metrics")
     for axis, entries in (ev.get("categories") or {}).items():
         rows = [{**e, "score": fmt(e["score"], ".3f"), "95% CI": interval(e["score_ci"])} for e in entries]
         output(rows, ["name", "n", "score", "95% CI"], title=f"Score by {axis}")

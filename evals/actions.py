@@ -44,8 +44,9 @@ def create_eval(
     same_rows_as=None,
     samples_per_problem=1,
     max_cost=None,
+    mode=None,
 ) -> Eval:
-    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows.
+    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows, in its mode unless told.
 
     Evals cost nothing to start, but wait like runs while the project is in
     debt (InsufficientBalance, 402).
@@ -54,6 +55,8 @@ def create_eval(
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
+        mode = mode or same_rows_as.mode
+    mode = mode or Eval.Mode.GENERATIVE
     if benchmark and dataset is not None:
         raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
     if benchmark:
@@ -81,6 +84,7 @@ def create_eval(
         raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
+    _check_mode(mode, benchmark, deployment, generation)
     with transaction.atomic():
         project.lock()
         active = Eval.objects.filter(project=project, status__in=Eval.ACTIVE).count()
@@ -99,6 +103,7 @@ def create_eval(
             same_rows_as=same_rows_as,
             samples_per_problem=samples_per_problem,
             max_cost=max_cost,
+            mode=mode,
             created_by=user,
         )
         transaction.on_commit(lambda: enqueue(ev))
@@ -118,6 +123,25 @@ def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):
     if (sample_limit is not None and sample_limit != source.sample_limit) or (seed is not None and seed != source.seed):
         raise EvalConfigError(f"same_rows_as reuses eval #{source.pk}'s sample_limit and seed: leave them unset.")
     return source.benchmark, source.dataset, source.sample_limit, source.seed, scorers or list(source.scorers)
+
+
+def _check_mode(mode, benchmark: str, deployment: Deployment, generation):
+    """The mode must be the benchmark's, and the deployment able to serve it."""
+    if mode not in Eval.Mode.values:
+        raise EvalConfigError(f"Unknown mode {mode!r}; choose {' or '.join(Eval.Mode.values)}.")
+    if mode == Eval.Mode.GENERATIVE:
+        return  # any deployment generates: a completions one gets the prompt's messages as one text
+    modes = benchmarks.get(benchmark).modes if benchmark else (Eval.Mode.GENERATIVE,)
+    if mode not in modes:
+        what = f"Benchmark {benchmark}" if benchmark else "A dataset eval"
+        raise EvalConfigError(f"{what} runs in generative mode only: log-likelihood mode is for multiple-choice benchmarks.")
+    if deployment.api_style != Deployment.Style.COMPLETIONS:
+        raise EvalConfigError(
+            f"Log-likelihood mode needs a deployment with api_style=completions that returns prompt logprobs (echo + logprobs, as vLLM serves); "
+            f"{deployment.name} is a {deployment.get_api_style_display().lower()} deployment."
+        )
+    if generation:
+        raise EvalConfigError("Log-likelihood mode generates nothing: leave generation settings unset.")
 
 
 def _check_scorers(project, scorers) -> list:
@@ -221,7 +245,19 @@ def _stale_seconds():
     return settings.EVAL_STALE_SECONDS
 
 
-CONFIG_FIELDS = {"benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "generation", "same_rows_as", "samples_per_problem", "max_cost"}
+CONFIG_FIELDS = {
+    "benchmark",
+    "dataset_id",
+    "deployment",
+    "scorers",
+    "sample_limit",
+    "seed",
+    "generation",
+    "same_rows_as",
+    "samples_per_problem",
+    "max_cost",
+    "mode",
+}
 
 
 def parse_config(text: str) -> dict:

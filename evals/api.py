@@ -19,6 +19,7 @@ from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import DatasetUploadForm
+from .metrics import metric_scores
 from .models import Dataset, Deployment, Eval, Sample
 from .validation import validate_deployment_url
 
@@ -71,6 +72,7 @@ class EvalSerializer(serializers.ModelSerializer):
             "id",
             "benchmark",
             "benchmark_version",
+            "mode",
             "dataset_id",
             "deployment",
             "scorers",
@@ -106,15 +108,27 @@ class CategoryScoreSerializer(serializers.Serializer):
     score_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
 
 
+class MetricScoreSerializer(CategoryScoreSerializer):
+    headline = serializers.BooleanField(help_text="The metric the eval's score is.")
+    score = serializers.FloatField(allow_null=True)
+
+
 class EvalDetailSerializer(EvalSerializer):
     categories = serializers.SerializerMethodField(help_text="Per category axis (subject, group, level...): each category's score and 95% interval.")
+    metrics = serializers.SerializerMethodField(
+        help_text="Log-likelihood mode: the score under each metric lm-eval reports for the benchmark (acc, acc_norm), the headline first."
+    )
 
     class Meta(EvalSerializer.Meta):
-        fields = [*EvalSerializer.Meta.fields, "categories"]
+        fields = [*EvalSerializer.Meta.fields, "categories", "metrics"]
 
     @extend_schema_field(serializers.DictField(child=CategoryScoreSerializer(many=True)))
     def get_categories(self, ev) -> dict:
         return category_scores(ev)
+
+    @extend_schema_field(MetricScoreSerializer(many=True))
+    def get_metrics(self, ev) -> list:
+        return metric_scores(ev)
 
 
 class EvalCreateSerializer(serializers.Serializer):
@@ -128,6 +142,13 @@ class EvalCreateSerializer(serializers.Serializer):
     same_rows_as = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Score exactly the rows of this eval.")
     samples_per_problem = serializers.IntegerField(required=False, min_value=1, max_value=20, default=1, help_text="Completions per problem, for pass@k.")
     max_cost = serializers.DecimalField(max_digits=14, decimal_places=6, required=False, allow_null=True, default=None, min_value=0)
+    mode = serializers.CharField(
+        required=False,
+        allow_null=True,
+        allow_blank=True,
+        default=None,
+        help_text="generative (default; with same_rows_as, that eval's mode) or loglikelihood (multiple choice on a completions deployment).",
+    )
 
 
 class ResumeSerializer(serializers.Serializer):
@@ -225,6 +246,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             same_rows_as=source,
             samples_per_problem=data["samples_per_problem"],
             max_cost=data["max_cost"],
+            mode=data["mode"],
         )
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 

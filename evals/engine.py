@@ -23,7 +23,7 @@ from django.utils import timezone
 from belvedir.core.netpolicy import Refused, outbound_policy
 from belvedir.sandbox.errors import SandboxPlatformError
 
-from . import statistics
+from . import loglikelihood, statistics
 from .benchmarks.base import Benchmark, tool_reply
 from .models import Deployment, Eval, Sample
 from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
@@ -57,6 +57,21 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
     else:
         prompt = "\n\n".join(m["content"] for m in messages)
         path, payload = "/completions", {"model": deployment.model, "prompt": prompt, **generation}
+    body, latency_ms = await _post(client, deployment, path, payload)
+    return _parse(body, deployment, latency_ms)
+
+
+async def option_loglikelihood(client: aiohttp.ClientSession, deployment: Deployment, option: loglikelihood.Option) -> loglikelihood.Loglikelihood:
+    """Log-likelihood mode: one option's continuation scored by a completions deployment, with _post()'s retries."""
+    body, latency_ms = await _post(client, deployment, "/completions", loglikelihood.payload(deployment.model, option))
+    try:
+        return loglikelihood.parse(body, option, latency_ms)
+    except loglikelihood.Unusable as exc:
+        raise RequestFailed(str(exc)) from None
+
+
+async def _post(client: aiohttp.ClientSession, deployment: Deployment, path: str, payload: dict) -> tuple[bytes, float]:
+    """A 200's body and its latency in ms, with bounded retries and exponential backoff with jitter."""
     url = deployment.base_url.rstrip("/") + path
     headers = {"Content-Type": "application/json"}
     if deployment.api_key:
@@ -84,7 +99,7 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
             problem = f"{type(exc).__name__}: {exc}"[:300]
         else:
             if status == 200:
-                return _parse(body, deployment, (time.monotonic() - started) * 1000)
+                return body, (time.monotonic() - started) * 1000
             if 300 <= status < 400:
                 raise RequestFailed(f"HTTP {status}: the endpoint redirects, and redirects are not followed; use the final URL.")
             # An error page from a private address (an operator-allowed network,
@@ -176,15 +191,14 @@ class EvalRun:
                     await sync_to_async(_close_connection)()
 
     async def _one(self, client, gate, index, row):
+        if self.eval.mode == Eval.Mode.LOGLIKELIHOOD:
+            return await self._one_by_loglikelihood(client, gate, index, row)
         completions, error = [], ""
         generation = {**self.spec.generation, **self.eval.generation}
         # pass@k asks for n completions of a row; each takes its own turn at the gate.
         for _ in range(self.eval.samples_per_problem):
             async with gate:
-                if self.cancelled or self._over_budget():
-                    return
-                if self.deadline is not None and time.monotonic() >= self.deadline:
-                    self.out_of_time = True
+                if self._stopped():
                     return
                 try:
                     completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation, self.spec.request_fields(row)))
@@ -198,9 +212,7 @@ class EvalRun:
         # next request go out before this one is scored (responses arrive in
         # waves, and scoring a whole wave first would hold every slot idle).
         await asyncio.sleep(0)
-        sample = Sample(
-            eval_id=self.eval.pk, row_index=index, input=row.input[:20000], reference=row.reference[:20000], category=dict(row.categories), error=error
-        )
+        sample = self._sample(index, row, error)
         outputs = [_clean(tool_reply(c.text, c.tool_calls or []) if self.spec.calls_tools else c.text) for c in completions]
         if completions:
             sample.output = outputs[0]
@@ -212,6 +224,48 @@ class EvalRun:
                 await self._score_each(sample, row, outputs)
             else:
                 await self._score(client, sample, row)
+        await self._keep(sample)
+
+    async def _one_by_loglikelihood(self, client, gate, index, row):
+        """One request per option, each its own turn at the gate; the benchmark scores their log-likelihoods."""
+        options, results, error = self.spec.options(row), [], ""
+        for option in options:
+            async with gate:
+                if self._stopped():
+                    return
+                try:
+                    results.append(await option_loglikelihood(client, self.eval.deployment, option))
+                except RequestFailed as exc:
+                    error = str(exc)
+                    break
+                self.spent += self.eval.deployment.cost(results[-1].prompt_tokens, results[-1].completion_tokens) or 0
+        await asyncio.sleep(0)
+        sample = self._sample(index, row, error)
+        if results:
+            sample.latency_ms = sum(r.latency_ms for r in results)
+            sample.prompt_tokens = _total(r.prompt_tokens for r in results)
+            sample.completion_tokens = _total(r.completion_tokens for r in results)
+        if not error:
+            sample.output = loglikelihood.summary(options, results)
+            result = self.spec.score_loglikelihoods(row, [r.value for r in results])
+            sample.score, sample.extracted, sample.scores = result.value, result.extracted, dict(result.detail)
+        await self._keep(sample)
+
+    def _stopped(self) -> bool:
+        """No new request goes out: the eval was cancelled, reached its budget, or this pass its deadline."""
+        if self.cancelled or self._over_budget():
+            return True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.out_of_time = True
+            return True
+        return False
+
+    def _sample(self, index, row, error) -> Sample:
+        return Sample(
+            eval_id=self.eval.pk, row_index=index, input=row.input[:20000], reference=row.reference[:20000], category=dict(row.categories), error=error
+        )
+
+    async def _keep(self, sample):
         self.pending.append(sample)
         if len(self.pending) >= BATCH_SIZE:
             await self._flush()

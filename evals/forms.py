@@ -1,7 +1,7 @@
 from django import forms
 
 from . import benchmarks, statistics
-from .models import Dataset, Deployment
+from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE
 from .validation import validate_deployment_url
 
@@ -29,6 +29,12 @@ class DeploymentForm(forms.ModelForm):
 class BenchmarkEvalForm(forms.Form):
     benchmark = forms.ChoiceField()
     deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
+    mode = forms.ChoiceField(
+        choices=Eval.Mode.choices,
+        initial=Eval.Mode.GENERATIVE,
+        required=False,
+        help_text="Log-likelihood: multiple-choice benchmarks on a completions deployment that returns prompt logprobs (echo + logprobs, as vLLM).",
+    )
     sample_limit = forms.IntegerField(required=False, min_value=1, help_text="Empty for the full split. The subset is drawn from a stored seed.")
     samples_per_problem = forms.IntegerField(
         required=False, min_value=1, max_value=20, initial=1, help_text="humaneval only: n completions per problem, for pass@1, @5 and @10 (k ≤ n)."

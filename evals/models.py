@@ -99,6 +99,12 @@ class Eval(models.Model):
         CANCELLED = "cancelled"
         ERROR = "error"
 
+    class Mode(models.TextChoices):
+        # The model writes its answer, which the benchmark scores (chat or completions deployments).
+        GENERATIVE = "generative"
+        # Each option ranked by the log-likelihood a completions deployment echoes for it (multiple choice, as lm-eval).
+        LOGLIKELIHOOD = "loglikelihood", "Log-likelihood"
+
     ACTIVE = (Status.QUEUED, Status.RUNNING)
 
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evals")
@@ -108,6 +114,7 @@ class Eval(models.Model):
     benchmark_version = models.CharField(max_length=80, blank=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
     scorers = models.JSONField(default=list, blank=True)
+    mode = models.CharField(max_length=13, choices=Mode.choices, default=Mode.GENERATIVE)
     sample_limit = models.PositiveIntegerField(null=True, blank=True)
     seed = models.BigIntegerField()
     generation = models.JSONField(default=dict, blank=True)

