@@ -250,7 +250,10 @@ def evals_show(eval_id):
     if click.get_current_context().obj.get("json"):
         output(ev)
         return
-    output(with_interval({key: value for key, value in ev.items() if key != "categories"}))
+    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics")}))
+    if ev.get("metrics"):
+        rows = [{**m, "n": f"{m['n']} {m['unit']}", "score": fmt(m["score"], ".3f"), "95% CI": interval(m["score_ci"])} for m in ev["metrics"]]
+        output(rows, ["name", "n", "score", "95% CI"], title="Metrics")
     for axis, entries in (ev.get("categories") or {}).items():
         rows = [{**e, "score": fmt(e["score"], ".3f"), "95% CI": interval(e["score_ci"])} for e in entries]
         output(rows, ["name", "n", "score", "95% CI"], title=f"Score by {axis}")

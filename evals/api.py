@@ -13,7 +13,7 @@ from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import cancel_eval, create_eval, dataset_for, resume_eval
-from .categories import category_scores
+from .categories import category_scores, metrics
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -106,15 +106,26 @@ class CategoryScoreSerializer(serializers.Serializer):
     score_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
 
 
+class MetricSerializer(CategoryScoreSerializer):
+    unit = serializers.CharField(help_text="What n counts: prompts or instructions.")
+
+
 class EvalDetailSerializer(EvalSerializer):
     categories = serializers.SerializerMethodField(help_text="Per category axis (subject, group, level...): each category's score and 95% interval.")
+    metrics = serializers.SerializerMethodField(
+        help_text="The benchmark's figures besides the score (IFBench: prompt- and instruction-level accuracy, strict and loose), each with its 95% interval."
+    )
 
     class Meta(EvalSerializer.Meta):
-        fields = [*EvalSerializer.Meta.fields, "categories"]
+        fields = [*EvalSerializer.Meta.fields, "categories", "metrics"]
 
     @extend_schema_field(serializers.DictField(child=CategoryScoreSerializer(many=True)))
     def get_categories(self, ev) -> dict:
         return category_scores(ev)
+
+    @extend_schema_field(MetricSerializer(many=True))
+    def get_metrics(self, ev) -> list:
+        return metrics(ev)
 
 
 class EvalCreateSerializer(serializers.Serializer):

@@ -14,7 +14,7 @@ from billing.errors import InsufficientBalance
 from . import benchmarks
 from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from .api import filter_samples
-from .categories import category_scores
+from .categories import category_scores, metrics
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .datasets import DatasetError, create_dataset
@@ -118,6 +118,7 @@ def eval_detail(request, pk):
         }
         for axis, entries in category_scores(ev).items()
     ]
+    context["metrics"] = metrics(ev)
     return render(request, "evals/detail.html", context)
 
 

