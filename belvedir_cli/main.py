@@ -229,7 +229,13 @@ def evals_show(eval_id):
     output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics")}))
     if ev.get("metrics"):
         rows = [
-            {**m, "name": m["name"] + (" (headline)" if m["headline"] else ""), "score": fmt(m["score"], ".3f"), "95% CI": interval(m["score_ci"])}
+            {
+                **m,
+                "name": m["name"] + (" (headline)" if m["headline"] else ""),
+                "n": f"{m['n']} {m['unit']}",
+                "score": fmt(m["score"], ".3f"),
+                "95% CI": interval(m["score_ci"]),
+            }
             for m in ev["metrics"]
         ]
         output(rows, ["name", "n", "score", "95% CI"], title="Metrics")

@@ -19,7 +19,7 @@ from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import DatasetUploadForm
-from .metrics import metric_scores
+from .metrics import metrics
 from .models import Dataset, Deployment, Eval, Sample
 from .validation import validate_deployment_url
 
@@ -108,15 +108,16 @@ class CategoryScoreSerializer(serializers.Serializer):
     score_ci = serializers.ListField(child=serializers.FloatField(), allow_null=True)
 
 
-class MetricScoreSerializer(CategoryScoreSerializer):
+class MetricSerializer(CategoryScoreSerializer):
     headline = serializers.BooleanField(help_text="The metric the eval's score is.")
+    unit = serializers.CharField(help_text="What n counts: rows, prompts or instructions.")
     score = serializers.FloatField(allow_null=True)
 
 
 class EvalDetailSerializer(EvalSerializer):
     categories = serializers.SerializerMethodField(help_text="Per category axis (subject, group, level...): each category's score and 95% interval.")
     metrics = serializers.SerializerMethodField(
-        help_text="Log-likelihood mode: the score under each metric lm-eval reports for the benchmark (acc, acc_norm), the headline first."
+        help_text="The eval's figures besides its score, the headline first, each with its 95% interval: in log-likelihood mode the metrics lm-eval reports for the benchmark (acc, acc_norm); for IFBench prompt- and instruction-level accuracy, strict and loose."
     )
 
     class Meta(EvalSerializer.Meta):
@@ -126,9 +127,9 @@ class EvalDetailSerializer(EvalSerializer):
     def get_categories(self, ev) -> dict:
         return category_scores(ev)
 
-    @extend_schema_field(MetricScoreSerializer(many=True))
+    @extend_schema_field(MetricSerializer(many=True))
     def get_metrics(self, ev) -> list:
-        return metric_scores(ev)
+        return metrics(ev)
 
 
 class EvalCreateSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Scores by category: MMLU's subjects and groups, MATH's levels and subjects, each with its 95% interval.
+"""Scores by category (MMLU's subjects and groups, MATH's levels, IFBench's instruction groups), each with its 95% interval.
 
 Computed from the stored samples when asked for (one query of two columns),
 so they are never stale while an eval runs. An errored row counts in no
@@ -27,12 +27,28 @@ def group_by_category(items, axes) -> dict[str, dict[str, list]]:
 
 
 def category_scores(ev: Eval) -> dict[str, list[dict]]:
-    """{axis: [{"name", "n", "score", "score_ci"}, ...]}; empty for a benchmark without categories."""
+    """{axis: [{"name", "n", "score", "score_ci"}, ...]}; empty for a benchmark without categories.
+
+    The rows' axes first, then those the benchmark scores from each sample's
+    detail (IFBench's instruction groups, counted in instructions).
+    """
     axes = axes_of(ev)
-    if not axes:
-        return {}
-    stored = ev.samples.filter(error="", score__isnull=False).values_list("category", "score")
-    return {axis: [_entry(name, values) for name, values in by_value.items()] for axis, by_value in group_by_category(stored.iterator(), axes).items()}
+    scores = {}
+    if axes:
+        stored = _scored(ev).values_list("category", "score")
+        scores = {axis: [_entry(name, values) for name, values in by_value.items()] for axis, by_value in group_by_category(stored.iterator(), axes).items()}
+    benchmark = benchmarks.get(ev.benchmark) if ev.benchmark else None
+    if benchmark is not None and benchmark.detail_categories:
+        scores.update(benchmark.detail_category_scores(scored_details(ev)))
+    return scores
+
+
+def scored_details(ev: Eval):
+    return _scored(ev).values_list("scores", flat=True).iterator()
+
+
+def _scored(ev: Eval):
+    return ev.samples.filter(error="", score__isnull=False)
 
 
 def _entry(name: str, values: list[float]) -> dict:

@@ -1,4 +1,5 @@
-"""A log-likelihood eval's score under each of the metrics lm-eval reports for its benchmark (acc, acc_norm).
+"""An eval's figures besides its score, headline first: lm-eval's metrics for a log-likelihood eval
+(acc, acc_norm), or the benchmark's own (IFBench's four accuracies); empty for most.
 
 The eval's score is the headline metric (the first); the others are
 computed from the stored samples when asked for, as per-category scores are,
@@ -8,7 +9,17 @@ reading only their metric keys out of each sample's scores.
 from django.db.models.fields.json import KT
 
 from . import benchmarks, statistics
+from .categories import scored_details
 from .models import Eval
+
+
+def metrics(ev: Eval) -> list[dict]:
+    """[{"name", "headline", "n", "unit", "score", "score_ci"}, ...], the headline first."""
+    if metric_names(ev):
+        return metric_scores(ev)
+    benchmark = benchmarks.get(ev.benchmark) if ev.benchmark else None
+    # The details are read only if the benchmark reads them: a lazy iterator, no query otherwise.
+    return benchmark.metrics(scored_details(ev)) if benchmark is not None else []
 
 
 def metric_names(ev: Eval) -> tuple[str, ...]:
@@ -18,7 +29,7 @@ def metric_names(ev: Eval) -> tuple[str, ...]:
 
 
 def metric_scores(ev: Eval) -> list[dict]:
-    """[{"name", "headline", "n", "score", "score_ci"}, ...], the headline first; empty for a generative eval."""
+    """Log-likelihood mode's metrics; empty for a generative eval."""
     names = metric_names(ev)
     if not names:
         return []
@@ -33,6 +44,7 @@ def _entry(name: str, headline: bool, values: list[float]) -> dict:
         "name": name,
         "headline": headline,
         "n": len(values),
+        "unit": "rows",
         "score": statistics.mean(values) if values else None,
         "score_ci": interval.as_list() if interval else None,
     }

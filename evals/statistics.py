@@ -78,6 +78,30 @@ def bootstrap_mean(values, alpha: float = ALPHA, resamples: int = BOOTSTRAP_RESA
     return Interval(_percentile(means, alpha / 2), _percentile(means, 1 - alpha / 2))
 
 
+def pooled_proportion_interval(clusters, alpha: float = ALPHA, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> Interval | None:
+    """Interval of sum(successes) / sum(trials) over clusters of (successes, trials): IFBench's instructions, pooled, clustered by prompt.
+
+    The instructions of one prompt share one reply, so they are not independent
+    draws: a Wilson interval on all of them as if they were would be too
+    narrow. The percentile bootstrap resamples whole clusters (prompts), from
+    a fixed seed. With one trial per cluster there is nothing to cluster, and
+    it is Wilson, as for any right/wrong score.
+    """
+    clusters = [(s, t) for s, t in clusters if t]
+    if not clusters:
+        return None
+    if all(t == 1 for _, t in clusters):
+        return wilson(sum(s for s, _ in clusters), len(clusters), alpha)
+    n = len(clusters)
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(resamples):
+        drawn = rng.choices(clusters, k=n)
+        ratios.append(sum(s for s, _ in drawn) / sum(t for _, t in drawn))
+    ratios.sort()
+    return Interval(_percentile(ratios, alpha / 2), _percentile(ratios, 1 - alpha / 2))
+
+
 def score_interval(values) -> Interval | None:
     """Wilson for right/wrong scores, bootstrap for mean-valued ones (pass@k estimates, graded scores)."""
     values = list(values)

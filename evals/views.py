@@ -21,7 +21,7 @@ from .connection import test_connection
 from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
-from .metrics import metric_scores
+from .metrics import metrics
 from .models import Dataset, Deployment, Eval
 
 
@@ -106,7 +106,7 @@ def eval_detail(request, pk):
         .exclude(pk=ev.pk)
         .select_related("deployment")[:20]
     )
-    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project), "metrics": metric_scores(ev)}
+    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
     context["categories"] = [
         {
             "axis": axis,
@@ -115,6 +115,7 @@ def eval_detail(request, pk):
         }
         for axis, entries in category_scores(ev).items()
     ]
+    context["metrics"] = metrics(ev)
     return render(request, "evals/detail.html", context)
 
 

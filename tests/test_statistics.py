@@ -45,6 +45,40 @@ def test_the_paired_bootstrap_agrees_with_scipys_paired_bootstrap():
     assert got.low == pytest.approx(reference.low, abs=0.01) and got.high == pytest.approx(reference.high, abs=0.01)
 
 
+def clustered(seed: int, n: int = 200) -> list[tuple[int, int]]:
+    """Prompts of one to three instructions that a reply mostly follows all or none of: strongly correlated within a prompt."""
+    rng = random.Random(seed)
+    clusters = []
+    for _ in range(n):
+        size = rng.choice([1, 1, 2, 3])
+        clusters.append((size if rng.random() < 0.4 else 0, size) if rng.random() < 0.9 else (rng.randint(0, size), size))
+    return clusters
+
+
+def test_a_pooled_proportion_resamples_whole_clusters_and_agrees_with_scipys_bootstrap():
+    clusters = clustered(7)
+    first, again = st.pooled_proportion_interval(clusters), st.pooled_proportion_interval(clusters)
+    assert first == again
+    successes, trials = np.array([s for s, _ in clusters]), np.array([t for _, t in clusters])
+    reference = stats.bootstrap(
+        (successes, trials),
+        lambda s, t, axis=-1: s.sum(axis=axis) / t.sum(axis=axis),
+        paired=True,
+        n_resamples=20000,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    assert first.low == pytest.approx(reference.low, abs=0.01) and first.high == pytest.approx(reference.high, abs=0.01)
+    # Correlated within a prompt: wider than Wilson on the instructions as if each were drawn alone.
+    naive = st.wilson(int(successes.sum()), int(trials.sum()))
+    assert first.high - first.low > 1.2 * (naive.high - naive.low)
+
+
+def test_a_pooled_proportion_of_single_trials_is_wilson():
+    assert st.pooled_proportion_interval([(1, 1), (0, 1), (1, 1)]) == st.wilson(2, 3)
+    assert st.pooled_proportion_interval([]) is None
+
+
 @pytest.mark.parametrize("table", [(36, 12, 2, 0), (50, 5, 9, 36), (10, 0, 0, 10), (0, 7, 1, 2)])
 def test_newcombes_paired_interval_is_built_from_statsmodels_wilson_limits(table):
     both, only_b, only_a, neither = table

