@@ -10,7 +10,7 @@ from django_q.tasks import async_task
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks
-from .benchmarks.base import DataMissing
+from .benchmarks.base import DataMissing, OptionError
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 
@@ -43,8 +43,10 @@ def create_eval(
     same_rows_as=None,
     samples_per_problem=1,
     max_cost=None,
+    benchmark_options=None,
 ) -> Eval:
-    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows.
+    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows,
+    with its benchmark options unless others are given.
 
     Evals cost nothing to start, but wait like runs while the project is in
     debt (InsufficientBalance, 402).
@@ -53,6 +55,8 @@ def create_eval(
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
+        benchmark_options = same_rows_as.benchmark_options if benchmark_options is None else benchmark_options
+    benchmark_options = {} if benchmark_options is None else benchmark_options
     if benchmark and dataset is not None:
         raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
     if benchmark:
@@ -64,8 +68,14 @@ def create_eval(
             raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
+        try:
+            benchmark_options = benchmarks.get(benchmark).resolve_options(benchmark_options)
+        except OptionError as exc:
+            raise EvalConfigError(str(exc)) from None
     elif dataset is None:
         raise EvalConfigError("Choose a benchmark or a dataset.")
+    elif benchmark_options:
+        raise EvalConfigError("benchmark_options apply to a catalog benchmark; a dataset eval takes scorers instead.")
     else:
         scorers = _check_scorers(project, scorers)
     if sample_limit is not None and sample_limit < 1:
@@ -75,7 +85,7 @@ def create_eval(
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
     if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
-        raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
+        raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval, mbpp).")
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     with transaction.atomic():
@@ -88,6 +98,7 @@ def create_eval(
             deployment=deployment,
             benchmark=benchmark,
             benchmark_version=benchmarks.get(benchmark).version() if benchmark else "",
+            benchmark_options=benchmark_options if benchmark else {},
             dataset=dataset,
             scorers=scorers,
             sample_limit=sample_limit,
@@ -220,7 +231,19 @@ def _stale_seconds():
     return settings.EVAL_STALE_SECONDS
 
 
-CONFIG_FIELDS = {"benchmark", "dataset_id", "deployment", "scorers", "sample_limit", "seed", "generation", "same_rows_as", "samples_per_problem", "max_cost"}
+CONFIG_FIELDS = {
+    "benchmark",
+    "benchmark_options",
+    "dataset_id",
+    "deployment",
+    "generation",
+    "max_cost",
+    "same_rows_as",
+    "sample_limit",
+    "samples_per_problem",
+    "scorers",
+    "seed",
+}
 
 
 def parse_config(text: str) -> dict:

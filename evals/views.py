@@ -59,6 +59,7 @@ def create_benchmark_eval(request):
                 sample_limit=form.cleaned_data["sample_limit"],
                 samples_per_problem=form.cleaned_data["samples_per_problem"] or 1,
                 max_cost=form.cleaned_data["max_cost"],
+                benchmark_options=form.benchmark_options(),
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))

@@ -32,6 +32,7 @@ def describe(benchmark: Benchmark) -> dict:
             "version": None,
             "prompt_format": benchmark.prompt_format,
             "generation": benchmark.generation,
+            "options": benchmark.describe_options(),
             "available": False,
             "problem": str(exc),
         }

@@ -5,16 +5,23 @@ A benchmark is a subclass of `Benchmark`: its metadata as class attributes,
 messages of a row, and `async score(row, output, sandbox) -> Score`. The
 engine calls exactly these, on every benchmark alike; it never asks what a
 benchmark has.
+
+A benchmark may declare `options` (name -> Option: its default, whose type is
+the option's, and what it does); an eval stores the values it chose, checked
+by `resolve_options`, and is scored by `configured(...)`, the catalog entry
+with those values, which `score()` reads with `self.option(name)`.
 """
 
+import copy
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from .data import DataMissing, record_row_count, recorded_row_count
 
-__all__ = ["Benchmark", "DataMissing", "Row", "Score", "chat"]
+__all__ = ["Benchmark", "DataMissing", "Option", "OptionError", "Row", "Score", "chat"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +61,35 @@ class Score:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
+class OptionError(ValueError):
+    """An eval chose an option its benchmark does not have, or a value of the wrong type."""
+
+    status_code = 400
+
+
+@dataclass(frozen=True)
+class Option:
+    """One per-eval choice of a benchmark: its default (a bool, int, float or str, whose type the value must have) and what it does."""
+
+    default: bool | int | float | str
+    help: str
+
+    @property
+    def type(self) -> str:
+        return {bool: "boolean", int: "integer", float: "number", str: "string"}[type(self.default)]
+
+    def accepts(self, value) -> bool:
+        # bool is an int in Python, and JSON's 1 is not its true: each type takes only its own values (a number takes an integer too).
+        if isinstance(self.default, bool) or isinstance(value, bool):
+            return isinstance(value, bool) and isinstance(self.default, bool)
+        if isinstance(self.default, float):
+            return isinstance(value, int | float)
+        return isinstance(value, type(self.default))
+
+    def describe(self) -> dict:
+        return {"type": self.type, "default": self.default, "help": self.help}
+
+
 class Benchmark:
     """A catalog entry. Subclasses set the metadata and implement load, prompt and score."""
 
@@ -69,6 +105,11 @@ class Benchmark:
     generation: ClassVar[dict] = {"temperature": 0, "max_tokens": 512}
     # Scoring runs the completion as code: the engine opens a CodeSandbox for the eval and passes it to score().
     sandboxed: ClassVar[bool] = False
+    # A sandboxed sample's wall-clock limit in seconds; None: settings.HUMANEVAL_TIMEOUT_SECONDS.
+    sample_timeout: ClassVar[int | None] = None
+    # What an eval may choose (e.g. mbpp's challenge_tests), and what this instance was configured with.
+    options: ClassVar[Mapping[str, Option]] = {}
+    chosen: Mapping[str, Any] = MappingProxyType({})
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -82,6 +123,32 @@ class Benchmark:
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
+
+    def option(self, name: str):
+        return self.chosen.get(name, self.options[name].default)
+
+    def resolve_options(self, given) -> dict:
+        """Every option's value for an eval that chose `given` (defaults for the rest); OptionError for a name it lacks or a wrong type."""
+        if not isinstance(given, Mapping):
+            raise OptionError("benchmark_options must be a mapping of option names to values.")
+        offered = ", ".join(f"{name} ({option.type})" for name, option in self.options.items()) or "none"
+        for name, value in given.items():
+            if name not in self.options:
+                raise OptionError(f"{self.name} has no option {name!r}; its options: {offered}.")
+            if not self.options[name].accepts(value):
+                raise OptionError(f"{self.name}'s option {name} takes a {self.options[name].type}, not {value!r}.")
+        return {name: given.get(name, option.default) for name, option in self.options.items()}
+
+    def configured(self, given) -> "Benchmark":
+        """This benchmark as an eval that chose `given` scores it: itself when nothing changes."""
+        resolved = self.resolve_options(given)
+        if resolved == {name: self.option(name) for name in self.options}:
+            return self
+        clone = copy.copy(self)
+        clone.chosen = MappingProxyType(resolved)
+        # Rows are loaded once per process, on the catalog's instance, whatever options an eval chose.
+        clone.rows = self.rows
+        return clone
 
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
@@ -115,7 +182,11 @@ class Benchmark:
             "version": self.version(),
             "prompt_format": self.prompt_format,
             "generation": self.generation,
+            "options": self.describe_options(),
         }
+
+    def describe_options(self) -> dict:
+        return {name: option.describe() for name, option in self.options.items()}
 
 
 def chat(system: str, user: str) -> list[dict]:
