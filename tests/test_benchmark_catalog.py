@@ -12,7 +12,7 @@ from evals.benchmarks import winogrande
 from evals.models import Deployment, Eval
 from evals.tasks import run_eval
 
-EXPECTED_ROWS = {"gsm8k": 1319, "humaneval": 164, "mmlu": 14042, "arc_challenge": 1172, "hellaswag": 10042, "winogrande": 1267, "math500": 500}
+EXPECTED_ROWS = {"gsm8k": 1319, "humaneval": 164, "mmlu": 14042, "arc_challenge": 1172, "hellaswag": 10042, "winogrande": 1267, "math500": 500, "mbpp": 500}
 
 
 @pytest.fixture
