@@ -32,8 +32,8 @@ class MBPP(Benchmark):
     )
     generation = {"temperature": 0, "max_tokens": 768}
     sandboxed = True
-    # MBPP/123's reference (amicable numbers up to 9,999) alone runs ~6 s of pure Python on this
-    # 2-core machine, 13 s under load: the platform's 10 s would fail a right answer.
+    # MBPP/123's reference (amicable numbers up to 9,999) runs 6.3 s of pure Python on a free core
+    # of this 2-core machine, 13-16 s at load 5-7: the platform's 10 s would fail a right answer.
     sample_timeout = 30
     options = {
         "challenge_tests": Option(False, "Also run the task's challenge_test_list, harder asserts the prompt never shows (11 of the 500 tasks have them)."),
