@@ -1,3 +1,4 @@
+import json
 import sys
 import time
 from pathlib import Path
@@ -161,10 +162,22 @@ def evals():
     type=click.Choice(["generative", "loglikelihood"]),
     help="generative (default), or loglikelihood: multiple choice ranked by prompt logprobs, on a completions deployment (vLLM).",
 )
+@click.option(
+    "--option",
+    "options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A benchmark option (`bv benchmarks list --json` lists them), e.g. --option challenge_tests=true; repeatable. VALUE is read as JSON when it parses.",
+)
 @click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
 @json_option
-def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, wait):
+def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, options, wait):
     payload = read_config_file(config_file) if config_file else {}
+    if options:
+        from_file = payload.get("benchmark_options") or {}
+        if not isinstance(from_file, dict):
+            raise click.UsageError("benchmark_options in the config must be a mapping of option names to values.")
+        payload["benchmark_options"] = {**from_file, **dict(map(benchmark_option, options))}
     given = {
         "benchmark": benchmark,
         "deployment": deployment,
@@ -183,6 +196,17 @@ def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, sa
     output(with_interval(ev), ["id", "benchmark", "mode", "status", "done_count", "total", "score", "95% CI", "error_count", "cost"])
     if wait and ev["status"] != "succeeded":
         sys.exit(EXIT_FAILED)
+
+
+def benchmark_option(text: str) -> tuple[str, object]:
+    """NAME=VALUE, the value as JSON (true, 3, "x") or else the text itself; the server checks it against the option's type."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise click.BadParameter(f"{text!r}: give NAME=VALUE, e.g. challenge_tests=true.", param_hint="--option")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value
 
 
 def follow_eval(ev):

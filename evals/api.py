@@ -73,6 +73,7 @@ class EvalSerializer(serializers.ModelSerializer):
             "benchmark",
             "benchmark_version",
             "mode",
+            "benchmark_options",
             "dataset_id",
             "deployment",
             "scorers",
@@ -134,6 +135,12 @@ class EvalDetailSerializer(EvalSerializer):
 
 class EvalCreateSerializer(serializers.Serializer):
     benchmark = serializers.CharField(required=False, allow_blank=True, default="")
+    benchmark_options = serializers.DictField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The benchmark's options, as the catalog lists them (e.g. mbpp: {\"challenge_tests\": true}); unset for the defaults, or the same_rows_as eval's.",
+    )
     dataset_id = serializers.IntegerField(required=False, allow_null=True, default=None)
     deployment = serializers.CharField(help_text="Deployment name or id.")
     scorers = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
@@ -248,6 +255,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             samples_per_problem=data["samples_per_problem"],
             max_cost=data["max_cost"],
             mode=data["mode"],
+            benchmark_options=data["benchmark_options"],
         )
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 

@@ -126,14 +126,19 @@ class CodeSandbox:
         with Sandbox(spec, engine) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
             yield code
 
-    def run(self, program: str) -> tuple[bool, str]:
-        """(passed, detail). Blocks for a free slot; safe to call from several threads."""
+    def run(self, program: str, *, proof: str | None = None) -> tuple[bool, str]:
+        """(passed, detail). Blocks for a free slot; safe to call from several threads.
+
+        Passed is an exit 0; with `proof`, an exit 0 whose output ends with that
+        line, which a benchmark's harness writes only once its checks passed
+        (mbpp: a completion's os._exit(0) or printed "OK" is no pass).
+        """
         with self._lock:
             while not self._free:
                 self._lock.wait()
             slot = self._free.pop()
         try:
-            return self._run(slot, program)
+            return self._run(slot, program, proof)
         finally:
             with self._lock:
                 self._free.append(slot)
@@ -228,7 +233,7 @@ class CodeSandbox:
             return False
         raise SandboxPlatformError("The sample reporter stopped answering.")
 
-    def _run(self, slot: int, program: str) -> tuple[bool, str]:
+    def _run(self, slot: int, program: str, proof: str | None) -> tuple[bool, str]:
         """A runner that dies or wedges gets one fresh runner for the same sample.
 
         Breaking a fresh runner again is the sample's own doing (it fails); the
@@ -237,7 +242,7 @@ class CodeSandbox:
         for _ in range(2):
             outcome = self._attempt(slot, program)
             if outcome is not None:
-                return self._outcome(outcome)
+                return self._outcome(outcome, proof)
             self._discard(slot)
             if not self._alive():
                 raise SandboxPlatformError("The sandbox container stopped while scoring.")
@@ -265,12 +270,15 @@ class CodeSandbox:
             self._runners[slot].close()
         self._runners[slot] = None
 
-    def _outcome(self, outcome: dict) -> tuple[bool, str]:
+    def _outcome(self, outcome: dict, proof: str | None) -> tuple[bool, str]:
         if outcome["status"] == "timeout":
             return False, f"Timed out after {self.timeout} s."
-        if outcome["code"] == 0:
+        lines = outcome["tail"].strip().splitlines()
+        if outcome["code"] == 0 and (proof is None or lines[-1:] == [proof]):
             return True, ""
-        return False, (outcome["tail"].strip().splitlines() or [f"exit code {outcome['code']}"])[-1][:500]
+        if outcome["code"] == 0:
+            return False, f"It exited 0 before its checks passed; its last line: {(lines or [''])[-1][:400]!r}"
+        return False, (lines or [f"exit code {outcome['code']}"])[-1][:500]
 
     def _alive(self) -> bool:
         try:
@@ -344,7 +352,7 @@ class CodeSandboxes:
     def runtime(self) -> str:
         return self.parts[0].sandbox.runtime
 
-    def run(self, program: str) -> tuple[bool, str]:
+    def run(self, program: str, *, proof: str | None = None) -> tuple[bool, str]:
         """(passed, detail), as `CodeSandbox.run`; blocks while every slot of every live part is busy."""
         with self._lock:
             while True:
@@ -357,7 +365,7 @@ class CodeSandboxes:
                 self._lock.wait()
             self._free[index] -= 1
         try:
-            return self.parts[index].run(program)
+            return self.parts[index].run(program, proof=proof)
         except SandboxPlatformError:
             with self._lock:
                 self._dead.add(index)

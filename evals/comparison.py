@@ -47,6 +47,8 @@ def check_same_rows(a: Eval, b: Eval):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
     if a.benchmark_version and b.benchmark_version and a.benchmark_version != b.benchmark_version:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored different versions of {a.label}'s data; their rows are not the same.")
+    if a.benchmark and a.benchmark_options != b.benchmark_options:
+        raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different options; their scores do not measure the same thing.")
     if a.dataset_id and a.scorers != b.scorers:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different scorers; their scores do not measure the same thing.")
     if a.source_key() == b.source_key():

@@ -61,7 +61,7 @@ async def complete(client: aiohttp.ClientSession, deployment: Deployment, messag
     return _parse(body, deployment, latency_ms)
 
 
-async def option_loglikelihood(client: aiohttp.ClientSession, deployment: Deployment, option: loglikelihood.Option) -> loglikelihood.Loglikelihood:
+async def option_loglikelihood(client: aiohttp.ClientSession, deployment: Deployment, option: loglikelihood.Choice) -> loglikelihood.Loglikelihood:
     """Log-likelihood mode: one option's continuation scored by a completions deployment, with _post()'s retries."""
     body, latency_ms = await _post(client, deployment, "/completions", loglikelihood.payload(deployment.model, option))
     try:
@@ -228,7 +228,7 @@ class EvalRun:
 
     async def _one_by_loglikelihood(self, client, gate, index, row):
         """One request per option, each its own turn at the gate; the benchmark scores their log-likelihoods."""
-        options, results, error = self.spec.options(row), [], ""
+        options, results, error = self.spec.choices(row), [], ""
         for option in options:
             async with gate:
                 if self._stopped():

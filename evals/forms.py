@@ -37,7 +37,7 @@ class BenchmarkEvalForm(forms.Form):
     )
     sample_limit = forms.IntegerField(required=False, min_value=1, help_text="Empty for the full split. The subset is drawn from a stored seed.")
     samples_per_problem = forms.IntegerField(
-        required=False, min_value=1, max_value=20, initial=1, help_text="humaneval only: n completions per problem, for pass@1, @5 and @10 (k ≤ n)."
+        required=False, min_value=1, max_value=20, initial=1, help_text="humaneval and mbpp: n completions per problem, for pass@1, @5 and @10 (k ≤ n)."
     )
     max_cost = forms.DecimalField(
         required=False,
@@ -52,6 +52,25 @@ class BenchmarkEvalForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["benchmark"].choices = [(entry["name"], choice_label(entry)) for entry in map(benchmarks.describe, benchmarks.CATALOG.values())]
         self.fields["deployment"].queryset = Deployment.objects.filter(project=project)
+        # Every benchmark's options, each labelled with its benchmark: the page works without JavaScript.
+        for benchmark in benchmarks.CATALOG.values():
+            for name, option in benchmark.options.items():
+                self.fields[option_field(benchmark.name, name)] = option_form_field(benchmark.name, name, option)
+
+    def benchmark_options(self) -> dict:
+        """The chosen benchmark's options as the form gives them (other benchmarks' fields are ignored; an empty one is its default)."""
+        chosen = benchmarks.get(self.cleaned_data["benchmark"])
+        given = {name: self.cleaned_data.get(option_field(chosen.name, name)) for name in chosen.options}
+        return {name: value for name, value in given.items() if value not in (None, "")}
+
+
+def option_field(benchmark: str, name: str) -> str:
+    return f"option_{benchmark}_{name}"
+
+
+def option_form_field(benchmark: str, name: str, option) -> forms.Field:
+    kind = {bool: forms.BooleanField, int: forms.IntegerField, float: forms.FloatField, str: forms.CharField}[type(option.default)]
+    return kind(required=False, initial=option.default, label=f"{benchmark}: {name.replace('_', ' ')}", help_text=option.help)
 
 
 def choice_label(entry: dict) -> str:

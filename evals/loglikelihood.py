@@ -37,7 +37,7 @@ class Unusable(Exception):
 
 
 @dataclass(frozen=True)
-class Option:
+class Choice:
     """One option of a row, as one request: the prompt is context + continuation, and only the continuation is scored."""
 
     label: str
@@ -55,11 +55,11 @@ class Loglikelihood:
     completion_tokens: int | None
 
 
-def payload(model: str, option: Option) -> dict:
+def payload(model: str, option: Choice) -> dict:
     return {"model": model, "prompt": option.context + option.continuation, "max_tokens": MAX_TOKENS, "temperature": 0, "echo": True, "logprobs": 1}
 
 
-def parse(raw: bytes, option: Option, latency_ms: float) -> Loglikelihood:
+def parse(raw: bytes, option: Choice, latency_ms: float) -> Loglikelihood:
     try:
         body = orjson.loads(raw)
         choice = body["choices"][0]
@@ -117,6 +117,6 @@ def likeliest(loglikelihoods: Sequence[float], lengths: Sequence[int] | None = N
     return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
-def summary(options: Sequence[Option], loglikelihoods: Sequence[Loglikelihood]) -> str:
+def summary(options: Sequence[Choice], loglikelihoods: Sequence[Loglikelihood]) -> str:
     """The sample's output: each option's log-likelihood and token count, one a line."""
     return "\n".join(f"{o.label}: {r.value:.4f} ({r.tokens} tokens)" for o, r in zip(options, loglikelihoods, strict=True))

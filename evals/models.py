@@ -112,6 +112,8 @@ class Eval(models.Model):
     benchmark = models.CharField(max_length=50, blank=True)
     # The benchmark's version (its data files' SHA-256) when the eval was created: resumed or compared only on the same.
     benchmark_version = models.CharField(max_length=80, blank=True)
+    # Every option of its benchmark (e.g. mbpp's challenge_tests) as this eval scores it, defaults included.
+    benchmark_options = models.JSONField(default=dict, blank=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
     scorers = models.JSONField(default=list, blank=True)
     mode = models.CharField(max_length=13, choices=Mode.choices, default=Mode.GENERATIVE)

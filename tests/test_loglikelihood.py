@@ -10,7 +10,7 @@ from belvedir_cli.main import cli
 from evals import benchmarks, loglikelihood
 from evals.actions import create_eval, resume_eval
 from evals.benchmarks import arc_challenge, hellaswag, mmlu, winogrande
-from evals.loglikelihood import NO_PROMPT_LOGPROBS, Option, Unusable, continuation_loglikelihood, likeliest
+from evals.loglikelihood import NO_PROMPT_LOGPROBS, Choice, Unusable, continuation_loglikelihood, likeliest
 from evals.models import Deployment, Eval, Sample
 from evals.subset import select_rows
 from evals.tasks import run_eval
@@ -57,7 +57,7 @@ def test_the_boundary_is_measured_from_the_prompts_end_so_an_echoed_bos_does_not
 
 
 def parsed(body: dict, continuation: str = " blue") -> loglikelihood.Loglikelihood:
-    return loglikelihood.parse(orjson.dumps(body), Option("A", "The sky is", continuation), 12.0)
+    return loglikelihood.parse(orjson.dumps(body), Choice("A", "The sky is", continuation), 12.0)
 
 
 def body_of(tokens, values, offsets, usage=None) -> dict:
@@ -102,7 +102,7 @@ def test_normalisation_by_characters_can_change_the_pick():
 
 def test_hellaswag_scores_acc_norm_as_its_headline_and_reports_acc_too():
     row = hellaswag.BENCHMARK.rows()[0]  # the answer is D, its ending the longest but one
-    lengths = [len(o.continuation) - 1 for o in hellaswag.BENCHMARK.options(row)]
+    lengths = [len(o.continuation) - 1 for o in hellaswag.BENCHMARK.choices(row)]
     assert row.reference == "D" and lengths == [37, 27, 26, 36]
     # D has the best mean per character, B the best sum.
     score = hellaswag.BENCHMARK.score_loglikelihoods(row, [-20.0, -10.0, -12.0, -10.5])
@@ -125,23 +125,23 @@ def test_mmlu_and_winogrande_report_acc_alone():
 
 def test_each_benchmark_builds_lm_evals_zero_shot_prompt():
     row = mmlu.BENCHMARK.rows()[0]
-    options = mmlu.BENCHMARK.options(row)
+    options = mmlu.BENCHMARK.choices(row)
     assert options[0].context == (
         "The following are multiple choice questions (with answers) about abstract algebra.\n\n"
         "Find the degree for the given field extension Q(sqrt(2), sqrt(3), sqrt(18)) over Q.\nA. 0\nB. 4\nC. 2\nD. 6\nAnswer:"
     )
     assert [o.continuation for o in options] == [" A", " B", " C", " D"] and len({o.context for o in options}) == 1
-    arc = arc_challenge.BENCHMARK.options(arc_challenge.BENCHMARK.rows()[0])
+    arc = arc_challenge.BENCHMARK.choices(arc_challenge.BENCHMARK.rows()[0])
     assert arc[0].context == (
         "Question: An astronomer observes that a planet rotates faster after a meteorite impact. "
         "Which is the most likely effect of this increase in rotation?\nAnswer:"
     )
     assert arc[2].continuation == " Planetary days will become shorter."
-    hella = hellaswag.BENCHMARK.options(hellaswag.BENCHMARK.rows()[0])
+    hella = hellaswag.BENCHMARK.choices(hellaswag.BENCHMARK.rows()[0])
     assert hella[0].context == "Roof shingle removal: A man is sitting on a roof. He"
     assert hella[3].continuation == " starts pulling up roofing on a roof."
     # Winogrande's partial evaluation: the option in the context, the rest of the sentence shared.
-    wino = winogrande.BENCHMARK.options(winogrande.BENCHMARK.rows()[0])
+    wino = winogrande.BENCHMARK.choices(winogrande.BENCHMARK.rows()[0])
     assert [o.context for o in wino] == ["Sarah was a much better surgeon than Maria so Sarah", "Sarah was a much better surgeon than Maria so Maria"]
     assert {o.continuation for o in wino} == {" always got the easier cases."}
 
@@ -175,7 +175,7 @@ def right_prompts(name: str, limit: int, seed: int) -> set[str]:
     rows = benchmark.rows()
     prompts = set()
     for i in select_rows(len(rows), limit, seed):
-        option = next(o for o in benchmark.options(rows[i]) if o.label == rows[i].reference)
+        option = next(o for o in benchmark.choices(rows[i]) if o.label == rows[i].reference)
         prompts.add(option.context + option.continuation)
     return prompts
 
@@ -224,7 +224,7 @@ def test_a_loglikelihood_eval_picks_the_option_the_model_finds_likeliest(name, p
 def test_the_score_follows_the_option_the_model_favours(project, owner, vllm, completions):
     # A model that always finds option A likeliest scores the rows whose answer is A.
     rows = arc_challenge.BENCHMARK.rows()
-    favoured = {o.context + o.continuation for i in select_rows(len(rows), 6, 5) for o in arc_challenge.BENCHMARK.options(rows[i]) if o.label == "A"}
+    favoured = {o.context + o.continuation for i in select_rows(len(rows), 6, 5) for o in arc_challenge.BENCHMARK.choices(rows[i]) if o.label == "A"}
     vllm.prompt_logprob = lambda prompt: -0.01 if prompt in favoured else -3.0
     ev = create_eval(project, owner, deployment=completions, benchmark="arc_challenge", sample_limit=6, seed=5, mode="loglikelihood")
     run_eval(ev.pk)
@@ -250,7 +250,7 @@ def test_a_failed_option_request_is_retried_then_a_resumed_eval_asks_only_for_it
     settings.EVAL_RETRY_BASE_SECONDS = 0.01
     rows = winogrande.BENCHMARK.rows()
     indices = select_rows(len(rows), 4, 9)
-    flaky = winogrande.BENCHMARK.options(rows[indices[0]])[1]
+    flaky = winogrande.BENCHMARK.choices(rows[indices[0]])[1]
     vllm.fail_statuses[flaky.context + flaky.continuation] = [503, 429]
     ev = create_eval(project, owner, deployment=completions, benchmark="winogrande", sample_limit=4, seed=9, mode="loglikelihood")
     run_eval(ev.pk)
@@ -264,7 +264,7 @@ def test_a_failed_option_request_is_retried_then_a_resumed_eval_asks_only_for_it
     ev.refresh_from_db()
     assert (ev.status, ev.done_count) == ("succeeded", 4)
     asked = {r["body"]["prompt"] for r in vllm.requests}
-    assert asked == {o.context + o.continuation for i in indices[:2] for o in winogrande.BENCHMARK.options(rows[i])}
+    assert asked == {o.context + o.continuation for i in indices[:2] for o in winogrande.BENCHMARK.choices(rows[i])}
 
 
 @pytest.mark.django_db(transaction=True)

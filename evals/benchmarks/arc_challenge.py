@@ -29,7 +29,7 @@ class ARCChallenge(MultipleChoice):
     def version(self):
         return version_of([FILE])
 
-    def options(self, row):
+    def choices(self, row):
         context = f"Question: {row['stem']}\nAnswer:"
         return [option(letter, context, text) for letter, text in zip(LETTERS, row["options"], strict=False)]
 

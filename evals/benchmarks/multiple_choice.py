@@ -18,7 +18,7 @@ metrics lm-eval reports for it, its headline first.
 import re
 
 from ..loglikelihood import likeliest
-from .base import GENERATIVE, LOGLIKELIHOOD, Benchmark, Option, Row, Score, chat
+from .base import GENERATIVE, LOGLIKELIHOOD, Benchmark, Choice, Row, Score, chat
 
 LETTERS = "ABCDEFGHIJ"
 INSTRUCTION = (
@@ -98,7 +98,7 @@ class MultipleChoice(Benchmark):
         return {"prompt_format": self.loglikelihood_format, "metrics": list(self.loglikelihood_metrics), "headline": self.loglikelihood_metrics[0]}
 
     def score_loglikelihoods(self, row, loglikelihoods):
-        options = self.options(row)
+        options = self.choices(row)
         lengths = [len(o.continuation.removeprefix(DELIMITER)) for o in options]
         picks = {"acc": likeliest(loglikelihoods), "acc_norm": likeliest(loglikelihoods, lengths)}
         metrics = {name: float(LETTERS[picks[name]] == row.reference) for name in self.loglikelihood_metrics}
@@ -107,6 +107,6 @@ class MultipleChoice(Benchmark):
         return Score(metrics[headline], LETTERS[picks[headline]], detail={**metrics, "choices": choices})
 
 
-def option(label: str, context: str, text: str) -> Option:
+def option(label: str, context: str, text: str) -> Choice:
     """An option as lm-eval sends it: the continuation is its text after the target delimiter."""
-    return Option(label, context, DELIMITER + text)
+    return Choice(label, context, DELIMITER + text)

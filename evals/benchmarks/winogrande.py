@@ -30,7 +30,7 @@ class Winogrande(MultipleChoice):
     def version(self):
         return version_of([FILE])
 
-    def options(self, row):
+    def choices(self, row):
         blank = row["sentence"].index("_")
         rest = row["sentence"][blank + 1 :].strip()
         return [option(letter, row["sentence"][:blank] + text, rest) for letter, text in zip(LETTERS, row["options"], strict=False)]
