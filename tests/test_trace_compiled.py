@@ -1,8 +1,10 @@
-"""The trace ingest modules compiled with Cython: in use, storing exactly what plain Python stores, and never stale."""
+"""The trace ingest modules compiled with Cython: in use, storing exactly what plain Python stores, and giving way to the source when stale."""
 
 import importlib
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -10,8 +12,6 @@ from importlib.machinery import EXTENSION_SUFFIXES
 
 import orjson
 import pytest
-from django.apps import apps
-from django.core.exceptions import ImproperlyConfigured
 
 from bench.ingest import make_body
 from traces import compiled
@@ -21,33 +21,50 @@ from .servers import REPO
 
 RECEIVED = datetime(2026, 12, 1, tzinfo=UTC)
 
-# Parses the bodies given on stdin with the modules' plain Python source (a
-# path hook that sees no compiled files under traces/) and prints the rows.
+# Parses the bodies given on stdin with the modules' plain Python source and
+# prints the rows: with no digest recorded, every build counts as stale, so
+# the finder traces/__init__.py installs imports the sources.
 PLAIN = """
 import os, sys
-from importlib.machinery import FileFinder, SourceFileLoader, SOURCE_SUFFIXES
+from pathlib import Path
 
-TRACES = os.path.realpath("traces")
+from traces import compiled
 
-
-def source_only(path):
-    if os.path.realpath(path) != TRACES:
-        raise ImportError(path)
-    return FileFinder(path, (SourceFileLoader, SOURCE_SUFFIXES))
-
-
-sys.path_hooks.insert(0, source_only)
-sys.path_importer_cache.clear()
+compiled.DIGESTS = Path(os.devnull)
 import django
 
 django.setup()
 from tests.test_trace_compiled import rows
-from traces import compiled
 
 result = rows(sys.stdin.buffer.read().split(b"\\n"))
 assert all(sys.modules[f"traces.{name}"].__file__.endswith(".py") for name in compiled.MODULES)
 sys.stdout.buffer.write(result)
 """
+
+# Starts the app in a fresh interpreter, on the `traces` package under the
+# current directory, and prints which file each compiled module was imported
+# from, whether the edit below took effect and what `manage.py check` says.
+START = """
+import importlib, io, json
+import django
+from django.core.management import call_command
+
+django.setup()
+from traces import compiled, otlp
+
+check = io.StringIO()
+call_command("check", stdout=check, stderr=check)
+modules = {name: importlib.import_module(f"traces.{name}").__file__ for name in compiled.MODULES}
+print(json.dumps({"modules": modules, "edited": getattr(otlp, "EDITED", None), "check": check.getvalue()}))
+"""
+WARNING = "Trace ingest runs as plain Python, slower"
+
+
+def start(tree):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DJANGO_SETTINGS_MODULE": "belvedir.settings"}
+    result = subprocess.run([sys.executable, "-c", START], cwd=tree, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), result.stderr
 
 
 def rows(bodies: list[bytes]) -> bytes:
@@ -99,7 +116,7 @@ def varied_body() -> bytes:
 def test_the_compiled_modules_are_the_ones_running_and_store_what_plain_python_stores():
     modules = [importlib.import_module(f"traces.{name}") for name in compiled.MODULES]
     assert all(module.__file__.endswith(tuple(EXTENSION_SUFFIXES)) for module in modules), "scripts/compile.py did not compile them"
-    assert not compiled.stale()
+    assert not any(compiled.unusable(name) for name in compiled.MODULES)
 
     bodies = [make_body(7, 60), varied_body()]
     compiled_rows = rows(bodies)
@@ -110,23 +127,31 @@ def test_the_compiled_modules_are_the_ones_running_and_store_what_plain_python_s
     assert [len(body["rows"]) for body in result] == [60, 4] and result[1]["rejected"] == 2
 
 
-def test_a_module_edited_after_it_was_compiled_stops_the_app_from_starting(tmp_path, monkeypatch):
-    monkeypatch.setattr(compiled, "HERE", tmp_path)
-    monkeypatch.setattr(compiled, "DIGESTS", tmp_path / "compiled-sources.json")
-    (tmp_path / "otlp.py").write_text("VERSION = 1\n")
-    (tmp_path / "extract.py").write_text("plain = True\n")  # never compiled: runs as it is
-    (tmp_path / f"otlp{EXTENSION_SUFFIXES[0]}").write_bytes(b"")
-    compiled.record(["otlp"])
-    assert compiled.stale() == [] and compiled.current("otlp") and not compiled.current("extract")
-    apps.get_app_config("traces").ready()
+def test_the_app_starts_on_the_fresh_builds_without_a_warning():
+    started, log = start(REPO)
+    assert all(path.endswith(".so") for path in started["modules"].values()), started["modules"]
+    assert WARNING not in log and "belvedir.W005" not in started["check"]
 
-    (tmp_path / "otlp.py").write_text("VERSION = 2\n")
-    assert compiled.stale() == ["otlp"]
-    with pytest.raises(ImproperlyConfigured, match=r"traces/otlp\.py changed after it was compiled: run .*scripts/compile\.py"):
-        apps.get_app_config("traces").ready()
 
-    compiled.remove("otlp")  # what a failed build does: the source runs again
-    assert compiled.stale() == [] and not compiled.builds("otlp")
+def test_a_stale_missing_or_broken_build_gives_way_to_its_source_with_a_warning(tmp_path):
+    # A copy of the package, its builds and their digests: the real ones stay as they are.
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "traces", traces, ignore=shutil.ignore_patterns("__pycache__"))
+    suffix = EXTENSION_SUFFIXES[0]
+    with open(traces / "otlp.py", "a") as file:
+        file.write('\nEDITED = "after the build"\n')
+    (traces / f"extract{suffix}").write_bytes(b"a build cut short")
+    (traces / f"messages{suffix}").unlink()
+
+    started, log = start(tmp_path)
+    modules = {name: path.removeprefix(str(traces) + "/") for name, path in started["modules"].items()}
+    assert modules == {"otlp": "otlp.py", "extract": "extract.py", "messages": "messages.py", "ingest": f"ingest{suffix}"}
+    assert started["edited"] == "after the build"
+    assert log.count(WARNING) == 1
+    warning = next(line for line in log.splitlines() if WARNING in line)
+    assert "traces/otlp.py changed after it was compiled" in warning and "scripts/compile.py" in warning
+    assert "traces/extract.py has a build that does not load" in warning and "traces/messages.py is not compiled" in warning
+    assert started["check"].count("belvedir.W005") == 3 and "scripts/compile.py" in started["check"]
 
 
 def test_a_build_that_fails_leaves_the_modules_to_run_as_plain_python(tmp_path, monkeypatch, capsys):
@@ -145,5 +170,5 @@ def test_a_build_that_fails_leaves_the_modules_to_run_as_plain_python(tmp_path, 
     monkeypatch.setattr(script, "build", no_compiler)
     monkeypatch.setattr(sys, "argv", ["compile.py"])
     script.main()
-    assert not compiled.builds("otlp") and compiled.recorded() == {} and compiled.stale() == []
+    assert not compiled.builds("otlp") and compiled.recorded() == {} and compiled.unusable("otlp") == "is not compiled"
     assert "gcc" in capsys.readouterr().err

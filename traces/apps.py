@@ -1,5 +1,4 @@
 from django.apps import AppConfig
-from django.core.exceptions import ImproperlyConfigured
 
 
 class TracesConfig(AppConfig):
@@ -7,9 +6,4 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self):
-        from . import compiled
-
-        if stale := compiled.stale():
-            # Python imports a compiled module in place of its source: the edit would not run.
-            names = ", ".join(f"traces/{name}.py" for name in stale)
-            raise ImproperlyConfigured(f"{names} changed after it was compiled: run `.venv/bin/python scripts/compile.py` (as `make run` and `make test` do).")
+        from . import checks  # noqa: F401  (registers the system checks)

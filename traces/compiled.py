@@ -1,4 +1,4 @@
-"""Which trace ingest modules are compiled with Cython, and whether a build still matches its source.
+"""Which trace ingest modules are compiled with Cython, and which build or source this process runs.
 
 Storing a batch runs these modules once per span (parsing, extraction of
 columns and messages, the COPY rows): ~15,000 dict operations per 1,000-span
@@ -8,18 +8,27 @@ the modules run as plain Python, slower.
 
 Python imports a compiled module (`otlp.cpython-311-x86_64-linux-gnu.so`) in
 place of its source, so a source edited after the build would silently not
-run. Each build records its source's digest, and the app refuses to start
-(traces/apps.py) while a compiled module's source differs from it.
+run. Each build records its source's digest, and `Builds`, a finder that
+`traces/__init__.py` puts first on `sys.meta_path`, imports a module's build
+only while it matches that digest and loads; otherwise the source, with one
+warning (and the system check belvedir.W005) saying to run scripts/compile.py.
 """
 
+import ctypes
+import functools
 import hashlib
 import json
+import logging
 from importlib.machinery import EXTENSION_SUFFIXES
+from importlib.util import spec_from_file_location
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MODULES = ("otlp", "extract", "messages", "ingest")
 DIGESTS = HERE / "compiled-sources.json"
+REBUILD = "run `.venv/bin/python scripts/compile.py` (as `make run` and `make test` do) and restart"
+
+log = logging.getLogger(__name__)
 
 
 def source(name: str) -> Path:
@@ -27,7 +36,7 @@ def source(name: str) -> Path:
 
 
 def builds(name: str) -> list[Path]:
-    """The compiled files this interpreter would import for `name` (none: it runs as plain Python)."""
+    """The compiled files for `name` in the order this interpreter's own finder would pick one (none: plain Python)."""
     return [path for suffix in EXTENSION_SUFFIXES if (path := HERE / f"{name}{suffix}").exists()]
 
 
@@ -47,9 +56,38 @@ def current(name: str) -> bool:
     return bool(builds(name)) and recorded().get(name) == digest(name)
 
 
-def stale() -> list[str]:
-    """Compiled modules whose source changed after they were built: Python would run the old code."""
-    return [name for name in MODULES if builds(name) and not current(name)]
+def unusable(name: str) -> str:
+    """Why `name`'s build would not run its source as it is now ('' when it would)."""
+    if not builds(name):
+        return "is not compiled"
+    if not current(name):
+        return "changed after it was compiled"
+    try:
+        # dlopen is what importing it would do first (a truncated build, one
+        # for another machine); the handle stays open, so the import reuses it.
+        getattr(ctypes.CDLL(str(builds(name)[0])), f"PyInit_{name}")
+    except (OSError, AttributeError) as exc:
+        return f"has a build that does not load ({exc})"
+    return ""
+
+
+@functools.cache
+def plain() -> dict[str, str]:
+    """The modules this process runs from their source instead of their build, and why: decided once, and warned once."""
+    reasons = {name: why for name in MODULES if (why := unusable(name))}
+    if reasons:
+        log.warning("Trace ingest runs as plain Python, slower: %s; %s.", "; ".join(f"traces/{name}.py {why}" for name, why in reasons.items()), REBUILD)
+    return reasons
+
+
+class Builds:
+    """Imports each compiled module from its build, or from its source where `plain()` says so."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, name = fullname.rpartition(".")
+        if package != __package__ or name not in MODULES:
+            return None
+        return spec_from_file_location(fullname, source(name) if name in plain() else builds(name)[0])
 
 
 def record(names: list[str]):
