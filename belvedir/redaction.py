@@ -12,6 +12,14 @@ each of those as it appears inside a JSON string (escaped).
 A value shorter than MIN_LENGTH is not redacted: masking "true" or "1234"
 everywhere would wreck the output and protect nothing.
 
+A text cut by a length limit before it reaches the redactor (a span's
+64 KB attribute value, its 500-character name, a 255-character column) can
+end in the beginning of a secret whose rest was cut off, which no whole form
+matches. So a text's end, and the text before its last "…" (how a cut is
+marked), is masked too when it is the beginning of a form, MIN_LENGTH
+characters or longer: what is left of a secret is never a run of MIN_LENGTH
+of its characters, the same bound as for a whole value.
+
 Matching is one Aho-Corasick automaton over all variants, leftmost-longest
 (so a value that contains another is masked whole), on bytes: text is
 matched as its UTF-8, where a whole character sequence can only match at a
@@ -22,6 +30,7 @@ how a run learns its canary reached its output.
 import base64
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote, quote_plus
 
@@ -31,6 +40,7 @@ from ahocorasick_rs import BytesAhoCorasick, MatchKind
 MASK = "********"
 MASK_BYTES = MASK.encode()
 MIN_LENGTH = 8
+ELLIPSIS = "…".encode()
 _HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _URLSAFE = str.maketrans("+/", "-_")
 
@@ -91,7 +101,9 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()):
         self.secrets = frozenset(s for s in secrets if s and len(s) >= MIN_LENGTH)
         self.found: set[str] = set()
-        self._forms, self._origins, self._automaton, self._hiding = _compiled(self.secrets)
+        compiled = _compiled(self.secrets)
+        self._forms, self._origins, self._automaton, self._hiding = compiled.forms, compiled.origins, compiled.automaton, compiled.hiding
+        self._beginnings, self._starts = compiled.beginnings, compiled.starts
         # A stream holds back this much (the longest form less a byte): a
         # form cut by a chunk boundary is whole once the next chunk comes.
         self.carry = max(map(len, self._forms), default=1) - 1
@@ -100,7 +112,8 @@ class Redactor:
         return self._automaton is not None
 
     def data(self, data: bytes) -> bytes:
-        return self._mask(data, len(data))[0]
+        """`data` masked, its end too (it may have been cut inside a secret)."""
+        return self._mask_cut_end(self._mask(data, len(data))[0])
 
     def text(self, text: str) -> str:
         if self._automaton is None:
@@ -136,13 +149,14 @@ class Redactor:
         plain = self._hiding.plain(source) if source is not None else None
         if plain is not None and not self._automaton.find_matches_as_indexes(plain):
             return items
-        if not self._found_in(items):
+        if not self._touched(items):
             return items
         # Only the items that hold one are walked (a span with a secret is rare even in a batch with one).
-        return [self.value(item) if self._found_in(item) else item for item in items]
+        return [self.value(item) if self._touched(item) else item for item in items]
 
-    def _found_in(self, value) -> bool:
-        return bool(self._automaton.find_matches_as_indexes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
+    def _touched(self, value) -> bool:
+        """Whether `value` holds the start (MIN_LENGTH characters) of a form: a whole one, or one a limit cut."""
+        return bool(self._starts.find_matches_as_indexes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
 
     def stream(self, data: bytes) -> tuple[bytes, bytes]:
         """Mask a stream's pending bytes: (what may be written now, what to hold until the next chunk or the end)."""
@@ -169,14 +183,41 @@ class Redactor:
         out.append(data[pos:cut])
         return b"".join(out), data[cut:]
 
+    def _mask_cut_end(self, data: bytes) -> bytes:
+        """`data` with a form's beginning masked where it ends the text or stands before its last "…"."""
+        if self._automaton is None or len(data) < MIN_LENGTH:
+            return data
+        marked = data.rfind(ELLIPSIS)
+        for end in (len(data), marked) if marked >= MIN_LENGTH else (len(data),):
+            low = max(end - self.carry, 0)
+            # Overlapping: the longest beginning that reaches `end` may start inside a shorter one.
+            for _, start, _ in self._starts.find_matches_as_indexes(data[low:end], overlapping=True):
+                if secret := self._beginnings.get(data[low + start : end]):
+                    self.found.add(secret)
+                    data = data[: low + start] + MASK_BYTES + data[end:]
+                    break
+        return data
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    forms: list[bytes]
+    origins: list[str]  # the secret of each form
+    automaton: BytesAhoCorasick | None  # the forms, leftmost-longest
+    hiding: _Hiding  # what could hide them in a body
+    beginnings: dict[bytes, str]  # each form's beginnings of MIN_LENGTH bytes or more (not the whole form), and their secret
+    starts: BytesAhoCorasick  # the first MIN_LENGTH bytes of every form: where a form, whole or cut, can begin
+
 
 @lru_cache(maxsize=64)
-def _compiled(secrets: frozenset[str]) -> tuple[list[bytes], list[str], BytesAhoCorasick | None, _Hiding]:
-    """(forms, the secret of each, their automaton, what could hide them): a run's batches all need the same (~1 ms to make)."""
+def _compiled(secrets: frozenset[str]) -> _Compiled:
+    """What masking `secrets` needs: a run's batches all need the same (~1 ms to make)."""
     origin = {form.encode(): secret for secret in sorted(secrets, key=len) for form in variants(secret)}
     forms = list(origin)
     automaton = BytesAhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
-    return forms, list(origin.values()), automaton, _Hiding(secrets, forms)
+    beginnings = {form[:length]: secret for form, secret in origin.items() for length in range(MIN_LENGTH, len(form))}
+    starts = BytesAhoCorasick(list({form[:MIN_LENGTH] for form in forms}) or [b"\0" * MIN_LENGTH])
+    return _Compiled(forms, list(origin.values()), automaton, _Hiding(secrets, forms), beginnings, starts)
 
 
 NO_SECRETS = Redactor()

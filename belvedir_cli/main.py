@@ -376,9 +376,26 @@ def runs_start(harness, repeats, wait):
     run = client().post(f"harnesses/{harness_id(harness)}/runs")
     if wait:
         run = follow_run(run)
-    output(run, ["id", "harness_name", "status", "score", "model", "price_cents"])
+    output_run(run)
     if wait and run["status"] != "succeeded":
         sys.exit(EXIT_FAILED)
+
+
+RUN_COLUMNS = ["id", "harness_name", "status", "score", "model", "price_cents"]
+
+
+def output_run(run: dict):
+    """A run's row, and under it, where its canary showed up: the warning a person reads (--json has the list)."""
+    output(run, RUN_COLUMNS)
+    if not click.get_current_context().obj.get("json") and run.get("secret_reached_output"):
+        click.echo(f"Warning: a secret reached its output ({', '.join(run['secret_reached_output'])}); it was redacted before storing.")
+
+
+@runs.command("show")
+@click.argument("run_id", type=int)
+@json_option
+def runs_show(run_id):
+    output_run(client().get(f"runs/{run_id}"))
 
 
 def follow_run(run):

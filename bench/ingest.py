@@ -19,7 +19,17 @@ every span in the run's session (a run's key writes only its own); run it
 beside a plain run to see what redaction adds (and bench/ingest_profile.py
 --run-key for the processor's share alone, less noisy).
 
-Usage: .venv/bin/python bench/ingest.py [--requests 200] [--clients 4] [--processors N] [--run-key]
+`--redaction`: what redaction adds to stored throughput, in one run. Turns
+of `--requests` requests at `--clients` clients, in `--rounds` rounds, each
+round one turn of each kind in a rotating order (this machine's speed drifts
+within minutes): plain batches (a project key), a run's key whose run has
+nothing to redact (the run-key path alone: its request parses the body to
+count foreign spans), and a run's key with 5 secrets (redacted; `--leaky N`:
+N spans of each of its batches hold one of them). Every span of a kind in one
+session, as a run's are. It prints each kind's stored spans/s (its spans over
+the time until its last span was readable, summed over rounds) and the ratios.
+
+Usage: .venv/bin/python bench/ingest.py [--requests 200] [--clients 4] [--processors N] [--run-key | --redaction [--rounds 3] [--leaky 0]]
 Needs PostgreSQL on 127.0.0.1:5432 (trust or BENCH_DATABASE_ADMIN_URL); it
 creates and drops a database `belvedir_bench`.
 """
@@ -48,8 +58,11 @@ DB_NAME = os.environ.get("BENCH_DATABASE_NAME", "belvedir_bench")
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
 
 
-def make_body(batch: int, spans_per_request: int, session: str | None = None) -> bytes:
-    """`session`: every span's session (a run's key writes only its run's); by default 50 spans per session."""
+def make_body(batch: int, spans_per_request: int, session: str | None = None, leak: str = "", leaky: int = 0) -> bytes:
+    """`session`: every span's session (a run's key writes only its run's); by default 50 spans per session.
+
+    `leak`: a secret the first `leaky` spans send in a header attribute (redaction's slow path).
+    """
     rng = random.Random(batch)
     spans = []
     for i in range(spans_per_request):
@@ -72,6 +85,8 @@ def make_body(batch: int, spans_per_request: int, session: str | None = None) ->
             "gen_ai.usage.completion_tokens": 40 + i % 20,
             "llm.request.type": "chat",
         }
+        if i < leaky:
+            attributes["http.request.header.authorization"] = f"Bearer {leak}"
         spans.append(
             {
                 # batch + 1: an all-zero trace or span id is invalid (and rejected).
@@ -136,6 +151,9 @@ def main():
     parser.add_argument("--processors", type=int, default=os.cpu_count(), help="process_trace_batches processes beside gunicorn")
     parser.add_argument("--spans", type=int, default=1000)
     parser.add_argument("--run-key", action="store_true", help="send with a harness run's per-run key (its secrets redacted from every batch)")
+    parser.add_argument("--redaction", action="store_true", help="plain, run-key and redacted run-key turns in rotation; what redaction adds")
+    parser.add_argument("--rounds", type=int, default=3, help="--redaction: rounds of one turn per kind")
+    parser.add_argument("--leaky", type=int, default=0, help="--redaction: spans per redacted batch that hold a secret")
     args = parser.parse_args()
 
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
@@ -162,6 +180,21 @@ def main():
         ).stdout.split()[-3:]
         session = run_id
     args.session = session
+    kinds = []
+    if args.redaction:
+        made = (
+            "from belvedir.core.models import Membership; from bench.run_key import make_plain_run_key, make_run_key; m = Membership.objects.get();"
+            " print(*make_plain_run_key(m.user), *make_run_key(m.project, m.user), m.project_id)"
+        )
+        plain_run, _, plain_key, plain_project, run_id, _, run_key, project_id = subprocess.run(
+            [python, "manage.py", "shell", "-c", made], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+        ).stdout.split()[-8:]
+        # (name, key, session, project, the secret its batches send)
+        kinds = [
+            ("plain (project key)", key, "plain", int(project_id), ""),
+            ("run key, nothing to redact", plain_key, plain_run, int(plain_project), ""),
+            ("run key, 5 secrets (redacted)", run_key, run_id, int(project_id), run_key),
+        ]
     # The production setup: gunicorn.conf.py from the repository root.
     workers = runpy.run_path(str(ROOT / "gunicorn.conf.py"))["workers"]
     server = subprocess.Popen([python, "-m", "gunicorn", "belvedir.wsgi", "-b", f"127.0.0.1:{PORT}", "--log-level", "warning"], cwd=ROOT, env=env)
@@ -181,11 +214,14 @@ def main():
             try:
                 requests.get(f"http://127.0.0.1:{PORT}/login/", headers=proxied, timeout=1)
                 break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # starting, or slow to answer its first request
                 time.sleep(0.1)
         # Warm-up on a body that is not counted.
         requests.post(url, data=make_body(10_000, args.spans, session=session), headers=headers, timeout=60).raise_for_status()
         wait_stored(env["DATABASE_URL"], args.spans)
+        if args.redaction:
+            measure_redaction(args, env, url, proxied, kinds, server, processors, workers)
+            return
         # The baseline before each client count's turn and after it, and each
         # turn measured against the two beside it: this machine's speed drifts
         # within minutes (other people's work on the same host). A ratio
@@ -217,6 +253,8 @@ def main():
             process.terminate()
         for process in [server, *processors]:
             process.wait(20)
+        if args.redaction:
+            drop_database()
 
     total = args.requests * args.spans
     print(
@@ -250,8 +288,81 @@ def main():
         + " (before the first turn, then after each)"
     )
     print("targets: p99 < 300 ms per 1,000-span request; throughput >= 0.9 x baseline; spans readable < 2 s after the answer at p99")
+    drop_database()
+
+
+def drop_database():
     with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
+
+
+def measure_redaction(args, env, url, proxied, kinds, server, processors, workers):
+    """Turns of each kind in rotation; each kind's stored spans/s over all its turns, and the ratios between kinds."""
+    database = env["DATABASE_URL"]
+    for name, key, session, _, leak in kinds[1:]:  # each key's first request, not counted (the project key's is done)
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", **proxied}
+        requests.post(url, data=make_body(10_001 + len(name), args.spans, session=session, leak=leak, leaky=args.leaky), headers=headers, timeout=60)
+        wait_stored(database, 0)
+    baseline_bodies = [make_body(20_000 + b, args.spans) for b in range(args.requests)]
+    baselines = [direct_copy(baseline_bodies)]
+    spent = {name: [] for name, *_ in kinds}  # per turn: (stored wall, cpu)
+    numbers = iter(range(100_000, 10**9, args.requests))
+    stored_before = count_spans(database)
+    for r in range(args.rounds):
+        for name, key, session, project, leak in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:
+            first = next(numbers)
+            bodies = [make_body(first + b, args.spans, session=session, leak=leak, leaky=args.leaky) for b in range(args.requests)]
+            headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", **proxied}
+            watcher = FreshnessWatcher(database, [first + b for b in range(args.requests)], project)
+            watcher.start()
+            cpu_before = cpu_by_part(server, processors)
+            started = time.perf_counter()
+            send_all(url, headers, bodies, args.clients, watcher)
+            stored_wall = watcher.join() - started
+            cpu = cpu_used(cpu_before, cpu_by_part(server, processors))
+            stored = count_spans(database)
+            assert stored - stored_before == args.requests * args.spans, f"{name}: {stored - stored_before} spans stored, {args.requests * args.spans} sent"
+            stored_before = stored
+            spent[name].append((stored_wall, cpu))
+            wait_for_autovacuum(database)
+    baselines.append(direct_copy(baseline_bodies))
+    total = args.requests * args.spans
+    baseline_rate = total / (sum(baselines) / len(baselines))
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; gunicorn {workers} workers, {args.processors} batch processors; "
+        f"{args.rounds} rounds of a turn per kind, each {args.requests} requests x {args.spans} spans from {args.clients} clients, every span counted in the table after"
+        + (f"; {args.leaky} spans of each redacted batch hold a secret" if args.leaky else "; no batch holds a secret (the usual case)")
+    )
+    rates = {}
+    for name, turns in spent.items():
+        rates[name] = [total / wall for wall, _ in turns]
+        overall = total * len(turns) / sum(wall for wall, _ in turns)
+        cpu = {
+            part: sum(c[part] for _, c in turns) * 1000 / (args.requests * len(turns)) * 1000 / args.spans
+            for part in ("gunicorn", "processors", "postgres", "machine")
+        }
+        print(
+            f"{name:31}: stored {overall:7,.0f} spans/s ({overall / baseline_rate:.2f} x baseline; turns "
+            + ", ".join(f"{rate:,.0f}" for rate in rates[name])
+            + "); CPU per 1,000-span request, ms: "
+            + ", ".join(f"{part} {ms:.0f}" for part, ms in cpu.items())
+        )
+    names = [name for name, *_ in kinds]
+
+    def ratio(a, b) -> str:
+        overall = sum(total / x for x in rates[b]) / sum(total / x for x in rates[a])  # spans over time, both sides the same spans
+        per_round = [x / y for x, y in zip(rates[a], rates[b], strict=True)]
+        return f"{overall:.3f} (per round {min(per_round):.3f}-{max(per_round):.3f})"
+
+    print(f"redacted run key / plain:                  {ratio(names[2], names[0])}")
+    print(f"redacted run key / run key with nothing to redact: {ratio(names[2], names[1])}  <- what redaction itself adds")
+    print(f"run key with nothing to redact / plain:    {ratio(names[1], names[0])}  <- the run-key request path")
+    print(
+        f"baseline (parse + COPY in this script, 1 connection): {baseline_rate:,.0f} spans/s; "
+        + ", then ".join(f"{total / x:,.0f}" for x in baselines)
+        + " (before, after)"
+    )
+    print("target: redaction adds under 5 % (redacted / plain >= 0.95)")
 
 
 def cpu_by_part(server, processors) -> dict[str, float | dict[int, float]]:
@@ -369,9 +480,10 @@ WATCH_SECONDS = 0.05
 class FreshnessWatcher(threading.Thread):
     """Notes when each batch's spans become readable, by the first trace id of each body (the unique constraint's index)."""
 
-    def __init__(self, database_url, batch_numbers):
+    def __init__(self, database_url, batch_numbers, project: int | None = None):
         super().__init__(daemon=True)
         self.database_url = database_url
+        self.project = project  # the batches' project (the first one by default)
         self.trace_of = {f"{b + 1:016x}{0:016x}": b for b in batch_numbers}
         self.answered: dict[int, float] = {}
         self.readable: dict[int, float] = {}
@@ -383,7 +495,7 @@ class FreshnessWatcher(threading.Thread):
 
     def run(self):
         with psycopg.connect(self.database_url, autocommit=True) as conn:
-            project = conn.execute("SELECT id FROM core_project ORDER BY id LIMIT 1").fetchone()[0]
+            project = self.project or conn.execute("SELECT id FROM core_project ORDER BY id LIMIT 1").fetchone()[0]
             while len(self.readable) < len(self.trace_of):
                 # Only batches already answered: probing the ones not yet
                 # sent (all of them, at first) would be PostgreSQL work the

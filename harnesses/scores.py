@@ -5,15 +5,22 @@ interval is Student's t, not Wilson, and two labels are compared unpaired:
 repeats of a harness share no rows to pair.
 """
 
+from django.db.models import Exists, OuterRef
+
 from evals import statistics
+from traces.models import TraceSession
 
 from .models import Run
 
 NO_LABEL = "(no model)"
 
 
+def _scored(harness):
+    return Run.objects.filter(harness=harness, status=Run.Status.SUCCEEDED, score__isnull=False)
+
+
 def scores_by_label(harness) -> dict[str, list[float]]:
-    scored = Run.objects.filter(harness=harness, status=Run.Status.SUCCEEDED, score__isnull=False).order_by("created_at")
+    scored = _scored(harness).order_by("created_at")
     groups: dict[str, list[float]] = {}
     for label, score in scored.values_list("model_label", "score"):
         groups.setdefault(label or NO_LABEL, []).append(score)
@@ -44,3 +51,21 @@ def compare_labels(groups: dict[str, list[float]], a: str, b: str) -> dict:
         }
     decisive = test.p_value < statistics.ALPHA
     return {**result, "delta": test.delta, "t": test.t, "df": test.df, "p_value": test.p_value, "verdict": statistics.verdict(decisive, test.delta), "note": ""}
+
+
+def compared_runs(harness, a: str, b: str) -> list[Run]:
+    """The runs behind a comparison of label b against a, a's first, best score first.
+
+    Each has `side` ("A" or "B"), `traced` (whether it has a trajectory to
+    open) and, on B's traced runs, `against`: A's best traced run, to set
+    beside it step by step (one query, the EXISTS inside it).
+    """
+    labels = {"" if label == NO_LABEL else label: side for side, label in (("B", b), ("A", a))}
+    traced = TraceSession.objects.filter(run=OuterRef("pk"))
+    runs = list(_scored(harness).filter(model_label__in=labels).annotate(traced=Exists(traced)).order_by("-score", "created_at", "pk"))
+    for run in runs:
+        run.side = labels[run.model_label]
+    best_a = next((run for run in runs if run.side == "A" and run.traced), None)
+    for run in runs:
+        run.against = best_a if run.side == "B" and run.traced else None
+    return sorted(runs, key=lambda run: run.side)

@@ -16,7 +16,7 @@ from traces.models import TraceSession
 from .actions import MAX_REPEATS, cancel_run, save_harness, start_runs
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
-from .scores import compare_labels, scores_by_label, summary
+from .scores import compare_labels, compared_runs, scores_by_label, summary
 
 RUNS_ON_HARNESS_PAGE = 50
 
@@ -95,6 +95,7 @@ def harness_detail(request, pk, *, status=200):
         "balance_cents": Account.balance_for(harness.project),
         "labels": summary(groups),
         "comparison": compare_labels(groups, a, b) if a and b else None,
+        "compared_runs": compared_runs(harness, a, b) if a and b else [],
         "max_repeats": MAX_REPEATS,
     }
     return render(request, "harnesses/detail.html", context, status=status)

@@ -217,3 +217,19 @@ def test_runs_start_with_repeats_charges_each_run(bv, project):
     assert len(json.loads(started.stdout)) == 3 and Account.balance_for(project) == 50
     short = bv("runs", "start", "rep", "--repeats", "2")
     assert short.exit_code == 2 and "402" in short.output
+
+
+def test_runs_show_says_where_a_secret_reached_the_runs_output(bv, project):
+    from harnesses.models import Run
+    from harnesses.redaction import Place
+
+    harness = Harness.objects.create(project=project, name="leaky", repo_url="https://example.org/a/b", install_command="true", run_command="true")
+    leaked = Run.objects.create(project=project, harness=harness, price_cents=50, status="succeeded", score=1, canary_places=Place.LOG | Place.SPANS)
+    careful = Run.objects.create(project=project, harness=harness, price_cents=50, status="succeeded", score=1)
+    shown = bv("runs", "show", str(leaked.pk))
+    assert shown.exit_code == 0, shown.output
+    assert "leaky" in shown.stdout and "a secret reached its output (log, spans)" in shown.stdout
+    assert json.loads(bv("runs", "show", str(leaked.pk), "--json").stdout)["secret_reached_output"] == ["log", "spans"]
+    quiet = bv("runs", "show", str(careful.pk))
+    assert quiet.exit_code == 0 and "leaky" in quiet.stdout and "secret" not in quiet.stdout
+    assert bv("runs", "show", "999999").exit_code == 2

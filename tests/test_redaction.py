@@ -155,3 +155,31 @@ def test_results_json_is_masked_after_parsing_so_escapes_cannot_hide_a_secret():
 def test_a_secret_in_a_refused_score_is_not_quoted_in_the_error():
     parsed = parse_results(f'{{"score": "{SECRET}"}}'.encode(), Redactor([SECRET]))
     assert SECRET not in parsed.error and MASK in parsed.error
+
+
+@pytest.mark.parametrize("marker", ["", "… [truncated 40 characters]"])
+@pytest.mark.parametrize("cut", range(1, len(SECRET)))
+def test_a_text_cut_inside_a_secret_keeps_no_run_of_the_minimum_length_of_it(cut, marker):
+    # As a length limit leaves it: the secret's beginning at the text's end, or before the mark of the cut.
+    redactor = Redactor([SECRET])
+    masked = redactor.value({"k": "x" * 30 + SECRET[:cut] + marker})["k"]
+    assert not any(piece in masked for piece in pieces(SECRET))
+    assert masked.endswith(marker) and masked.startswith("x" * 30)
+    if cut >= MIN_LENGTH:
+        assert masked == "x" * 30 + MASK + marker and redactor.found == {SECRET}
+    else:  # less than a whole value's minimum: kept, as a shorter secret is
+        assert masked == "x" * 30 + SECRET[:cut] + marker and not redactor.found
+
+
+def test_a_cut_secrets_beginning_is_masked_only_at_the_end():
+    redactor = Redactor([SECRET])
+    inside = f"{SECRET[:12]} went on"
+    assert redactor.text(inside) == inside and redactor.text(f"{inside}; {SECRET[:12]}") == f"{inside}; {MASK}"
+
+
+def test_a_batch_whose_body_held_a_secret_its_parsing_cut_is_masked_in_its_items():
+    source = f'{{"attributes": {{"k": "{"x" * 50}{SECRET}"}}}}'.encode()
+    cut = [{"attributes": {"k": "x" * 50 + SECRET[:15] + "… [truncated 10 characters]"}}, {"attributes": {"k": "clean"}}]
+    masked = Redactor([SECRET]).values(cut, source)
+    assert masked == [{"attributes": {"k": "x" * 50 + MASK + "… [truncated 10 characters]"}}, {"attributes": {"k": "clean"}}]
+    assert masked[1] is cut[1]  # only the item that holds it is walked

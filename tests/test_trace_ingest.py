@@ -322,3 +322,48 @@ def test_the_same_batch_sent_twice_at_once_is_stored_and_counted_once(api_key, p
     assert Span.objects.filter(session_id="twice").count() == 200
     session = TraceSession.objects.get(session_id="twice")
     assert (session.span_count, session.input_tokens, session.output_tokens) == (200, 2000, 1000)
+
+
+def session_span(*attributes):
+    """A span whose attributes are these (key, AnyValue) pairs, in order."""
+    encoded = span("step", kind=None)
+    encoded["attributes"] = [{"key": key, "value": value} for key, value in attributes]
+    return encoded
+
+
+FOREIGN_CASES = {
+    "an int id, its own": ([session_span(("session.id", {"intValue": "7"}))], 0),
+    "an empty first key, another session after it": (
+        [session_span(("traceloop.association.properties.session_id", {"stringValue": ""}), ("session.id", {"stringValue": "chat-1"}))],
+        1,
+    ),
+    "a NUL in the key": ([session_span(("session.id\x00", {"stringValue": "chat-1"}))], 1),
+    "the last of two values": ([session_span(("session.id", {"stringValue": "chat-1"}), ("session.id", {"stringValue": "7"}))], 0),
+    "a null value, no session": ([session_span(("gen_ai.conversation.id", None))], 0),
+    "a conversation id": ([session_span(("gen_ai.conversation.id", {"stringValue": "chat-2"})), session_span()], 1),
+    "another attribute, an array": ([session_span(("session.id", {"stringValue": "chat-1"}), ("deep", {"arrayValue": {"values": [{}]}}))], 1),
+}
+
+
+@pytest.mark.parametrize("case", list(FOREIGN_CASES))
+def test_a_runs_key_counts_another_sessions_spans_from_their_session_attributes_as_the_full_parse_does(case):
+    from traces import otlp
+    from traces.ingest import foreign_in_body, foreign_spans
+
+    spans, foreign = FOREIGN_CASES[case]
+    encoded = body(spans)
+    assert otlp.span_attributes(encoded, "application/json", frozenset(["session.id"])) is not None  # the light path was taken
+    assert foreign_in_body(encoded, "application/json", "7") == foreign_spans(otlp.parse(encoded, "application/json").spans, "7") == foreign
+    snake = encoded.replace(b'"resourceSpans"', b'"resource_spans"')
+    assert otlp.span_attributes(snake, "application/json", frozenset(["session.id"])) is None
+    assert foreign_in_body(snake, "application/json", "7") == foreign
+
+
+def test_a_runs_key_sending_a_value_nested_too_deep_is_answered_not_failed(run_key):
+    client, own = run_key
+    deep = {"stringValue": "bottom"}
+    for _ in range(40):
+        deep = {"arrayValue": {"values": [deep]}}
+    response = post(client, body([session_span(("session.id", {"stringValue": "chat-1"}), ("deep", deep))]))
+    assert response.status_code == 200 and response.json()["partialSuccess"]["rejectedSpans"] == "1"
+    assert not Span.objects.exists()  # the worker refused the batch whole

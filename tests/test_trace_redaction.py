@@ -14,10 +14,11 @@ from rest_framework.test import APIClient
 
 from belvedir.core.actions import save_secret
 from belvedir.core.models import ApiKey
-from belvedir.redaction import MASK
+from belvedir.redaction import MASK, MIN_LENGTH
 from harnesses.models import HarnessEnvVar, Run
 from harnesses.redaction import CANARY_ENV, RUN_KEY_ENV, new_canary
 from traces.models import Span, TaskGroup
+from traces.otlp import MAX_VALUE_CHARS
 from traces.segmentation import process_quiet_sessions
 from traces.training import jsonl_lines, training_tasks
 
@@ -169,3 +170,31 @@ def test_the_training_export_never_holds_a_redacted_value(run, api):
     # And through the API's download, as a user gets it.
     download = b"".join(api.get(f"/api/v1/task-groups/{group.pk}/training-data").streaming_content).decode()
     assert download == exported
+
+
+def test_a_secret_cut_by_a_length_limit_leaves_no_run_of_eight_of_its_characters(run):
+    # Parsing cuts values before redaction sees them: a 64 KB attribute or
+    # status message, a 500-character name, a 255-character column (the model).
+    canary = run.secret_env[CANARY_ENV]
+
+    def straddling(limit: int, secret: str, kept: int = 15) -> str:
+        return "x" * (limit - kept) + secret + " and the rest"
+
+    spans = [
+        span(
+            straddling(500, canary),
+            session_id=str(run.pk),
+            kind="tool",
+            attributes={"tool.result": straddling(MAX_VALUE_CHARS, canary, 20), "gen_ai.request.model": straddling(255, PROJECT_SECRET, 12)},
+        )
+    ]
+    spans[0]["status"] = {"code": 2, "message": straddling(MAX_VALUE_CHARS, HARNESS_SECRET)}
+    assert client_of(run).generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
+    stored = Span.objects.get()
+    assert stored.name == "x" * 485 + MASK and stored.model == "x" * 243 + MASK
+    assert stored.attributes["tool.result"].startswith("x" * (MAX_VALUE_CHARS - 20) + MASK + "… [truncated ")
+    text = stored_text()
+    for secret in (canary, PROJECT_SECRET, HARNESS_SECRET):
+        assert not any(secret[i : i + MIN_LENGTH] in text for i in range(len(secret) - MIN_LENGTH + 1)), secret
+    run.refresh_from_db()
+    assert run.secret_reached_output == ["spans"]

@@ -239,3 +239,34 @@ def test_a_harness_runs_page_links_to_its_trajectory_with_a_step_summary_and_a_c
     untraced = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50, status="succeeded")
     listing = owner_client.get(f"/harnesses/{harness.pk}/").content.decode()
     assert f'<a href="/traces/sessions/{runs[1].pk}/">steps</a>' in listing and f'<a href="/traces/sessions/{untraced.pk}/">' not in listing
+
+
+def test_a_harness_comparison_lists_its_runs_each_linked_to_its_trajectory(api, project, owner_client):
+    harness = Harness.objects.create(
+        project=project, name="agentic", repo_url="https://x.org/a/b", install_command="true", run_command="true", compute_type="cpu"
+    )
+
+    def scored(label, score, *, traced=True):
+        run = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50, status="succeeded", score=score, model_label=label)
+        if traced:
+            post(api, agent_session(str(run.pk)))
+            TraceSession.objects.filter(session_id=str(run.pk)).update(run=run)
+        return run
+
+    base_traced, base_untraced = scored("base", 0.5), scored("base", 0.6, traced=False)
+    tuned_low, tuned_high = scored("tuned", 0.8), scored("tuned", 0.9)
+    scored("other", 0.7)  # not in the comparison
+    with CaptureQueriesContext(connection) as plain:
+        owner_client.get(f"/harnesses/{harness.pk}/")
+    with CaptureQueriesContext(connection) as compared:
+        page = owner_client.get(f"/harnesses/{harness.pk}/", {"a": "base", "b": "tuned"}).content.decode()
+    assert len(compared) == len(plain) + 1  # the compared runs, whether each traced in the same query
+    table = page[page.index('id="compared-runs"') : page.index("</table>", page.index('id="compared-runs"'))]
+    rows = table.split("<tr>")[2:]
+    assert [row.split("#")[1].split("<")[0] for row in rows] == [str(r.pk) for r in (base_untraced, base_traced, tuned_high, tuned_low)]
+    assert "not traced" in rows[0] and f'<a href="/traces/sessions/{base_traced.pk}/">steps</a>' in rows[1]
+    # B's runs open beside A's best traced run, step by step.
+    for row, run in zip(rows[2:], (tuned_high, tuned_low), strict=True):
+        assert f'<a href="/traces/sessions/{run.pk}/">steps</a>' in row
+        assert f'href="/traces/diff/?s={base_traced.pk}&amp;s={run.pk}">step by step against #{base_traced.pk}</a>' in row
+    assert owner_client.get("/traces/diff/", {"s": [base_traced.pk, tuned_high.pk]}).status_code == 200

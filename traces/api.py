@@ -17,7 +17,7 @@ from belvedir.core.throttle import IngestThrottle
 from . import batches, diff, otlp, trajectory
 from .actions import report_outcome
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, foreign_spans, run_session_of
+from .ingest import collector_paused, foreign_in_body, run_session_of
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
@@ -73,14 +73,14 @@ class TraceIngest(APIView):
         with collector_paused():
             try:
                 raw = read_body(request._request)
-                checked = otlp.check(otlp.decode_body(raw, encoding), request.content_type)
+                body = otlp.decode_body(raw, encoding)
+                checked = otlp.check(body, request.content_type)
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
             rejected, reasons = checked.rejected, checked.reasons
             own_session = run_session_of(request.auth)
-            if own_session is not None and (foreign := foreign_spans(otlp.parse(otlp.decode_body(raw, encoding), request.content_type).spans, own_session)):
-                # A run's key (a small share of traffic) pays the full parse
-                # here so its answer counts what the worker will refuse to store.
+            # A run's key: its answer counts the spans the worker will refuse to store (another session's).
+            if own_session is not None and (foreign := foreign_in_body(body, request.content_type, own_session)):
                 rejected, reasons = rejected + foreign, [*reasons, f"A run's key writes only its own session ({own_session})."]
             if checked.accepted:
                 # A database that is down answers 503 (DatabaseUnavailableMiddleware):

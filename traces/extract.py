@@ -23,6 +23,10 @@ def _first(attributes: dict, keys) -> str:
     return ""
 
 
+def session_of(attributes: dict) -> str:
+    return _first(attributes, SESSION_KEYS)
+
+
 def _tokens(attributes: dict, keys) -> int | None:
     """A count sent as intValue, doubleValue or a string ("12", "12.0")."""
     for key in keys:
@@ -59,7 +63,7 @@ def extract(span: dict) -> dict:
     if not workflow and span_kind == "workflow":
         workflow = _first(attributes, ("traceloop.entity.name",)) or span["name"].removesuffix(".workflow")
     return {
-        "session_id": _first(attributes, SESSION_KEYS),
+        "session_id": session_of(attributes),
         "user_id": _first(attributes, USER_KEYS),
         "span_kind": span_kind,
         "workflow_name": workflow,

@@ -26,10 +26,12 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg.types.string import BytesBinaryDumper
 
-from .extract import extract, to_datetime
+from . import otlp
+from .extract import SESSION_KEYS, extract, session_of, to_datetime
 from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
 
+SESSION_KEY_SET = frozenset(SESSION_KEYS)
 SPAN_COLUMNS = [f for f in Span._meta.concrete_fields if not f.primary_key]
 SPAN_FIELDS = [f.attname for f in SPAN_COLUMNS]
 # orjson: span attributes and messages are serialised for every span, and the
@@ -99,6 +101,22 @@ def foreign_spans(raw_spans: list[dict], session: str | None) -> int:
     if session is None:
         return 0
     return sum(1 for raw in raw_spans if extract(raw)["session_id"] not in ("", session))
+
+
+def foreign_in_body(body: bytes, content_type: str, session: str) -> int:
+    """`foreign_spans` of a request body that `otlp.check` passed, read by each span's session attributes alone where it can be.
+
+    A run key's request counts what the worker will refuse, before it
+    answers: parsing the whole body (and extracting every span) for that
+    took three times the CPU of a project key's request.
+    """
+    try:
+        found = otlp.span_attributes(body, content_type, SESSION_KEY_SET)
+        if found is None:
+            return foreign_spans(otlp.parse(body, content_type).spans, session)
+    except otlp.IngestError:
+        return 0  # the worker refuses the batch whole, and records why
+    return sum(1 for attributes in found if session_of(attributes) not in ("", session))
 
 
 def run_session_of(key) -> str | None:

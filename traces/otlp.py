@@ -201,6 +201,67 @@ def _all_valid_count(body: bytes) -> int | None:
     return len(spans)
 
 
+# What a run key's request reads of each span (traces.ingest.foreign_in_body):
+# attribute keys, and only the values of the keys it asks for, decoded as the
+# full parser decodes them. The rest of the body stays undecoded bytes.
+# gc=False: ~15,000 of these per request, holding no cycles; tracked by the
+# collector, decoding them took 19 ms a 1,000-span body, untracked 6.
+
+
+class _AttributeRaw(msgspec.Struct, gc=False):
+    key: str
+    value: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _AttributesSpan(msgspec.Struct, gc=False):
+    attributes: list[_AttributeRaw] = []
+
+
+class _AttributesScopeSpans(msgspec.Struct, gc=False):
+    spans: list[_AttributesSpan] = []
+
+
+class _AttributesResourceSpans(msgspec.Struct, gc=False):
+    scopeSpans: list[_AttributesScopeSpans] = []
+    scope_spans: Any = msgspec.UNSET
+
+
+class _AttributesRequest(msgspec.Struct, gc=False):
+    resourceSpans: list[_AttributesResourceSpans] = []
+    resource_spans: Any = msgspec.UNSET
+
+
+_attributes_decoder = msgspec.json.Decoder(_AttributesRequest)
+
+
+def span_attributes(body: bytes, content_type: str, keys: frozenset[str]) -> list[dict] | None:
+    """Each span's attributes among `keys`, as `parse` makes them, without building the others.
+
+    None where the body needs the full parser to say (protobuf, snake_case
+    keys, an attribute that is not a {key, value} object): take `parse`.
+    """
+    if (content_type or "").split(";")[0].strip().lower() != "application/json":
+        return None
+    try:
+        request = _attributes_decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    if request.resource_spans is not msgspec.UNSET or any(rs.scope_spans is not msgspec.UNSET for rs in request.resourceSpans):
+        return None
+    found = []
+    for rs in request.resourceSpans:
+        for ss in rs.scopeSpans:
+            for span in ss.spans:
+                attributes = {}
+                for item in span.attributes:
+                    # `_json_attributes` cleans a key before using it: a NUL in it is all that can make it one of `keys`.
+                    key = item.key.replace("\x00", "") if "\x00" in item.key else item.key
+                    if key in keys:
+                        attributes[key] = _json_value(orjson.loads(bytes(item.value)) or {}, 0)
+                found.append(attributes)
+    return found
+
+
 def _check_json(body: bytes) -> Checked:
     if (count := _all_valid_count(body)) is not None:
         return Checked(accepted=count)
