@@ -167,6 +167,18 @@ _ZERO_IDS = {"0" * 32, "0" * 16}
 _NO_SNAKE_CASE = (msgspec.UNSET,) * 5
 
 
+def _camel_case_request(decoder, body: bytes):
+    """The body decoded by a fast-path decoder, or None where only the full parser can say (snake_case keys, a refused shape)."""
+    try:
+        request = decoder.decode(body)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # RecursionError: a body nested past msgspec's limit; the full parser refuses it with a 400.
+        return None
+    if request.resource_spans is not msgspec.UNSET or any(rs.scope_spans is not msgspec.UNSET for rs in request.resourceSpans):
+        return None
+    return request
+
+
 def _all_valid_count(body: bytes) -> int | None:
     """How many spans a body has when every one of them passes the checks, else None (take the full path)."""
     if not body.isascii():
@@ -174,12 +186,7 @@ def _all_valid_count(body: bytes) -> int | None:
             body.decode("utf-8")  # msgspec does not check the strings it skips
         except UnicodeDecodeError:
             return None
-    try:
-        request = _checked_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        # RecursionError: a body nested past msgspec's limit; the full parser refuses it with a 400.
-        return None
-    if request.resource_spans is not msgspec.UNSET or any(rs.scope_spans is not msgspec.UNSET for rs in request.resourceSpans):
+    if (request := _camel_case_request(_checked_decoder, body)) is None:
         return None
     spans = [span for rs in request.resourceSpans for ss in rs.scopeSpans for span in ss.spans]
     _check_count(len(spans))
@@ -242,11 +249,7 @@ def span_attributes(body: bytes, content_type: str, keys: frozenset[str]) -> lis
     """
     if (content_type or "").split(";")[0].strip().lower() != "application/json":
         return None
-    try:
-        request = _attributes_decoder.decode(body)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    if request.resource_spans is not msgspec.UNSET or any(rs.scope_spans is not msgspec.UNSET for rs in request.resourceSpans):
+    if (request := _camel_case_request(_attributes_decoder, body)) is None:
         return None
     found = []
     for rs in request.resourceSpans:
