@@ -113,7 +113,10 @@ def clone(url: str, ref: str, dest: str, timeout: int, credentials: Credentials 
 def _clone_checked(url, ref, dest, timeout, target: Target, credentials: Credentials) -> str:
     with tempfile.TemporaryDirectory(prefix="bv-git-home-") as home:
         env, config = _isolated(home, target, credentials)
-        _clone(["clone", "--quiet", "--no-checkout", "--no-recurse-submodules", *config, "--", url.strip(), dest], env, dest, timeout, url)
+        # --no-hardlinks: a local clone would otherwise share the source's
+        # object files, whose ctime every other clone of it changes (a link
+        # more), and tar refuses a file that changes while it reads it.
+        _clone(["clone", "--quiet", "--no-checkout", "--no-hardlinks", "--no-recurse-submodules", *config, "--", url.strip(), dest], env, dest, timeout, url)
         target_ref = "HEAD"
         if ref:
             for candidate in (ref, f"origin/{ref}"):
