@@ -20,7 +20,7 @@ from django.utils import timezone
 from . import benchmarks, statistics
 from .datasets import DATASET_RUBRIC
 from .judges import judge_key
-from .models import Eval, JudgeLabel, Sample
+from .models import Deployment, Eval, JudgeLabel, Sample
 
 CALIBRATED_AT = 30
 NOT_CALIBRATED = f"judge not calibrated: fewer than {CALIBRATED_AT} human labels agree or disagree with it"
@@ -82,9 +82,10 @@ def card(project, judge_key: str) -> dict:
     interval = kappa_interval(judge_values, human_values, weights)
     repeats = repeat_pairs(project, judge_key)
     repeat_kappa = cohen_kappa([x for x, _ in repeats], [y for _, y in repeats], weights)
+    deployment_id = judge_key.split(":", 1)[0]
     return {
         "key": judge_key,
-        "deployment": judge_key.split(":", 1)[0],
+        "deployment": Deployment.objects.filter(project=project, pk=deployment_id).values_list("name", flat=True).first() if deployment_id.isdigit() else None,
         "rubric": judge_key.split(":", 1)[1] if ":" in judge_key else judge_key,
         "scale": list(scale),
         "weights": weights or "none",

@@ -31,8 +31,8 @@ def side(run: SuiteRun, deployment: Deployment | None) -> Deployment:
 def compare_suite_runs(a: SuiteRun, b: SuiteRun, *, deployment_a=None, deployment_b=None, set_aside_flaky: bool = False) -> dict:
     """B against A on every benchmark both ran; SuiteError (400) when the runs' rows differ or the sides are unclear."""
     left, right = side(a, deployment_a), side(b, deployment_b)
-    evals_a = {ev.benchmark: ev for ev in a.evals.filter(deployment=left).select_related("deployment", "judge")}
-    evals_b = {ev.benchmark: ev for ev in b.evals.filter(deployment=right).select_related("deployment", "judge")}
+    evals_a = {ev.benchmark: ev for ev in a.evals.filter(deployment=left).select_related("deployment", "judge").order_by("pk")}
+    evals_b = {ev.benchmark: ev for ev in b.evals.filter(deployment=right).select_related("deployment", "judge").order_by("pk")}
     shared = [name for name in evals_a if name in evals_b]
     compared = []
     for name in shared:

@@ -84,7 +84,8 @@ def suite_run(request, pk):
     stats = progress(run)
     context = {"run": run, "stats": stats, "status": status_of(stats), "table": suite_table(run)}
     if request.htmx and request.GET.get("part") == "table":
-        return polled(render(request, "evals/_suite_table.html", context), done=not stats["active"])
+        # Once every eval ended, the page reloads once: the chart and the actions depend on the results.
+        return polled(render(request, "evals/_suite_table.html", context), done=not stats["active"], reload_page=True)
     context["chart"] = suite_chart(context["table"])
     context["compare_form"] = SuiteCompareForm(project=run.project, initial={"other": run.same_rows_as_id})
     return render(request, "evals/suite_run.html", context)

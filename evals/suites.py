@@ -18,7 +18,7 @@ import secrets
 
 import yaml
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 
 from billing.actions import refuse_if_in_debt
 
@@ -273,6 +273,7 @@ def progress(run: SuiteRun) -> dict:
         active=Count("pk", filter=Q(status__in=Eval.ACTIVE)),
         succeeded=Count("pk", filter=Q(status=Eval.Status.SUCCEEDED)),
         stopped=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR])),
+        errors=Sum("error_count", default=0),
     )
     return stats
 
