@@ -111,6 +111,11 @@ def main():
         print(f"one by one (sum of walls)   {one_by_one:7.2f} s")
         print(f"suite run                   {suite_wall:7.2f} s   {suite_wall / one_by_one:.2f} x one by one   (target <= 1.00)")
         print(f"ideal                       {ideal:7.2f} s   suite {suite_wall / ideal:.1f} x ideal")
+        for deployment in (a, b):
+            mine = sorted((ev for ev in evals if ev.deployment_id == deployment.pk), key=lambda ev: ev.started_at)
+            running = sum((ev.finished_at - ev.started_at).total_seconds() for ev in mine)
+            waiting = sum((later.started_at - earlier.finished_at).total_seconds() for earlier, later in zip(mine, mine[1:], strict=False))
+            print(f"deployment {deployment.name}: its evals ran {running:.2f} s in all, waited {waiting:.2f} s between one's end and the next's start")
 
 
 if __name__ == "__main__":
