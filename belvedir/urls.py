@@ -10,6 +10,7 @@ from belvedir.workspace import api as workspace_api
 from belvedir.workspace import views as workspace_views
 from billing import api as billing_api
 from evals import api as evals_api
+from evals import suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
@@ -21,6 +22,8 @@ router.register("presets", harnesses_api.PresetViewSet, basename="preset")
 router.register("deployments", evals_api.DeploymentViewSet, basename="deployment")
 router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
+router.register("suites", suite_api.SuiteViewSet, basename="suite")
+router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")
@@ -40,6 +43,7 @@ api_v1 = [
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
     path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
+    path("judges", suite_api.judges, name="api-judges"),
     *router.urls,
 ]
 

@@ -17,7 +17,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from . import members, traces
+from . import members, suites, traces
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
 from .terminal import client, console, id_by_name, json_option, output
 from .upload import MultipartFile
@@ -169,9 +169,11 @@ def evals():
     metavar="NAME=VALUE",
     help="A benchmark option (`bv benchmarks list --json` lists them), e.g. --option challenge_tests=true; repeatable. VALUE is read as JSON when it parses.",
 )
+@click.option("--judge", help="A judged benchmark's judge deployment (mt_bench), name or id.")
+@click.option("--epochs", type=click.IntRange(1, 10), help="Ask every row this many times: per-row pass rates, flips and the noise floor.")
 @click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
 @json_option
-def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, options, wait):
+def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, options, judge, epochs, wait):
     payload = read_config_file(config_file) if config_file else {}
     if options:
         from_file = payload.get("benchmark_options") or {}
@@ -186,6 +188,8 @@ def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, sa
         "samples_per_problem": samples_per_problem,
         "max_cost": max_cost,
         "mode": mode,
+        "judge": judge,
+        "epochs": epochs,
     }
     payload.update({key: value for key, value in given.items() if value})
     if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as")):
@@ -250,7 +254,15 @@ def evals_show(eval_id):
     if click.get_current_context().obj.get("json"):
         output(ev)
         return
-    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics")}))
+    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics", "noise", "warnings")}))
+    for warning in ev.get("warnings") or []:
+        click.echo(f"Warning: {warning}")
+    if noise := ev.get("noise"):
+        epochs = ", ".join(f"{score:.3f}" for score in noise["epoch_scores"])
+        click.echo(
+            f"Epochs: {noise['epochs']} (scores {epochs}); {noise['flipped']} of {noise['n']} rows flipped ({noise['flip_rate']:.1%}); "
+            f"noise floor ±{noise['noise_floor']:.4f} (95% CI {interval(noise['noise_floor_ci'])})"
+        )
     if ev.get("metrics"):
         rows = [
             {
@@ -277,15 +289,35 @@ def evals_resume(eval_id, max_cost):
     output(client().post(f"evals/{eval_id}/resume", {"max_cost": max_cost} if max_cost else {}), ["id", "status", "done_count", "total", "max_cost"])
 
 
+@evals.command("retry-errors")
+@click.argument("eval_id", type=int)
+@json_option
+def evals_retry(eval_id):
+    """Ask again only the rows that errored; earlier attempts are kept and their tokens counted."""
+    body = client().post(f"evals/{eval_id}/retry-errors", {})
+    output(
+        body if click.get_current_context().obj["json"] else {"retried": body["retried"], **body["eval"]}, ["id", "retried", "status", "done_count", "total"]
+    )
+
+
+@evals.command("rescore")
+@click.argument("eval_id", type=int)
+@json_option
+def evals_rescore(eval_id):
+    """A new eval scored from EVAL_ID's stored outputs, without asking the deployment again."""
+    output(client().post(f"evals/{eval_id}/rescore", {}), ["id", "benchmark", "rescored_from", "status"])
+
+
 @evals.command("compare")
 @click.argument("a", type=int)
 @click.argument("b", type=int)
 @click.option("--fail-if-worse", is_flag=True, help="Exit 1 when B is significantly worse than A (a regression gate); 0 otherwise.")
 @click.option("--flips", "show_flips", type=int, default=10, show_default=True, help="How many flipped rows to list.")
+@click.option("--set-aside-flaky", is_flag=True, help="Leave out rows that flipped within either eval's own epochs (listed).")
 @json_option
-def evals_compare(a, b, fail_if_worse, show_flips):
+def evals_compare(a, b, fail_if_worse, show_flips, set_aside_flaky):
     """Eval B against eval A on the same rows: paired delta with its CI, McNemar p, flips and a verdict."""
-    body = client().get(f"evals/{a}/compare/{b}")
+    body = client().get(f"evals/{a}/compare/{b}", **({"set_aside_flaky": "1"} if set_aside_flaky else {}))
     if click.get_current_context().obj["json"]:
         output(body)
     else:
@@ -307,6 +339,13 @@ def print_comparison(body: dict, show_flips: int):
     click.echo(f"Verdict: {body['verdict']}")
     if body["rows_needed"]:
         click.echo(f"About {body['rows_needed']} paired rows would decide a gap of this size.")
+    if noise := body.get("noise"):
+        where = "above" if noise["above"] else "within"
+        click.echo(f"Noise floor (eval #{noise['eval']}'s epochs): ±{noise['noise_floor']:.4f}; the delta is {where} it.")
+    if body.get("set_aside", {}).get("applied"):
+        click.echo(f"Set aside {body['set_aside']['count']} rows that flipped within their own epochs: {body['set_aside']['flaky_rows'][:20]}")
+    if (judge := body.get("judge")) and not judge["calibrated"]:
+        click.echo(f"Warning: {judge['warning']}")
     for axis, entries in (body.get("by_category") or {}).items():
         rows = [{**e, "a": fmt(e["a"], ".3f"), "b": fmt(e["b"], ".3f"), "delta": fmt(e["delta"], "+.3f"), "95% CI": interval(e["delta_ci"])} for e in entries]
         output(rows, ["name", "n", "a", "b", "delta", "95% CI", "verdict"], title=f"Delta B - A by {axis}")
@@ -498,8 +537,31 @@ def models_benchmarks(name):
     output(client().get(f"models/{found[0]['id']}/benchmarks"), ["run", "harness", "score", "date"])
 
 
+@cli.group()
+def judges():
+    """LLM judges and their calibration cards."""
+
+
+@judges.command("list")
+@json_option
+def judges_list():
+    """Each judge of the project: its labels, Cohen's kappa with people, its agreement with itself."""
+    rows = [
+        {
+            **j,
+            "kappa": fmt(j["kappa"], ".3f"),
+            "95% CI": interval(j["kappa_ci"]),
+            "self kappa": fmt(j["self_consistency"]["kappa"], ".3f"),
+            "calibrated": "yes" if j["calibrated"] else f"no ({j['needed']} more labels)",
+        }
+        for j in client().get("judges")
+    ]
+    output(rows, ["key", "n", "kappa", "95% CI", "weights", "self kappa", "calibrated"])
+
+
 # Command groups kept in their own modules.
 cli.add_command(members.members)
+cli.add_command(suites.suites)
 cli.add_command(traces.traces)
 
 

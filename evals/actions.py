@@ -1,3 +1,4 @@
+import asyncio
 import secrets
 
 import yaml
@@ -5,17 +6,19 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from django_q.tasks import async_task
 
 from billing.actions import refuse_if_in_debt
 
-from . import benchmarks
+from . import benchmarks, queue
 from .benchmarks.base import DataMissing, OptionError
-from .models import Dataset, Deployment, Eval
+from .connection import test_connection
+from .engine import refresh_counters
+from .models import Dataset, Deployment, Eval, Sample, SampleAttempt
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
+MAX_EPOCHS = 10
 
 
 class EvalConfigError(ValueError):
@@ -30,9 +33,44 @@ class EvalLimitReached(EvalConfigError):
     status_code = 409
 
 
-def create_eval(
+def create_eval(project, user, **options) -> Eval:
+    """Queue an eval (`plan_eval` lists the options and checks them). With `same_rows_as` (an eval of this
+    project) it scores exactly that eval's rows, in its mode and with its benchmark options unless others are given.
+
+    Evals cost nothing to start, but wait like runs while the project is in
+    debt (InsufficientBalance, 402). A judge that does not answer refuses the
+    eval before anything is created.
+    """
+    refuse_if_in_debt(project)
+    fields = plan_eval(project, **options)
+    check_judge_answers(fields["judge"])
+    with transaction.atomic():
+        project.lock()
+        check_active_limit(project)
+        ev = Eval.objects.create(**fields, created_by=user)
+        transaction.on_commit(lambda: queue.enqueue(ev))
+    return ev
+
+
+def check_active_limit(project):
+    """A project runs at most PROJECT_MAX_ACTIVE_EVALS evals at once; a suite run, whatever its size, counts as one."""
+    alone = Eval.objects.filter(project=project, status__in=Eval.ACTIVE, suite_run__isnull=True).count()
+    suites = Eval.objects.filter(project=project, status__in=Eval.ACTIVE, suite_run__isnull=False).values("suite_run").distinct().count()
+    if alone + suites >= settings.PROJECT_MAX_ACTIVE_EVALS:
+        raise EvalLimitReached(f"This project already has {alone + suites} evals or suite runs queued or running, its limit; start this one when one ends.")
+
+
+def check_judge_answers(judge: Deployment | None):
+    """One tiny request to the judge: an eval whose every verdict would fail is refused instead of started."""
+    if judge is None:
+        return
+    answer = asyncio.run(test_connection(judge))
+    if not answer["ok"]:
+        raise EvalConfigError(f"The judge deployment {judge.name} cannot be reached: {answer['error']}")
+
+
+def plan_eval(
     project,
-    user,
     *,
     deployment,
     benchmark="",
@@ -46,14 +84,10 @@ def create_eval(
     max_cost=None,
     mode=None,
     benchmark_options=None,
-) -> Eval:
-    """Queue an eval. With `same_rows_as` (an eval of this project) it scores exactly that eval's rows,
-    in its mode and with its benchmark options unless others are given.
-
-    Evals cost nothing to start, but wait like runs while the project is in
-    debt (InsufficientBalance, 402).
-    """
-    refuse_if_in_debt(project)
+    judge=None,
+    epochs=1,
+) -> dict:
+    """An eval's fields, every rule checked; EvalConfigError (400) naming the first one broken. Nothing is created."""
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
@@ -64,12 +98,7 @@ def create_eval(
     if benchmark and dataset is not None:
         raise EvalConfigError("A benchmark eval takes no dataset: choose either a benchmark or a dataset.")
     if benchmark:
-        if benchmarks.get(benchmark) is None:
-            raise EvalConfigError(f"Unknown benchmark {benchmark!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
-        try:
-            benchmarks.get(benchmark).version()
-        except DataMissing as exc:
-            raise EvalConfigError(f"Benchmark {benchmark} cannot run here: {exc}") from None
+        check_benchmark(benchmark)
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
         if problem := deployment_problem(benchmarks.get(benchmark), deployment):
@@ -84,6 +113,7 @@ def create_eval(
         raise EvalConfigError("benchmark_options apply to a catalog benchmark; a dataset eval takes scorers instead.")
     else:
         scorers = _check_scorers(project, scorers)
+    judge = _check_judge(project, benchmark, scorers, judge)
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
     if sample_limit is not None and sample_limit > (available := _row_count(benchmark, dataset)):
@@ -92,33 +122,72 @@ def create_eval(
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
     if samples_per_problem > 1 and not (benchmark and benchmarks.get(benchmark).sandboxed):
         raise EvalConfigError("samples_per_problem (pass@k) applies to code benchmarks only (humaneval, mbpp).")
-    if max_cost is not None and (max_cost < 0 or not deployment.is_priced):
+    _check_epochs(epochs, samples_per_problem, mode)
+    if max_cost is not None and (max_cost < 0 or not (deployment.is_priced or (judge is not None and judge.is_priced))):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     _check_mode(mode, benchmark, deployment, generation)
-    with transaction.atomic():
-        project.lock()
-        active = Eval.objects.filter(project=project, status__in=Eval.ACTIVE).count()
-        if active >= settings.PROJECT_MAX_ACTIVE_EVALS:
-            raise EvalLimitReached(f"This project already has {active} evals queued or running, its limit; start this one when one ends.")
-        ev = Eval.objects.create(
-            project=project,
-            deployment=deployment,
-            benchmark=benchmark,
-            benchmark_version=benchmarks.get(benchmark).version() if benchmark else "",
-            benchmark_options=benchmark_options if benchmark else {},
-            dataset=dataset,
-            scorers=scorers,
-            sample_limit=sample_limit,
-            seed=seed if seed is not None else secrets.randbelow(2**31),
-            generation=generation or {},
-            same_rows_as=same_rows_as,
-            samples_per_problem=samples_per_problem,
-            max_cost=max_cost,
-            mode=mode,
-            created_by=user,
-        )
-        transaction.on_commit(lambda: enqueue(ev))
-    return ev
+    return {
+        "project": project,
+        "deployment": deployment,
+        "benchmark": benchmark,
+        "benchmark_version": benchmarks.get(benchmark).version() if benchmark else "",
+        "benchmark_options": benchmark_options if benchmark else {},
+        "dataset": dataset,
+        "scorers": scorers,
+        "sample_limit": sample_limit,
+        "seed": seed if seed is not None else secrets.randbelow(2**31),
+        "generation": generation or {},
+        "same_rows_as": same_rows_as,
+        "samples_per_problem": samples_per_problem,
+        "max_cost": max_cost,
+        "mode": mode,
+        "judge": judge,
+        "epochs": epochs,
+    }
+
+
+def check_benchmark(name: str):
+    """The benchmark is in the catalog and its data installed, or EvalConfigError saying which and how to fix it."""
+    if benchmarks.get(name) is None:
+        raise EvalConfigError(f"Unknown benchmark {name!r}; choose one of {', '.join(benchmarks.CATALOG)}.")
+    try:
+        benchmarks.get(name).version()
+    except DataMissing as exc:
+        raise EvalConfigError(f"Benchmark {name} cannot run here: {exc}") from None
+
+
+def _check_judge(project, benchmark: str, scorers: list, judge: Deployment | None) -> Deployment | None:
+    """The eval's judge: the one given for a judged benchmark, or the llm_judge scorer's for a dataset."""
+    if judge is not None and judge.project_id != project.pk:
+        raise EvalConfigError("The judge must be a deployment of this project.")
+    if benchmark:
+        if benchmarks.get(benchmark).judged:
+            if judge is None:
+                raise EvalConfigError(f"{benchmark} is graded by an LLM judge: choose a judge deployment (judge), preferably not the one under test.")
+            return judge
+        if judge is not None:
+            raise EvalConfigError(f"{benchmark} is not judged by a model: leave judge unset.")
+        return None
+    scorer_judges = {s["deployment"] for s in scorers if isinstance(s, dict) and s.get("name") == LLM_JUDGE}
+    if len(scorer_judges) > 1:
+        raise EvalConfigError("One judge per eval: give the llm_judge scorer once.")
+    if not scorer_judges:
+        if judge is not None:
+            raise EvalConfigError('A dataset eval is judged through its llm_judge scorer: {"name": "llm_judge", "deployment": ID}.')
+        return None
+    scorer_judge = Deployment.objects.get(project=project, pk=scorer_judges.pop())
+    if judge is not None and judge.pk != scorer_judge.pk:
+        raise EvalConfigError("The llm_judge scorer names another judge than the eval's judge: give one.")
+    return scorer_judge
+
+
+def _check_epochs(epochs: int, samples_per_problem: int, mode: str):
+    if not 1 <= epochs <= MAX_EPOCHS:
+        raise EvalConfigError(f"epochs must be between 1 and {MAX_EPOCHS}.")
+    if epochs > 1 and samples_per_problem > 1:
+        raise EvalConfigError("Choose epochs or samples_per_problem: both ask each row several times (pass@k reads them as tries, epochs as reruns).")
+    if epochs > 1 and mode == Eval.Mode.LOGLIKELIHOOD:
+        raise EvalConfigError("Log-likelihoods are the same every time: epochs apply to generative evals.")
 
 
 def _row_count(benchmark: str, dataset) -> int:
@@ -181,12 +250,6 @@ def _check_scorers(project, scorers) -> list:
     return checked
 
 
-def enqueue(ev: Eval):
-    # Their own queue, worked by their own cluster (Q_CLUSTER_NAME=evals):
-    # a flood of evals never delays a paid run.
-    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}", cluster=settings.EVAL_QUEUE)
-
-
 def cancel_eval(ev: Eval) -> bool:
     """Stop new requests; what finished is kept."""
     return bool(
@@ -213,13 +276,99 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
         pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
     )
     count = F("auto_resumes") + 1 if automatic else 0
+    # A stalled eval keeps its place (its deployment's turn in a suite); one a person resumes waits for its suite's turn.
+    status = Eval.Status.QUEUED if automatic else queue.waiting_status(ev)
     with transaction.atomic():
-        if not resumable.update(
-            status=Eval.Status.QUEUED, finished_at=None, status_message="Resumed.", auto_resumes=count, queued_at=timezone.now(), **changes
-        ):
+        if not resumable.update(status=status, finished_at=None, status_message="Resumed.", auto_resumes=count, queued_at=timezone.now(), **changes):
             return False
-        transaction.on_commit(lambda: enqueue(ev))
+        transaction.on_commit(lambda: queue.enqueue(ev) if automatic else queue.start(ev))
     return True
+
+
+class EvalBusy(EvalConfigError):
+    """The eval is still queued or running: what is asked must wait for its end."""
+
+    status_code = 409
+
+
+def retry_errors(ev: Eval) -> int:
+    """Ask again only the rows that errored (timeouts, 5xx, a broken sandbox, an unusable verdict); how many.
+
+    Each errored try is kept as a SampleAttempt (when, what failed, its tokens),
+    so the eval's tokens and cost add up over attempts; the row itself is
+    stored afresh by the next pass, which asks nothing else.
+    """
+    refuse_if_in_debt(ev.project)
+    with transaction.atomic():
+        current = Eval.objects.select_for_update().get(pk=ev.pk)
+        if current.is_active:
+            raise EvalBusy(f"Eval #{ev.pk} is {current.status}: retry its errored samples once it ends.")
+        errored = Sample.objects.filter(eval=ev).exclude(error="")
+        attempts = [
+            SampleAttempt(
+                eval_id=ev.pk,
+                row_index=sample.row_index,
+                error=sample.error,
+                output=sample.output,
+                prompt_tokens=sample.prompt_tokens,
+                completion_tokens=sample.completion_tokens,
+                judge_prompt_tokens=sample.judge_prompt_tokens,
+                judge_completion_tokens=sample.judge_completion_tokens,
+                at=sample.created_at,
+            )
+            for sample in errored
+        ]
+        if not attempts:
+            raise EvalConfigError(f"Eval #{ev.pk} has no errored samples to retry.")
+        SampleAttempt.objects.bulk_create(attempts)
+        errored.delete()
+        Eval.objects.filter(pk=ev.pk).update(
+            status=queue.waiting_status(current),
+            finished_at=None,
+            auto_resumes=0,
+            queued_at=timezone.now(),
+            status_message=f"Retrying {len(attempts)} errored sample{'s' if len(attempts) != 1 else ''}; the rest are kept.",
+        )
+        refresh_counters(ev.pk)
+        transaction.on_commit(lambda: queue.start(current))
+    return len(attempts)
+
+
+def rescore_eval(ev: Eval, user) -> Eval:
+    """A new eval on the same rows, scored from `ev`'s stored outputs: the deployment is not asked again, so it costs
+    no token of the deployment's (a judged benchmark's judge is asked again, and counted)."""
+    if ev.is_active:
+        raise EvalBusy(f"Eval #{ev.pk} is {ev.status}: re-score it once it ends.")
+    if ev.mode == Eval.Mode.LOGLIKELIHOOD:
+        raise EvalConfigError("A log-likelihood eval stores its options' rounded log-likelihoods only: run it again instead of re-scoring it.")
+    if ev.benchmark and benchmarks.get(ev.benchmark) is not None and benchmarks.get(ev.benchmark).version() != ev.benchmark_version:
+        raise EvalConfigError(f"{ev.benchmark}'s data changed since eval #{ev.pk}: its rows are not the same, so its outputs cannot be re-scored.")
+    refuse_if_in_debt(ev.project)
+    check_judge_answers(ev.judge)
+    with transaction.atomic():
+        ev.project.lock()
+        check_active_limit(ev.project)
+        rescored = Eval.objects.create(
+            project=ev.project,
+            deployment=ev.deployment,
+            benchmark=ev.benchmark,
+            benchmark_version=ev.benchmark_version,
+            benchmark_options=ev.benchmark_options,
+            dataset=ev.dataset,
+            scorers=ev.scorers,
+            sample_limit=ev.sample_limit,
+            seed=ev.seed,
+            generation=ev.generation,
+            same_rows_as=ev,
+            rescored_from=ev,
+            samples_per_problem=ev.samples_per_problem,
+            epochs=ev.epochs,
+            mode=ev.mode,
+            judge=ev.judge,
+            created_by=user,
+        )
+        transaction.on_commit(lambda: queue.enqueue(rescored))
+    return rescored
 
 
 def next_pass(ev: Eval, *, progressed: bool) -> bool:
@@ -248,7 +397,7 @@ def next_pass(ev: Eval, *, progressed: bool) -> bool:
             auto_resumes=0 if progressed else F("auto_resumes") + 1,
             status_message=f"Continues in its next pass: {current.done_count:,} of {current.total:,} rows stored.",
         )
-        transaction.on_commit(lambda: enqueue(current))
+        transaction.on_commit(lambda: queue.enqueue(current))
     return True
 
 
@@ -261,6 +410,8 @@ CONFIG_FIELDS = {
     "benchmark_options",
     "dataset_id",
     "deployment",
+    "epochs",
+    "judge",
     "generation",
     "max_cost",
     "mode",

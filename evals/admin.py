@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import models
 
-from .models import Dataset, Deployment, Eval, Sample
+from .models import Dataset, Deployment, Eval, JudgeLabel, Sample, SampleAttempt, Suite, SuiteRun
 
 
 @admin.register(Deployment)
@@ -24,11 +24,25 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(Eval)
 class EvalAdmin(admin.ModelAdmin):
-    list_display = ["id", "project", "benchmark", "dataset", "deployment", "status", "done_count", "total", "error_count", "score", "cost", "created_at"]
+    list_display = [
+        "id",
+        "project",
+        "benchmark",
+        "dataset",
+        "deployment",
+        "suite_run",
+        "status",
+        "done_count",
+        "total",
+        "error_count",
+        "score",
+        "cost",
+        "created_at",
+    ]
     list_filter = ["status", "benchmark", "created_at"]
-    search_fields = ["=id", "benchmark", "project__name", "deployment__name"]
+    search_fields = ["=id", "=suite_run__id", "benchmark", "project__name", "deployment__name"]
     list_select_related = ["project", "dataset", "deployment"]
-    raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as"]
+    raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as", "suite_run", "judge", "rescored_from"]
 
 
 @admin.register(Sample)
@@ -38,3 +52,38 @@ class SampleAdmin(admin.ModelAdmin):
     search_fields = ["=eval__id", "input"]
     raw_id_fields = ["eval"]
     show_full_result_count = False
+
+
+@admin.register(SampleAttempt)
+class SampleAttemptAdmin(admin.ModelAdmin):
+    list_display = ["eval", "row_index", "error", "prompt_tokens", "completion_tokens", "at"]
+    search_fields = ["=eval__id"]
+    raw_id_fields = ["eval"]
+    show_full_result_count = False
+
+
+@admin.register(Suite)
+class SuiteAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "created_at"]
+    search_fields = ["name", "project__name"]
+    list_select_related = ["project"]
+    raw_id_fields = ["project", "created_by"]
+
+
+@admin.register(SuiteRun)
+class SuiteRunAdmin(admin.ModelAdmin):
+    list_display = ["id", "suite_name", "project", "judge", "max_cost", "epochs", "created_at"]
+    list_filter = ["suite_name", "created_at"]
+    search_fields = ["=id", "suite_name", "project__name"]
+    list_select_related = ["project", "judge"]
+    raw_id_fields = ["project", "judge", "same_rows_as", "created_by"]
+    filter_horizontal = ["deployments"]
+
+
+@admin.register(JudgeLabel)
+class JudgeLabelAdmin(admin.ModelAdmin):
+    list_display = ["sample", "turn", "judge_key", "judge_value", "value", "user", "created_at"]
+    list_filter = ["judge_key"]
+    search_fields = ["judge_key", "=sample__eval__id"]
+    raw_id_fields = ["sample", "user"]
+    list_select_related = ["sample", "user"]

@@ -1,4 +1,5 @@
 import asyncio
+from collections import defaultdict
 
 from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404
@@ -12,7 +13,8 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
 from . import benchmarks
-from .actions import cancel_eval, create_eval, dataset_for, resume_eval
+from .actions import cancel_eval, create_eval, dataset_for, rescore_eval, resume_eval, retry_errors
+from .calibration import NOT_CALIBRATED, calibration_status, label_verdict
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
@@ -20,7 +22,8 @@ from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
 from .forms import DatasetUploadForm
 from .metrics import metrics
-from .models import Dataset, Deployment, Eval, Sample
+from .models import Dataset, Deployment, Eval, Sample, SampleAttempt
+from .noise import noise
 from .validation import validate_deployment_url
 
 
@@ -65,11 +68,15 @@ class EvalSerializer(serializers.ModelSerializer):
         source="score_interval", child=serializers.FloatField(), read_only=True, allow_null=True, help_text="95% interval of the score."
     )
     same_rows_as = serializers.PrimaryKeyRelatedField(read_only=True)
+    suite_run = serializers.PrimaryKeyRelatedField(read_only=True)
+    rescored_from = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Scored from this eval's stored outputs, without asking the deployment.")
+    judge = serializers.CharField(source="judge.name", read_only=True, allow_null=True, default=None)
 
     class Meta:
         model = Eval
         fields = [
             "id",
+            "suite_run",
             "benchmark",
             "benchmark_version",
             "mode",
@@ -80,7 +87,10 @@ class EvalSerializer(serializers.ModelSerializer):
             "sample_limit",
             "seed",
             "same_rows_as",
+            "rescored_from",
             "samples_per_problem",
+            "epochs",
+            "judge",
             "status",
             "status_message",
             "total",
@@ -91,6 +101,8 @@ class EvalSerializer(serializers.ModelSerializer):
             "pass_at_k",
             "prompt_tokens",
             "completion_tokens",
+            "judge_prompt_tokens",
+            "judge_completion_tokens",
             "cost",
             "max_cost",
             "passes",
@@ -121,8 +133,14 @@ class EvalDetailSerializer(EvalSerializer):
         help_text="The eval's figures besides its score, the headline first, each with its 95% interval: in log-likelihood mode the metrics lm-eval reports for the benchmark (acc, acc_norm); for IFBench prompt- and instruction-level accuracy, strict and loose."
     )
 
+    noise = serializers.SerializerMethodField(
+        help_text="With epochs: each epoch's score, the rows that flipped and the flip rate, and the noise floor (the 95% half-width of the delta between two runs of the same deployment) with its interval."
+    )
+    calibration = serializers.SerializerMethodField(help_text="A judged eval's judge: its key, how many human labels it has, and whether that is enough.")
+    warnings = serializers.SerializerMethodField(help_text="What a reader of the score should know: a judge grading itself, a judge not calibrated.")
+
     class Meta(EvalSerializer.Meta):
-        fields = [*EvalSerializer.Meta.fields, "categories", "metrics"]
+        fields = [*EvalSerializer.Meta.fields, "categories", "metrics", "noise", "calibration", "warnings"]
 
     @extend_schema_field(serializers.DictField(child=CategoryScoreSerializer(many=True)))
     def get_categories(self, ev) -> dict:
@@ -131,6 +149,15 @@ class EvalDetailSerializer(EvalSerializer):
     @extend_schema_field(MetricSerializer(many=True))
     def get_metrics(self, ev) -> list:
         return metrics(ev)
+
+    def get_noise(self, ev) -> dict | None:
+        return noise(ev)
+
+    def get_calibration(self, ev) -> dict | None:
+        return calibration_status(ev) if ev.judge_id else None
+
+    def get_warnings(self, ev) -> list[str]:
+        return eval_warnings(ev)
 
 
 class EvalCreateSerializer(serializers.Serializer):
@@ -150,6 +177,12 @@ class EvalCreateSerializer(serializers.Serializer):
     same_rows_as = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Score exactly the rows of this eval.")
     samples_per_problem = serializers.IntegerField(required=False, min_value=1, max_value=20, default=1, help_text="Completions per problem, for pass@k.")
     max_cost = serializers.DecimalField(max_digits=14, decimal_places=6, required=False, allow_null=True, default=None, min_value=0)
+    judge = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, default=None, help_text="A judged benchmark's judge deployment (name or id), e.g. mt_bench."
+    )
+    epochs = serializers.IntegerField(
+        required=False, min_value=1, max_value=10, default=1, help_text="Ask every row this many times: per-row pass rates, flips and the noise floor."
+    )
     mode = serializers.CharField(
         required=False,
         allow_null=True,
@@ -178,8 +211,23 @@ class SampleSerializer(serializers.ModelSerializer):
             "latency_ms",
             "prompt_tokens",
             "completion_tokens",
+            "judge_prompt_tokens",
+            "judge_completion_tokens",
             "completions",
+            "attempts",
         ]
+
+    attempts = serializers.SerializerMethodField(help_text="The row's errored tries before this one (retried): when, what failed, their tokens.")
+
+    def get_attempts(self, sample) -> list[dict]:
+        return self.context.get("attempts", {}).get(sample.row_index, [])
+
+
+class LabelSerializer(serializers.Serializer):
+    row_index = serializers.IntegerField(min_value=0)
+    turn = serializers.IntegerField(min_value=1, max_value=2, default=1, help_text="The verdict's turn (MT-Bench: 1 or 2).")
+    value = serializers.FloatField(required=False, allow_null=True, default=None, help_text="Your own grade, on the judge's scale (1-10, or 0/1).")
+    agree = serializers.BooleanField(required=False, allow_null=True, default=None, help_text="Or: whether you agree with the judge's grade.")
 
 
 def deployment_by_name_or_id(project, value) -> Deployment | None:
@@ -241,6 +289,9 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         source = self.get_queryset().filter(pk=data["same_rows_as"]).first() if data["same_rows_as"] is not None else None
         if data["same_rows_as"] is not None and source is None:
             return Response({"same_rows_as": ["No such eval in this project."]}, status=400)
+        judge = deployment_by_name_or_id(project, data["judge"]) if data["judge"] else None
+        if data["judge"] and judge is None:
+            return Response({"judge": [f"No deployment {data['judge']!r} in this project."]}, status=400)
         ev = create_eval(
             project,
             request.user,
@@ -256,6 +307,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             max_cost=data["max_cost"],
             mode=data["mode"],
             benchmark_options=data["benchmark_options"],
+            judge=judge,
+            epochs=data["epochs"],
         )
         return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
 
@@ -271,7 +324,35 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         if "download" in request.query_params:
             return samples_file(qs, request.query_params["download"])
         page = self.paginate_queryset(qs)
-        return self.get_paginated_response(SampleSerializer(page, many=True).data)
+        return self.get_paginated_response(SampleSerializer(page, many=True, context={"attempts": attempts_by_row(ev, page)}).data)
+
+    @extend_schema(request=None, responses={200: dict, 400: dict, 409: dict})
+    @action(detail=True, methods=["post"], url_path="retry-errors")
+    def retry_errors(self, request, pk=None):
+        """Ask again only the rows that errored; each keeps its earlier attempts, whose tokens still count. 409 while it runs."""
+        ev = self.get_object()
+        retried = retry_errors(ev)
+        ev.refresh_from_db()
+        return Response({"retried": retried, "eval": EvalSerializer(ev).data})
+
+    @extend_schema(request=None, responses={201: EvalSerializer})
+    @action(detail=True, methods=["post"])
+    def rescore(self, request, pk=None):
+        """A new eval on the same rows, scored from this eval's stored outputs: the deployment is not asked (no token of it)."""
+        rescored = rescore_eval(self.get_object(), request.user)
+        return Response(EvalSerializer(rescored).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=LabelSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"])
+    def label(self, request, pk=None):
+        """Your grade of a judged verdict (or agree/disagree): what the judge's calibration card is made of."""
+        ev = self.get_object()
+        payload = LabelSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        sample = get_object_or_404(ev.samples.all(), row_index=data["row_index"])
+        label = label_verdict(sample, request.user, turn=data["turn"], value=data["value"], agree=data["agree"])
+        return Response({"row_index": sample.row_index, "turn": label.turn, "judge": label.judge_key, "judge_value": label.judge_value, "value": label.value})
 
     @extend_schema(request=None, responses={200: EvalSerializer})
     @action(detail=True, methods=["post"])
@@ -295,18 +376,51 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
 
-    @extend_schema(responses={200: dict, 409: dict})
+    @extend_schema(parameters=[OpenApiParameter("set_aside_flaky", bool)], responses={200: dict, 409: dict})
     @action(detail=True, methods=["get"], url_path=r"compare/(?P<other>\d+)")
     def compare(self, request, pk=None, other=None):
         """B (`other`) against A (this eval) on their shared rows: scores with CIs, paired delta with CI, McNemar p,
-        flips, verdict, MDE, rows needed, the flipped samples. 409 when the evals did not score the same rows."""
+        flips, verdict, MDE, rows needed, the flipped samples; with epochs, the noise floor, and with
+        ?set_aside_flaky=1 the rows that flipped within either side's epochs left out and listed.
+        409 when the evals did not score the same rows."""
         a = self.get_object()
         b = get_object_or_404(self.get_queryset(), pk=other)
         try:
-            return Response(compare_evals(a, b))
+            return Response(compare_evals(a, b, set_aside_flaky=flag(request, "set_aside_flaky")))
         except NotPaired as exc:
             # The body also names the eval to rerun on (`same_rows_as`), which a plain error cannot carry.
             return Response({"detail": str(exc), "same_rows_as": a.pk}, status=exc.status_code)
+
+
+def flag(request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in {"1", "true", "yes", "on"}
+
+
+def attempts_by_row(ev: Eval, samples) -> dict[int, list[dict]]:
+    """The page's rows' earlier errored attempts, in one query."""
+    found = defaultdict(list)
+    rows = [s.row_index for s in samples]
+    for attempt in SampleAttempt.objects.filter(eval=ev, row_index__in=rows):
+        found[attempt.row_index].append(
+            {
+                "at": attempt.at,
+                "error": attempt.error,
+                "prompt_tokens": attempt.prompt_tokens,
+                "completion_tokens": attempt.completion_tokens,
+                "judge_prompt_tokens": attempt.judge_prompt_tokens,
+                "judge_completion_tokens": attempt.judge_completion_tokens,
+            }
+        )
+    return dict(found)
+
+
+def eval_warnings(ev: Eval) -> list[str]:
+    warnings = []
+    if ev.judged_by_itself:
+        warnings.append(f"The judge is the deployment under test ({ev.deployment.name}): models are known to favour their own answers.")
+    if ev.judge_id and not calibration_status(ev)["calibrated"]:
+        warnings.append(NOT_CALIBRATED)
+    return warnings
 
 
 def filter_samples(qs, which):

@@ -9,11 +9,13 @@ is refused with the reason, never silently matched by index.
 from dataclasses import dataclass
 
 from . import benchmarks, statistics
+from .calibration import NOT_CALIBRATED, calibration_status
 from .categories import axes_of, group_by_category
 from .models import Eval
+from .noise import noise
 from .subset import select_rows
 
-FIELDS = ("row_index", "input", "output", "reference", "score", "error", "category")
+FIELDS = ("row_index", "input", "output", "reference", "score", "error", "category", "completions")
 
 
 class NotPaired(Exception):
@@ -61,8 +63,13 @@ def check_same_rows(a: Eval, b: Eval):
         )
 
 
-def compare_evals(a: Eval, b: Eval) -> dict:
-    """B against A on their shared rows: both scores, the paired delta (B - A), McNemar, flips and a verdict."""
+def compare_evals(a: Eval, b: Eval, *, set_aside_flaky: bool = False) -> dict:
+    """B against A on their shared rows: both scores, the paired delta (B - A), McNemar, flips and a verdict.
+
+    With epochs, the delta is set against the noise floor (the larger of the
+    two evals'), and `set_aside_flaky` leaves out the rows that flipped within
+    either deployment's own epochs, listing them.
+    """
     check_same_rows(a, b)
     rows_a = {s["row_index"]: s for s in a.samples.values(*FIELDS)}
     rows_b = {s["row_index"]: s for s in b.samples.values(*FIELDS)}
@@ -75,9 +82,15 @@ def compare_evals(a: Eval, b: Eval) -> dict:
         for i in rows_a.keys() & rows_b.keys()
         if not rows_a[i]["error"] and not rows_b[i]["error"] and rows_a[i]["score"] is not None and rows_b[i]["score"] is not None
     )
+    flaky = [i for i in shared if _flipped(rows_a[i]) or _flipped(rows_b[i])]
+    if set_aside_flaky:
+        shared = [i for i in shared if i not in set(flaky)]
     va, vb = [rows_a[i]["score"] for i in shared], [rows_b[i]["score"] for i in shared]
     result = {"a": Side(a, va).as_dict(), "b": Side(b, vb).as_dict(), "n": len(shared), "unpaired": len(rows_a.keys() | rows_b.keys()) - len(shared)}
     result.update(paired_statistics(va, vb))
+    result["set_aside"] = {"applied": set_aside_flaky, "count": len(flaky) if set_aside_flaky else 0, "flaky_rows": flaky}
+    result["noise"] = noise_floor_of(a, b, result["delta"])
+    result["judge"] = judge_note(a, b)
     result["by_category"] = delta_by_category(axes_of(a), ((rows_a[i]["category"], (rows_a[i]["score"], rows_b[i]["score"])) for i in shared))
     result["flipped"] = [
         {
@@ -96,6 +109,36 @@ def compare_evals(a: Eval, b: Eval) -> dict:
     return result
 
 
+def _flipped(row: dict) -> bool:
+    """Right in one of its epochs and wrong in another (a pass rate strictly between 0 and 1)."""
+    return len(row["completions"] or []) > 1 and 0 < row["score"] < 1
+
+
+def noise_floor_of(a: Eval, b: Eval, delta: float | None) -> dict | None:
+    """The larger noise floor of the two evals (epochs), and whether the delta is beyond it; None without epochs."""
+    floors = [(ev.pk, found) for ev in (a, b) if (found := noise(ev)) is not None]
+    if not floors:
+        return None
+    eval_id, widest = max(floors, key=lambda pair: pair[1]["noise_floor"])
+    return {
+        "eval": eval_id,
+        "noise_floor": widest["noise_floor"],
+        "noise_floor_ci": widest["noise_floor_ci"],
+        "flip_rate": widest["flip_rate"],
+        "above": delta is not None and abs(delta) > widest["noise_floor"],
+    }
+
+
+def judge_note(a: Eval, b: Eval) -> dict | None:
+    """A judged comparison rests on its judges: are they calibrated (enough human labels)?"""
+    judges = {ev.judge_id for ev in (a, b) if ev.judge_id}
+    if not judges:
+        return None
+    cards = [calibration_status(ev) for ev in (a, b) if ev.judge_id]
+    calibrated = all(card["calibrated"] for card in cards)
+    return {"calibrated": calibrated, "judges": cards, "warning": "" if calibrated else NOT_CALIBRATED}
+
+
 def delta_by_category(axes, pairs) -> dict[str, list[dict]]:
     """The paired delta B - A within each category: {axis: [{"name", "n", "a", "b", "delta", "delta_ci", "mcnemar_p", "verdict"}]}."""
     breakdown = {}
@@ -106,7 +149,7 @@ def delta_by_category(axes, pairs) -> dict[str, list[dict]]:
             paired = paired_statistics(a, b)
             breakdown[axis].append(
                 {"name": name, "n": len(scores), "a": statistics.mean(a), "b": statistics.mean(b)}
-                | {key: paired[key] for key in ("delta", "delta_ci", "method", "mcnemar_p", "verdict")}
+                | {key: paired[key] for key in ("delta", "delta_ci", "method", "mcnemar_p", "p_value", "verdict")}
             )
     return breakdown
 
@@ -119,6 +162,8 @@ def paired_statistics(a: list[float], b: list[float]) -> dict:
             "delta_ci": None,
             "method": None,
             "mcnemar_p": None,
+            "p_value": None,
+            "test": None,
             "flips": {"right_to_wrong": 0, "wrong_to_right": 0},
             "verdict": statistics.NOT_DECISIVE,
             "mde": None,
@@ -131,10 +176,12 @@ def paired_statistics(a: list[float], b: list[float]) -> dict:
         right_both = sum(1 for x, y in zip(a, b, strict=True) if x == y == 1)
         interval = statistics.newcombe_paired(right_both, better, worse, n - right_both - better - worse)
         p_value = statistics.mcnemar_exact(better, worse)
-        decisive, method = p_value < statistics.ALPHA, "newcombe"
+        decisive, method, test_p = p_value < statistics.ALPHA, "newcombe", p_value
     else:
         interval, p_value, method = statistics.paired_bootstrap(a, b), None, "paired bootstrap"
         decisive = interval.excludes_zero()
+        # A p-value for graded rows too, so a suite can correct its verdicts for multiplicity.
+        test_p = statistics.paired_t_p(differences)
     sd = statistics.variance(differences) ** 0.5 if n > 1 else 0.0
     if sd == 0:
         # No flips yet: fall back on the unpaired spread at the pooled score, the conservative figure.
@@ -145,6 +192,8 @@ def paired_statistics(a: list[float], b: list[float]) -> dict:
         "delta_ci": interval.as_list(),
         "method": method,
         "mcnemar_p": p_value,
+        "p_value": test_p,
+        "test": "mcnemar" if p_value is not None else "paired t",
         "flips": {"right_to_wrong": worse, "wrong_to_right": better},
         "verdict": verdict,
         "mde": statistics.mde(n, sd),

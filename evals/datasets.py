@@ -3,15 +3,17 @@
 import json
 
 from .benchmarks.base import Benchmark, Row, Score
-from .engine import RequestFailed, complete, http_session
+from .judges import Judge, Rubric, correct_or_incorrect
 from .models import Dataset, DatasetRow, Deployment
-from .scoring import DATASET_SCORERS, LLM_JUDGE, last_number
+from .scoring import DATASET_SCORERS, LLM_JUDGE, Usage, last_number
 
 MAX_ROWS = 100_000
 JUDGE_PROMPT = (
     "You grade answers. Question:\n{input}\n\nReference answer:\n{expected}\n\nCandidate answer:\n{output}\n\n"
     "Reply with exactly one word: CORRECT if the candidate answer matches the reference, INCORRECT otherwise."
 )
+# The prompt above, as a judge's identity: a new wording is a new version, whose labels start again.
+DATASET_RUBRIC = Rubric(name="dataset-correct", version="1", scale=(0.0, 1.0))
 
 
 class DatasetError(ValueError):
@@ -71,15 +73,13 @@ class DatasetBenchmark(Benchmark):
     licence = "the uploader's"
     prompt_format = "Zero-shot chat: user: the row's input."
 
-    def __init__(self, dataset: Dataset, scorers: list):
+    def __init__(self, dataset: Dataset, scorers: list, judge: Deployment | None = None):
         self.name = dataset.name
         self.source = f"dataset #{dataset.pk}"
         self.dataset = dataset
         self.scorers = scorers
-        # Loaded now: the judge is called from the engine's event loop, where the ORM is off limits.
-        judge_ids = [s["deployment"] for s in scorers if scorer_name(s) == LLM_JUDGE]
-        self.judges = {d.pk: d for d in Deployment.objects.filter(pk__in=judge_ids)}
-        self._judge_client = None
+        # The llm_judge scorer's judge is the eval's (Eval.judge), so its tokens are priced like a judged benchmark's.
+        self.judge = Judge(judge, DATASET_RUBRIC) if judge is not None else None
 
     def load(self):
         return [Row(id=str(r.index), input=r.input, reference=r.expected) for r in self.dataset.rows.order_by("index")]
@@ -94,38 +94,26 @@ class DatasetBenchmark(Benchmark):
         return [{"role": "user", "content": row.input}]
 
     async def score(self, row, output, sandbox=None):
-        judged = {}
-        for scorer in self.scorers:
-            if scorer_name(scorer) == LLM_JUDGE:
-                judged[LLM_JUDGE] = await self._judge(scorer, row, output)
-        return self._combine(row, output, judged)
-
-    async def aclose(self):
-        if self._judge_client is not None:
-            await self._judge_client.close()
-
-    def _combine(self, row, output, judged):
-        scores = {}
+        scores, detail, usage = {}, {}, Usage()
         for scorer in self.scorers:
             name = scorer_name(scorer)
             if name == LLM_JUDGE:
-                scores[name] = judged[name]
+                verdict = await self._judge(row, output)
+                scores[name], usage = verdict.value, usage + verdict.usage
+                detail = {"judge": self.judge.key, "judge_reasoning": verdict.reasoning[:2000]}
             else:
                 scores[name] = DATASET_SCORERS[name](output, row["reference"], **(scorer.get("options", {}) if isinstance(scorer, dict) else {}))
         # A row is right only when every scorer says so.
         extracted = (last_number(output) or "") if "last_number" in scores else ""
-        return Score(min(scores.values()), extracted, detail=scores)
+        return Score(min(scores.values()), extracted, detail={**scores, **detail}, usage=usage)
 
-    async def _judge(self, scorer, row, output) -> float:
-        judge = self.judges[scorer["deployment"]]
-        if self._judge_client is None:
-            self._judge_client = http_session(judge.max_in_flight)
+    async def aclose(self):
+        if self.judge is not None:
+            await self.judge.aclose()
+
+    async def _judge(self, row, output):
         messages = [{"role": "user", "content": JUDGE_PROMPT.format(input=row["input"], expected=row["reference"], output=output)}]
-        try:
-            verdict = await complete(self._judge_client, judge, messages, {"temperature": 0, "max_tokens": 5})
-        except RequestFailed:
-            return 0.0
-        return float(verdict.text.strip().upper().startswith("CORRECT"))
+        return await self.judge.grade(messages, correct_or_incorrect, {"temperature": 0, "max_tokens": 5})
 
 
 def scorer_name(scorer) -> str:

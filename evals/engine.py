@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 
 import aiohttp
 import orjson
@@ -24,10 +25,10 @@ from belvedir.core.netpolicy import Refused, outbound_policy
 from belvedir.sandbox.errors import SandboxPlatformError
 
 from . import loglikelihood, statistics
-from .benchmarks.base import Benchmark, tool_reply
-from .models import Deployment, Eval, Sample
+from .benchmarks.base import Benchmark
+from .models import Deployment, Eval, Sample, SampleAttempt
 from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
-from .scoring import ScoringError
+from .scoring import ScoringError, Usage
 
 logger = logging.getLogger(__name__)
 RETRY_STATUSES = {429, 500, 502, 503, 504}
@@ -145,8 +146,20 @@ def http_session(limit: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(timeout=timeout, connector=connector)
 
 
+class Stopped(Exception):
+    """No new request may go out (cancelled, budget or deadline): the row is left for a later pass."""
+
+
+@dataclass(frozen=True)
+class StoredOutput:
+    """A row's outputs as another eval stored them, for re-scoring without asking the deployment (`rescored_from`)."""
+
+    outputs: tuple[str, ...]
+    error: str
+
+
 class EvalRun:
-    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None, deadline: float | None = None):
+    def __init__(self, ev: Eval, spec, rows: list[tuple[int, dict]], code_sandbox=None, deadline: float | None = None, stored=None):
         self.eval = ev
         # A monotonic time: past it no new request goes out (what is in flight
         # finishes and is stored), and `out_of_time` tells the task to queue the next pass.
@@ -155,11 +168,17 @@ class EvalRun:
         self.spec: Benchmark = spec  # a catalog benchmark or a DatasetBenchmark
         self.rows = rows
         self.code_sandbox = code_sandbox
+        # Re-scoring: {row index: StoredOutput} of the source eval; None when the deployment is asked.
+        self.stored: dict[int, StoredOutput] | None = stored
         self.pending: list[Sample] = []
         self.cancelled = False
         # Spending is tracked here as responses arrive, so a budget stops new
         # requests at once rather than at the next flush (100 may be in flight).
         self.spent = ev.cost or 0
+        # What the other evals of its suite run had spent, as of the last flush (a suite's max_cost covers them
+        # all): their spending in between is seen at the next flush, so a suite overshoots by at most about a
+        # second of its other deployments' spending, besides what is in flight.
+        self.suite_spent = suite_spent(ev.suite_run_id, excluding=ev.pk) if ev.suite_run_id else 0
 
     async def run(self):
         # The ORM calls below run in one thread of this eval's own: by default
@@ -193,38 +212,61 @@ class EvalRun:
     async def _one(self, client, gate, index, row):
         if self.eval.mode == Eval.Mode.LOGLIKELIHOOD:
             return await self._one_by_loglikelihood(client, gate, index, row)
-        completions, error = [], ""
-        generation = {**self.spec.generation, **self.eval.generation}
-        # pass@k asks for n completions of a row; each takes its own turn at the gate.
-        for _ in range(self.eval.samples_per_problem):
+        if self.stored is not None:
+            return await self._rescore_one(index, row)
+        deployment = self.eval.deployment
+        generation = {**self.spec.generation_for(row), **self.eval.generation}
+        fields = self.spec.request_fields(row)
+        replies, outputs, error = [], [], ""
+
+        async def ask(messages):
+            # Each request takes its own turn at the gate (pass@k and epochs ask a row n times, MT-Bench per turn).
             async with gate:
                 if self._stopped():
-                    return
-                try:
-                    completions.append(await complete(client, self.eval.deployment, self.spec.prompt(row), generation, self.spec.request_fields(row)))
-                except RequestFailed as exc:
-                    error = str(exc)
-                else:
-                    self.spent += self.eval.deployment.cost(completions[-1].prompt_tokens, completions[-1].completion_tokens) or 0
-            if error:
-                break
+                    raise Stopped
+                reply = await complete(client, deployment, messages, generation, fields)
+            self.spent += deployment.cost(reply.prompt_tokens, reply.completion_tokens) or 0
+            replies.append(reply)
+            return reply
+
+        try:
+            for _ in range(self.eval.samples_per_problem * self.eval.epochs):  # at most one of the two is above 1
+                outputs.append(_clean(self.spec.output_of(await self.spec.respond(row, ask))))
+        except Stopped:
+            return
+        except RequestFailed as exc:
+            error = str(exc)
         # The gate is free as soon as the response is in; yielding once lets the
         # next request go out before this one is scored (responses arrive in
         # waves, and scoring a whole wave first would hold every slot idle).
         await asyncio.sleep(0)
         sample = self._sample(index, row, error)
-        outputs = [_clean(tool_reply(c.text, c.tool_calls or []) if self.spec.calls_tools else c.text) for c in completions]
-        if completions:
-            sample.output = outputs[0]
-            sample.latency_ms = completions[0].latency_ms
-            sample.prompt_tokens = _total(c.prompt_tokens for c in completions)
-            sample.completion_tokens = _total(c.completion_tokens for c in completions)
-        if completions and not error:
-            if len(completions) > 1:
-                await self._score_each(sample, row, outputs)
-            else:
-                await self._score(client, sample, row)
+        if replies:
+            sample.output = outputs[0] if outputs else ""
+            sample.latency_ms = replies[0].latency_ms
+            sample.prompt_tokens = _total(r.prompt_tokens for r in replies)
+            sample.completion_tokens = _total(r.completion_tokens for r in replies)
+        if outputs and not error:
+            await self._score_all(sample, row, outputs)
         await self._keep(sample)
+
+    async def _rescore_one(self, index, row):
+        """A row scored from the source eval's stored outputs: no request, no token of the deployment's."""
+        source = self.stored.get(index)
+        if source is None or source.error or not source.outputs:
+            why = source.error if source is not None and source.error else "it was never scored"
+            sample = self._sample(index, row, f"No stored output to re-score: in eval #{self.eval.rescored_from_id} {why}")
+        else:
+            sample = self._sample(index, row, "")
+            sample.output = source.outputs[0]
+            await self._score_all(sample, row, list(source.outputs))
+        await self._keep(sample)
+
+    async def _score_all(self, sample, row, outputs: list[str]):
+        if len(outputs) > 1:
+            await self._score_each(sample, row, outputs)
+        else:
+            await self._score(sample, row)
 
     async def _one_by_loglikelihood(self, client, gate, index, row):
         """One request per option, each its own turn at the gate; the benchmark scores their log-likelihoods."""
@@ -272,9 +314,20 @@ class EvalRun:
 
     def _over_budget(self) -> bool:
         # The stored rows' cost then reaches max_cost too, and refresh_counters() ends the eval as cancelled.
-        return self.eval.max_cost is not None and self.spent >= self.eval.max_cost
+        if self.eval.max_cost is not None and self.spent >= self.eval.max_cost:
+            return True
+        budget = self.eval.suite_run.max_cost if self.eval.suite_run_id else None
+        return budget is not None and self.suite_spent + self.spent >= budget
 
-    async def _score(self, client, sample, row):
+    def _judged(self, sample, usage: Usage):
+        """A judge's tokens on the sample, and their cost in what the eval has spent."""
+        if usage.prompt_tokens or usage.completion_tokens:
+            sample.judge_prompt_tokens = (sample.judge_prompt_tokens or 0) + usage.prompt_tokens
+            sample.judge_completion_tokens = (sample.judge_completion_tokens or 0) + usage.completion_tokens
+            if self.eval.judge_id:
+                self.spent += self.eval.judge.cost(usage.prompt_tokens, usage.completion_tokens) or 0
+
+    async def _score(self, sample, row):
         try:
             result = await self.spec.score(row, sample.output, self.code_sandbox)
         except SandboxPlatformError as exc:
@@ -282,24 +335,36 @@ class EvalRun:
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
         except ScoringError as exc:
             sample.score, sample.error = None, str(exc)
+            self._judged(sample, exc.usage)
         else:
             sample.score, sample.extracted, sample.scores = result.value, result.extracted, dict(result.detail)
             if result.category is not None:
                 sample.category = dict(result.category)
+            self._judged(sample, result.usage)
 
     async def _score_each(self, sample, row, outputs: list[str]):
-        """pass@k: every completion sandboxed one by one; the row scores c/n, the unbiased pass@1."""
+        """pass@k and epochs: each completion scored in turn (sandboxed one by one); the row scores their mean
+        (for pass@k c/n, the unbiased pass@1; over epochs, the row's pass rate)."""
+        results = []
         try:
-            results = [await self.spec.score(row, output, self.code_sandbox) for output in outputs]
+            for output in outputs:
+                results.append(await self.spec.score(row, output, self.code_sandbox))
         except SandboxPlatformError as exc:
             sample.score, sample.error = None, f"Sandbox error: {exc.message}"
             return
-        passed = sum(1 for result in results if result.value)
+        except ScoringError as exc:
+            sample.score, sample.error = None, str(exc)
+            self._judged(sample, sum((r.usage for r in results), exc.usage))
+            return
+        self._judged(sample, sum((r.usage for r in results), Usage()))
         sample.completions = [
-            {"output": output, "passed": bool(result.value), "detail": result.extracted} for output, result in zip(outputs, results, strict=True)
+            {"output": output, "score": result.value, "passed": result.value == 1, "extracted": result.extracted, "detail": dict(result.detail)}
+            for output, result in zip(outputs, results, strict=True)
         ]
-        sample.score, sample.extracted = passed / len(outputs), results[0].extracted
-        sample.scores = {"passed": passed, "n": len(outputs)}
+        sample.score, sample.extracted = statistics.mean([r.value for r in results]), results[0].extracted
+        sample.scores = {"passed": sum(1 for r in results if r.value == 1), "n": len(outputs)}
+        if results[0].category is not None:
+            sample.category = dict(results[0].category)
 
     async def _flush_periodically(self, rows_done: asyncio.Event):
         # Told to stop, never cancelled: a cancel that lands while its write
@@ -329,6 +394,8 @@ class EvalRun:
             except IntegrityError:
                 logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
         refresh_counters(self.eval.pk)
+        if self.eval.suite_run_id:
+            self.suite_spent = suite_spent(self.eval.suite_run_id, excluding=self.eval.pk)
         return not Eval.objects.filter(pk=self.eval.pk, status=Eval.Status.RUNNING).exists()
 
 
@@ -346,36 +413,37 @@ def _close_connection():
 
 
 def refresh_counters(eval_id: int):
-    """Counters, score and its interval, pass@k, tokens and cost from the stored rows; stops the eval at its budget."""
-    ev = Eval.objects.select_related("deployment").get(pk=eval_id)
+    """Counters, score and its interval, pass@k, tokens and cost from the stored rows (and the errored attempts
+    kept when rows were retried); stops the eval at its budget, and its suite's evals at the suite's."""
+    ev = Eval.objects.select_related("deployment", "judge", "suite_run").get(pk=eval_id)
     stored = Sample.objects.filter(eval_id=eval_id)
+    tokens = ("prompt_tokens", "completion_tokens", "judge_prompt_tokens", "judge_completion_tokens")
     stats = stored.aggregate(
         done=Count("pk"),
         errors=Count("pk", filter=~Q(error="")),
         total_score=Sum("score", filter=Q(error="")),
         graded=Count("pk", filter=Q(error="") & ~Q(score__in=[0.0, 1.0])),
-        prompt_tokens=Sum("prompt_tokens"),
-        completion_tokens=Sum("completion_tokens"),
+        **{name: Sum(name) for name in tokens},
     )
+    retried = SampleAttempt.objects.filter(eval_id=eval_id).aggregate(**{name: Sum(name) for name in tokens})
+    spent = {name: (stats[name] or 0) + (retried[name] or 0) for name in tokens}
     scored = stats["done"] - stats["errors"]
     if stats["graded"]:
         interval = statistics.bootstrap_mean(stored.filter(error="").values_list("score", flat=True))
     else:
         interval = statistics.wilson(stats["total_score"] or 0, scored) if scored else None
-    prompt_tokens, completion_tokens = stats["prompt_tokens"] or 0, stats["completion_tokens"] or 0
-    cost = ev.deployment.cost(prompt_tokens, completion_tokens)
+    cost = eval_cost(ev, **spent)
     # Rows stored since the last refresh: progress, so the stalls before it were not "in a row".
     progress = {"auto_resumes": 0} if stats["done"] > ev.done_count else {}
     Eval.objects.filter(pk=eval_id).update(
         **progress,
+        **spent,
         done_count=stats["done"],
         error_count=stats["errors"],
         score=(stats["total_score"] or 0) / scored if scored else None,
         score_low=interval.low if interval else None,
         score_high=interval.high if interval else None,
         pass_at_k=_pass_at_k(stored, ev.samples_per_problem) if ev.samples_per_problem > 1 else {},
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
         cost=cost,
         heartbeat_at=timezone.now(),
     )
@@ -384,6 +452,34 @@ def refresh_counters(eval_id: int):
             status=Eval.Status.CANCELLED,
             finished_at=timezone.now(),
             status_message=f"Cancelled: budget reached (${cost} of ${ev.max_cost}); finished samples are kept. Resume with a higher max_cost to continue.",
+        )
+    if ev.suite_run_id and ev.suite_run.max_cost is not None:
+        stop_suite_at_budget(ev.suite_run)
+
+
+def eval_cost(ev: Eval, prompt_tokens, completion_tokens, judge_prompt_tokens, judge_completion_tokens) -> Decimal | None:
+    """The deployment's tokens at its prices plus the judge's at the judge's; None when neither is priced."""
+    parts = [ev.deployment.cost(prompt_tokens, completion_tokens), ev.judge.cost(judge_prompt_tokens, judge_completion_tokens) if ev.judge_id else None]
+    known = [part for part in parts if part is not None]
+    return sum(known, Decimal(0)) if known else None
+
+
+def suite_spent(suite_run_id: int, *, excluding: int | None = None) -> Decimal:
+    """What a suite run's evals have spent, as their stored counters say."""
+    return Eval.objects.filter(suite_run_id=suite_run_id).exclude(pk=excluding).aggregate(spent=Sum("cost"))["spent"] or Decimal(0)
+
+
+def stop_suite_at_budget(suite_run):
+    """Once a suite run's evals have spent its max_cost together, every one still going stops as cancelled."""
+    spent = suite_spent(suite_run.pk)
+    if spent >= suite_run.max_cost:
+        Eval.objects.filter(suite_run=suite_run, status__in=Eval.ACTIVE).update(
+            status=Eval.Status.CANCELLED,
+            finished_at=timezone.now(),
+            status_message=(
+                f"Cancelled: suite run #{suite_run.pk} reached its budget (${spent:.4f} of ${suite_run.max_cost}); finished samples are kept. "
+                "Resume the suite run with a higher max_cost to continue."
+            ),
         )
 
 

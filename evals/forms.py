@@ -1,7 +1,8 @@
+import yaml
 from django import forms
 
 from . import benchmarks, statistics
-from .models import Dataset, Deployment, Eval
+from .models import Dataset, Deployment, Eval, Suite, SuiteRun
 from .scoring import DATASET_SCORERS, LLM_JUDGE
 from .validation import validate_deployment_url
 
@@ -47,9 +48,18 @@ class BenchmarkEvalForm(forms.Form):
         label="Budget ($)",
         help_text="Stops the eval as cancelled when its token cost reaches this; resume with a higher budget. Needs deployment prices.",
     )
+    judge = forms.ModelChoiceField(
+        queryset=Deployment.objects.none(),
+        required=False,
+        help_text="Judged benchmarks (mt_bench): the deployment that grades the answers, preferably not the one under test. Its tokens count in the cost.",
+    )
+    epochs = forms.IntegerField(
+        required=False, min_value=1, max_value=10, initial=1, help_text="Ask every row this many times: per-row pass rates, flips and the noise floor."
+    )
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.fields["judge"].queryset = Deployment.objects.filter(project=project)
         self.fields["benchmark"].choices = [(entry["name"], choice_label(entry)) for entry in map(benchmarks.describe, benchmarks.CATALOG.values())]
         self.fields["deployment"].queryset = Deployment.objects.filter(project=project)
         # Every benchmark's options, each labelled with its benchmark: the page works without JavaScript.
@@ -132,3 +142,57 @@ class SampleSizeForm(forms.Form):
             return None
         baseline = self.cleaned_data["baseline"]
         return statistics.rows_for_gap(self.cleaned_data["gap"] / 100, (50 if baseline is None else baseline) / 100)
+
+
+class SuiteRunForm(forms.Form):
+    suite = forms.ChoiceField(help_text="core: the whole catalog at full splits; quick: every benchmark at 100 rows; or one of yours.")
+    deployments = forms.ModelMultipleChoiceField(
+        queryset=Deployment.objects.none(), widget=forms.CheckboxSelectMultiple, help_text="One eval per benchmark and deployment."
+    )
+    judge = forms.ModelChoiceField(
+        queryset=Deployment.objects.none(), required=False, help_text="For judged benchmarks (mt_bench): preferably not a deployment under test."
+    )
+    same_rows_as = forms.ModelChoiceField(
+        queryset=SuiteRun.objects.none(), required=False, label="Same rows as", help_text="Each benchmark's rows from an earlier suite run."
+    )
+    max_cost = forms.DecimalField(
+        required=False, min_value=0, max_digits=14, decimal_places=6, label="Budget ($)", help_text="For the whole suite run; needs prices."
+    )
+    epochs = forms.IntegerField(required=False, min_value=1, max_value=10, initial=1, help_text="Ask every row this many times: flips and the noise floor.")
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = [(name, name) for name in ("quick", "core")] + [(s.name, s.name) for s in Suite.objects.filter(project=project)]
+        self.fields["suite"].choices = names
+        self.fields["deployments"].queryset = Deployment.objects.filter(project=project)
+        self.fields["judge"].queryset = Deployment.objects.filter(project=project)
+        self.fields["same_rows_as"].queryset = SuiteRun.objects.filter(project=project)
+
+
+class SuiteForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    description = forms.CharField(max_length=500, required=False)
+    entries = forms.CharField(
+        label="Benchmarks (YAML)",
+        widget=forms.Textarea(attrs={"rows": 6}),
+        initial="- gsm8k\n- {benchmark: mmlu, sample_limit: 200}\n- {benchmark: mbpp, sample_limit: 100, options: {challenge_tests: false}}",
+        help_text="A list: benchmark names, or {benchmark, sample_limit, mode, options}.",
+    )
+
+    def clean_entries(self):
+        try:
+            return yaml.safe_load(self.cleaned_data["entries"])
+        except yaml.YAMLError as exc:
+            raise forms.ValidationError(f"Not valid YAML: {exc}") from None
+
+
+class SuiteCompareForm(forms.Form):
+    other = forms.ModelChoiceField(queryset=SuiteRun.objects.none(), required=False, label="Suite run")
+    deployment_a = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, label="A's deployment")
+    deployment_b = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, label="B's deployment")
+    set_aside_flaky = forms.BooleanField(required=False, label="Set aside rows that flip within their own epochs")
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["other"].queryset = SuiteRun.objects.filter(project=project)
+        self.fields["deployment_a"].queryset = self.fields["deployment_b"].queryset = Deployment.objects.filter(project=project)

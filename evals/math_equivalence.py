@@ -3,17 +3,27 @@
 A completion is hostile input to a computer algebra system: `\\boxed{9^{9^{9^9}}}`
 would have sympy compute for ever. math-verify bounds its parse and its
 comparison with signal.alarm, which works only in a process's main thread,
-so the checks run in a small pool of processes (their main threads), and one
-that still does not answer in time has the pool replaced. This module
-imports nothing of Django: the pool's processes import only it.
+so the checks run in a few worker processes (`python -m
+evals.math_equivalence`, one JSON line in, one out), and one that still does
+not answer in time is killed and replaced. They are plain subprocesses, not
+a multiprocessing pool: an eval runs in a django-q2 worker, a daemonic
+process, which multiprocessing refuses to give children (every math500 eval
+failed in a real worker while the tests, running evals in threads, passed).
+This module imports nothing of Django: the workers import only it.
 """
 
 import asyncio
-import multiprocessing
+import json
+import queue
+import selectors
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 from math_verify import LatexExtractionConfig, parse, verify
 
+ROOT = Path(__file__).resolve().parent.parent
 CHECK_SECONDS = 5  # math-verify's own bound on each parse and on the comparison
 ANSWER_SECONDS = 3 * CHECK_SECONDS + 5  # then the process is taken for stuck
 PROCESSES = 2
@@ -33,7 +43,7 @@ def gold_of(solution: str) -> str:
 
 
 def check(gold: str, output: str) -> tuple[bool, str]:
-    """(equivalent, the answer taken from the output). Runs in a pool process."""
+    """(equivalent, the answer taken from the output). Runs in a worker process."""
     expected = parse(f"\\boxed{{{gold}}}", extraction_config=[LatexExtractionConfig()], parsing_timeout=CHECK_SECONDS)
     answer = parse(output, parsing_timeout=CHECK_SECONDS)
     if not answer or not expected:
@@ -43,39 +53,69 @@ def check(gold: str, output: str) -> tuple[bool, str]:
 
 
 class Checker:
-    """A process pool shared by every eval of this process; replaced whole when one of its processes is stuck."""
+    """PROCESSES worker processes shared by every eval of this process, started on first use; a stuck one is replaced."""
 
     def __init__(self):
-        self._pool = None
+        self._idle: queue.Queue = queue.Queue()
+        self._started = 0
         self._lock = threading.Lock()
 
-    def _current(self):
+    def _take(self) -> subprocess.Popen:
         with self._lock:
-            if self._pool is None:
-                # spawn, not fork: the eval worker has threads (the engine's, the ORM's) whose locks a fork would copy held.
-                self._pool = multiprocessing.get_context("spawn").Pool(PROCESSES)
-            return self._pool
+            if self._started < PROCESSES:
+                self._started += 1
+                return _worker()
+        return self._idle.get()  # every worker busy: wait for one
 
-    def _replace(self, pool):
-        with self._lock:
-            if self._pool is pool:
-                self._pool = None
-        pool.terminate()
+    def _check(self, gold: str, output: str) -> tuple[bool, str]:
+        worker = self._take()
+        try:
+            worker.stdin.write(json.dumps([gold, output]) + "\n")
+            worker.stdin.flush()
+            with selectors.DefaultSelector() as selector:
+                selector.register(worker.stdout, selectors.EVENT_READ)
+                answered = selector.select(ANSWER_SECONDS)
+            line = worker.stdout.readline() if answered else ""
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            worker.kill()
+            worker.wait()
+            self._idle.put(_worker())
+            return False, f"(not checked: the comparison took over {ANSWER_SECONDS} s)" if not answered else "(not checked: the checker stopped)"
+        self._idle.put(worker)
+        equivalent, shown = json.loads(line)
+        return equivalent, shown
 
     async def check(self, gold: str, output: str) -> tuple[bool, str]:
-        pool = self._current()
-        loop = asyncio.get_running_loop()
-        answered = loop.create_future()
+        # In a thread: the engine's event loop goes on while a worker computes.
+        return await asyncio.to_thread(self._check, gold, output)
 
-        def deliver(setter, value):
-            loop.call_soon_threadsafe(lambda: answered.done() or setter(value))
 
-        pool.apply_async(check, (gold, output), callback=lambda r: deliver(answered.set_result, r), error_callback=lambda e: deliver(answered.set_exception, e))
+def _worker() -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "evals.math_equivalence"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        bufsize=1,
+    )
+
+
+def serve():
+    """A worker: [gold, output] per line in, [equivalent, answer] per line out, in this process's main thread."""
+    for line in sys.stdin:
+        gold, output = json.loads(line)
         try:
-            return await asyncio.wait_for(answered, ANSWER_SECONDS)
-        except TimeoutError:
-            self._replace(pool)
-            return False, f"(not checked: the comparison took over {ANSWER_SECONDS} s)"
+            result = check(gold, output)
+        except Exception:  # a completion math-verify cannot take: not equivalent, never a dead worker
+            result = (False, "")
+        print(json.dumps(result), flush=True)
 
 
 CHECKER = Checker()
+
+if __name__ == "__main__":
+    serve()

@@ -92,6 +92,8 @@ class DatasetRow(models.Model):
 
 class Eval(models.Model):
     class Status(models.TextChoices):
+        # A suite's eval waiting for its deployment's turn (evals.suites.advance): queued when the one before it ends.
+        PENDING = "pending"
         QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
@@ -105,10 +107,18 @@ class Eval(models.Model):
         # Each option ranked by the log-likelihood a completions deployment echoes for it (multiple choice, as lm-eval).
         LOGLIKELIHOOD = "loglikelihood", "Log-likelihood"
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING)
+    ACTIVE = (Status.PENDING, Status.QUEUED, Status.RUNNING)
 
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evals")
     deployment = models.ForeignKey(Deployment, on_delete=models.PROTECT, related_name="evals")
+    # The suite run that started it, if one did: its evals are that run's cells (benchmark x deployment).
+    suite_run = models.ForeignKey("SuiteRun", null=True, blank=True, on_delete=models.CASCADE, related_name="evals")
+    # A judged benchmark's judge (mt_bench): a deployment of the project, ideally not the one under test.
+    judge = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.PROTECT, related_name="judged_evals")
+    # Scored from this eval's stored outputs, without asking the deployment again (evals.actions.rescore_eval).
+    rescored_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="rescores")
+    # Each row asked this many times (the deployment's own sampling): per-row pass rates, flips and the noise floor (evals/noise.py).
+    epochs = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(10)])
     benchmark = models.CharField(max_length=50, blank=True)
     # The benchmark's version (its data files' SHA-256) when the eval was created: resumed or compared only on the same.
     benchmark_version = models.CharField(max_length=80, blank=True)
@@ -135,6 +145,10 @@ class Eval(models.Model):
     pass_at_k = models.JSONField(default=dict, blank=True)
     prompt_tokens = models.BigIntegerField(default=0)
     completion_tokens = models.BigIntegerField(default=0)
+    # The judge's own tokens (judged benchmarks and the llm_judge scorer), priced at the judge's prices.
+    judge_prompt_tokens = models.BigIntegerField(default=0)
+    judge_completion_tokens = models.BigIntegerField(default=0)
+    # Everything the eval spent: the deployment's tokens (every attempt of every row) and the judge's.
     cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     max_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)])
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -180,8 +194,17 @@ class Eval(models.Model):
         return [self.score_low, self.score_high] if self.score_low is not None else None
 
     @property
+    def judged_by_itself(self) -> bool:
+        """The judge is the deployment under test: it grades its own answers, which judges are known to favour."""
+        return self.judge_id is not None and self.judge_id == self.deployment_id
+
+    @property
     def total_tokens(self):
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def judge_total_tokens(self):
+        return self.judge_prompt_tokens + self.judge_completion_tokens
 
     def source_key(self) -> tuple:
         """What decides which rows an eval scores, besides the row count: two evals equal here share rows."""
@@ -223,7 +246,10 @@ class Sample(models.Model):
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.IntegerField(null=True, blank=True)
     completion_tokens = models.IntegerField(null=True, blank=True)
-    # pass@k: every completion of the row, [{"output", "passed", "detail"}], the first also in `output`.
+    judge_prompt_tokens = models.IntegerField(null=True, blank=True)
+    judge_completion_tokens = models.IntegerField(null=True, blank=True)
+    # pass@k: every completion of the row, [{"output", "passed", "detail"}]; epochs: [{"output", "score", "extracted"}];
+    # the first also in `output`.
     completions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -232,9 +258,108 @@ class Sample(models.Model):
         # Resume relies on this: a row scored once is never scored again.
         constraints = [models.UniqueConstraint(fields=["eval", "row_index"], name="one_sample_per_row")]
 
-    @property
     def __str__(self):
         return f"row {self.row_index} of eval {self.eval_id}"
 
     def is_error(self):
         return bool(self.error)
+
+    @property
+    def flipped(self) -> bool:
+        """Over its epochs the row was both right and wrong (a pass rate strictly between 0 and 1)."""
+        return len(self.completions) > 1 and self.score is not None and 0 < self.score < 1
+
+
+class SampleAttempt(models.Model):
+    """An errored try at a row, kept when the row is asked again (evals.actions.retry_errors): its tokens still count."""
+
+    eval = models.ForeignKey(Eval, on_delete=models.CASCADE, related_name="attempts")
+    row_index = models.PositiveIntegerField()
+    error = models.TextField()
+    output = models.TextField(blank=True)
+    prompt_tokens = models.IntegerField(null=True, blank=True)
+    completion_tokens = models.IntegerField(null=True, blank=True)
+    judge_prompt_tokens = models.IntegerField(null=True, blank=True)
+    judge_completion_tokens = models.IntegerField(null=True, blank=True)
+    at = models.DateTimeField(help_text="When the errored try was stored.")
+
+    class Meta:
+        ordering = ["row_index", "at"]
+        indexes = [models.Index(fields=["eval", "row_index"])]
+
+    def __str__(self):
+        return f"attempt at row {self.row_index} of eval {self.eval_id}"
+
+
+class Suite(models.Model):
+    """A project's own named list of benchmarks, each with its sample limit and mode (the built-in ones are in evals/suites.py)."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="suites")
+    name = models.CharField(max_length=100)
+    description = models.CharField(max_length=500, blank=True)
+    # [{"benchmark", "sample_limit", "mode", "options"}], checked by evals.suites.parse_entries.
+    entries = models.JSONField(default=list)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_suite_name_per_project")]
+
+    def __str__(self):
+        return self.name
+
+
+class SuiteRun(models.Model):
+    """A suite against one or more deployments as one object: one eval per benchmark and deployment."""
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="suite_runs")
+    suite_name = models.CharField(max_length=100)
+    # The suite's entries as they were when it ran: a later edit of the suite changes no run.
+    entries = models.JSONField(default=list)
+    deployments = models.ManyToManyField(Deployment, related_name="suite_runs")
+    judge = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.PROTECT, related_name="judged_suite_runs")
+    # Each benchmark's rows taken from this run's evals of it.
+    same_rows_as = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    # The budget of the whole suite: every eval stops once their costs together reach it.
+    max_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)])
+    epochs = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(10)])
+    # What the run left out and why (a judged benchmark of a built-in suite with no judge chosen).
+    notes = models.JSONField(default=list, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self):
+        return f"Suite run #{self.pk} {self.suite_name}"
+
+    def get_absolute_url(self):
+        return reverse("evals:suite_run", args=[self.pk])
+
+
+class JudgeLabel(models.Model):
+    """A person's own grade of one judged verdict: the evidence a judge's calibration card is made of (evals/calibration.py)."""
+
+    sample = models.ForeignKey(Sample, on_delete=models.CASCADE, related_name="labels")
+    # The verdict labelled: a turn of a multi-turn benchmark (MT-Bench's 1 and 2), 1 otherwise.
+    turn = models.PositiveSmallIntegerField(default=1)
+    # Who the judge is: deployment, prompt and prompt version (evals.judges.Judge.key); the card groups on it.
+    judge_key = models.CharField(max_length=200, db_index=True)
+    judge_value = models.FloatField(help_text="The judge's grade of this verdict when it was labelled.")
+    value = models.FloatField(help_text="The person's grade on the judge's scale (1-10, or 0/1).")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        # One label per person per verdict: a second one replaces the first.
+        constraints = [models.UniqueConstraint(fields=["sample", "turn", "user"], name="one_label_per_verdict_and_person")]
+
+    def __str__(self):
+        return f"label of {self.sample} turn {self.turn}"

@@ -3,6 +3,7 @@
 import functools
 import re
 from decimal import Decimal, InvalidOperation
+from typing import NamedTuple
 
 # The third-party `regex` engine for users' patterns: unlike `re`, it takes a
 # timeout, so a catastrophic pattern such as ^(a+)+$ stops within it instead
@@ -62,8 +63,25 @@ def contains(output: str, expected: str, **_) -> float:
     return float(expected.strip().lower() in output.lower())
 
 
+class Usage(NamedTuple):
+    """Tokens a scorer spent on the judge for one sample: they count towards the eval's cost, whatever the verdict."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other):
+        return Usage(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens)
+
+
+NO_USAGE = Usage()
+
+
 class ScoringError(Exception):
-    """A sample that could not be scored; the message is its error."""
+    """A sample that could not be scored; the message is its error (and `usage`, what its judge spent meanwhile)."""
+
+    def __init__(self, message: str, *, usage: Usage = NO_USAGE):
+        super().__init__(message)
+        self.usage = usage
 
 
 @functools.lru_cache(maxsize=256)

@@ -231,6 +231,18 @@ def variance(values) -> float:
     return sum((v - m) ** 2 for v in values) / (len(values) - 1)
 
 
+def paired_t_p(differences) -> float:
+    """Two-sided p of the paired t-test that the mean difference is 0 (graded scores, where McNemar does not apply)."""
+    differences = list(differences)
+    n = len(differences)
+    if n < 2:
+        return 1.0
+    m, v = mean(differences), variance(differences)
+    if v == 0:
+        return 1.0 if m == 0 else 0.0
+    return t_sf2(m / math.sqrt(v / n), n - 1)
+
+
 def mean_interval(values, alpha: float = ALPHA) -> Interval | None:
     """t interval of a mean (harness run scores: few runs, real-valued)."""
     values = list(values)

@@ -18,12 +18,13 @@ from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import workload
 
 from . import benchmarks
-from .actions import enqueue, next_pass, resume_eval
+from .actions import next_pass, resume_eval
 from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
 from .datasets import DatasetBenchmark
-from .engine import EvalRun, refresh_counters
+from .engine import EvalRun, StoredOutput, refresh_counters
 from .models import Eval, Sample
+from .queue import advance, enqueue
 from .subset import select_rows
 from .validation import deployment_problem
 
@@ -37,7 +38,18 @@ def run_async(coroutine):
 
 
 def spec_for(ev: Eval) -> Benchmark:
-    return benchmarks.get(ev.benchmark).configured(ev.benchmark_options) if ev.benchmark else DatasetBenchmark(ev.dataset, ev.scorers)
+    if ev.dataset_id:
+        return DatasetBenchmark(ev.dataset, ev.scorers, judge=ev.judge)
+    return benchmarks.get(ev.benchmark).configured(ev.benchmark_options).judged_by(ev.judge)
+
+
+def stored_outputs(source_id: int) -> dict[int, StoredOutput]:
+    """A re-scored eval's inputs: each row's outputs as its source stored them (every epoch's or completion's)."""
+    stored = {}
+    for index, output, completions, error in Sample.objects.filter(eval_id=source_id).values_list("row_index", "output", "completions", "error").iterator():
+        outputs = tuple(c["output"] for c in completions) if completions else (output,)
+        stored[index] = StoredOutput(outputs=outputs, error=error)
+    return stored
 
 
 def run_eval(eval_id: int):
@@ -47,8 +59,20 @@ def run_eval(eval_id: int):
         status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message="", passes=F("passes") + 1
     )
     if not claimed:
+        # Cancelled while it was queued (or claimed by another worker): its suite may move on all the same.
+        if suite_run_id := Eval.objects.filter(pk=eval_id).values_list("suite_run_id", flat=True).first():
+            advance(suite_run_id)
         return
-    ev = Eval.objects.select_related("deployment", "dataset").get(pk=eval_id)
+    # Everything the engine reads from its event loop is loaded now: the ORM is off limits there.
+    ev = Eval.objects.select_related("deployment", "dataset", "judge", "suite_run").get(pk=eval_id)
+    try:
+        _run_pass(ev)
+    finally:
+        if ev.suite_run_id:
+            advance(ev.suite_run_id)  # its deployment's next eval, now rather than at the next scheduled look
+
+
+def _run_pass(ev: Eval):
     spec = spec_for(ev)
     try:
         all_rows = spec.rows()
@@ -68,14 +92,15 @@ def run_eval(eval_id: int):
     rows = [(i, all_rows[i]) for i in indices]
     deadline = time.monotonic() + settings.EVAL_PASS_SECONDS
     stored_before = Sample.objects.filter(eval=ev).count()
+    stored = stored_outputs(ev.rescored_from_id) if ev.rescored_from_id else None
     run = None
     try:
         if spec.sandboxed:
             with scoring_sandbox(ev, spec.sample_timeout or settings.HUMANEVAL_TIMEOUT_SECONDS) as sandbox:
-                run = EvalRun(ev, spec, rows, sandbox, deadline=deadline)
+                run = EvalRun(ev, spec, rows, sandbox, deadline=deadline, stored=stored)
                 run_async(run.run())
         else:
-            run = EvalRun(ev, spec, rows, deadline=deadline)
+            run = EvalRun(ev, spec, rows, deadline=deadline, stored=stored)
             run_async(run.run())
     except SandboxError as exc:
         _fail(ev, f"The scoring sandbox could not start: {exc.message} Resume to retry.")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import suite_views, views
 
 app_name = "evals"
 urlpatterns = [
@@ -18,4 +18,13 @@ urlpatterns = [
     path("evals/deployments/", views.deployments, name="deployments"),
     path("evals/deployments/<int:pk>/test/", views.deployment_test, name="deployment_test"),
     path("evals/datasets/", views.datasets, name="datasets"),
+    path("evals/<int:pk>/retry-errors/", views.eval_retry_errors, name="retry_errors"),
+    path("evals/<int:pk>/rescore/", views.eval_rescore, name="rescore"),
+    path("evals/<int:pk>/label/", views.eval_label, name="label"),
+    path("evals/suites/", suite_views.suites, name="suites"),
+    path("evals/suite-runs/<int:pk>/", suite_views.suite_run, name="suite_run"),
+    path("evals/suite-runs/<int:pk>/compare/", suite_views.suite_compare_pick, name="suite_compare_pick"),
+    path("evals/suite-runs/<int:pk>/compare/<int:other>/", suite_views.suite_compare, name="suite_compare"),
+    path("evals/suite-runs/<int:pk>/<str:what>/", suite_views.suite_run_action, name="suite_run_action"),
+    path("evals/judges/", suite_views.judges, name="judges"),
 ]

@@ -13,8 +13,9 @@ from belvedir.core.htmx import polled
 from billing.errors import InsufficientBalance
 
 from . import benchmarks
-from .actions import EvalConfigError, cancel_eval, create_eval, resume_eval
-from .api import filter_samples
+from .actions import EvalConfigError, cancel_eval, create_eval, rescore_eval, resume_eval, retry_errors
+from .api import attempts_by_row, eval_warnings, filter_samples
+from .calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, verdicts_of
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
@@ -23,6 +24,7 @@ from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
 from .metrics import metrics
 from .models import Dataset, Deployment, Eval
+from .noise import noise
 
 
 @login_required
@@ -61,6 +63,8 @@ def create_benchmark_eval(request):
                 max_cost=form.cleaned_data["max_cost"],
                 mode=form.cleaned_data["mode"],
                 benchmark_options=form.benchmark_options(),
+                judge=form.cleaned_data["judge"],
+                epochs=form.cleaned_data["epochs"] or 1,
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
@@ -94,7 +98,7 @@ def create_dataset_eval(request):
 
 @login_required
 def eval_detail(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset"), pk=pk)
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset", "judge"), pk=pk)
     if request.htmx and request.GET.get("part") == "progress":
         # The whole page changes when an eval ends (buttons, samples): reload it once.
         return polled(render(request, "evals/_progress.html", {"ev": ev}), done=not ev.is_active, reload_page=True)
@@ -108,16 +112,69 @@ def eval_detail(request, pk):
         .select_related("deployment")[:20]
     )
     context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    benchmark = benchmarks.get(ev.benchmark) if ev.benchmark else None
+    scale = benchmark.scale if benchmark is not None else (0.0, 1.0)
     context["categories"] = [
         {
             "axis": axis,
             "entries": entries,
-            "chart": interval_chart([Estimate(e["name"], e["score"], *e["score_ci"]) for e in entries], title=f"score by {axis}"),
+            "chart": interval_chart([Estimate(e["name"], e["score"], *e["score_ci"], scale=scale) for e in entries], title=f"score by {axis}"),
         }
         for axis, entries in category_scores(ev).items()
     ]
     context["metrics"] = metrics(ev)
+    context["noise"] = noise(ev)
+    context["warnings"] = eval_warnings(ev)
+    context["calibration"] = calibration_status(ev) if ev.judge_id else None
+    context["attempts"] = attempts_by_row(ev, samples)
+    context["labels"] = labels_by_row(ev, samples, request.user)
+    for sample in samples:
+        sample.verdicts = verdicts_of(sample) if ev.judge_id and not sample.error else []
     return render(request, "evals/detail.html", context)
+
+
+@login_required
+@require_POST
+def eval_retry_errors(request, pk):
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    try:
+        retried = retry_errors(ev)
+    except (EvalConfigError, InsufficientBalance) as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Retrying {retried} errored sample{'s' if retried != 1 else ''}: only those rows are asked again.")
+    return redirect(ev)
+
+
+@login_required
+@require_POST
+def eval_rescore(request, pk):
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    try:
+        rescored = rescore_eval(ev, request.user)
+    except (EvalConfigError, InsufficientBalance) as exc:
+        messages.error(request, str(exc))
+        return redirect(ev)
+    messages.success(request, f"Eval #{rescored.pk} re-scores eval #{ev.pk}'s stored outputs: the deployment is not asked again.")
+    return redirect(rescored)
+
+
+@login_required
+@require_POST
+def eval_label(request, pk):
+    """A person's grade of one judged verdict: agree, disagree, or their own grade."""
+    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    sample = get_object_or_404(ev.samples.all(), row_index=request.POST.get("row_index", -1))
+    answer = request.POST.get("label", "")
+    try:
+        value = float(request.POST["value"]) if answer == "grade" else None
+        label_verdict(sample, request.user, turn=int(request.POST.get("turn", 1)), value=value, agree={"agree": True, "disagree": False}.get(answer))
+    except (LabelRefused, ValueError, KeyError) as exc:
+        messages.error(request, f"Not labelled: {exc}")
+    else:
+        messages.success(request, f"Row {sample.row_index} labelled; the judge's calibration card counts it.")
+    page = request.POST.get("page")
+    return redirect(f"{ev.get_absolute_url()}{f'?page={page}' if page else ''}#row-{sample.row_index}")
 
 
 @login_required
@@ -145,7 +202,7 @@ def eval_paired(request, pk, other):
     a, b = get_object_or_404(evals, pk=pk), get_object_or_404(evals, pk=other)
     context = {"a": a, "b": b, "rerun_form": RerunForm(project=a.project, initial={"deployment": b.deployment_id})}
     try:
-        context["result"] = compare_evals(a, b)
+        context["result"] = compare_evals(a, b, set_aside_flaky=request.GET.get("set_aside_flaky") == "1")
     except NotPaired as exc:
         context["not_paired"] = str(exc)
     return render(request, "evals/paired.html", context)

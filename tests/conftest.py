@@ -197,7 +197,7 @@ def _no_sandbox_left_behind(request):
 @pytest.fixture
 def worker(monkeypatch):
     """Stand in for the django-q2 worker: queued runs and evals execute in threads, in-process."""
-    from evals import actions as eval_actions
+    from evals import queue as eval_queue
     from evals.tasks import run_eval
     from harnesses import actions as harness_actions
     from harnesses.execution import execute_run
@@ -207,7 +207,7 @@ def worker(monkeypatch):
     def start(target, *args):
         threads.append(start_thread(target, *args))
 
-    monkeypatch.setattr(eval_actions, "enqueue", lambda ev: start(run_eval, ev.pk))
+    monkeypatch.setattr(eval_queue, "enqueue", lambda ev: start(run_eval, ev.pk))
     monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
     yield
     for thread in threads:

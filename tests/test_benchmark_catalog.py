@@ -23,6 +23,7 @@ EXPECTED_ROWS = {
     "mbpp": 500,
     "bfcl": 3491,
     "ifbench": 276,
+    "mt_bench": 80,
 }
 
 

@@ -99,7 +99,7 @@ def test_catalog_listings(bv, project):
     table = bv("presets", "list").output
     assert "CLI CPU" in table and "CLI GPU" in table
     benchmarks = {b["name"] for b in json.loads(bv("benchmarks", "list", "--json").stdout)}
-    assert benchmarks == {"gsm8k", "humaneval", "mmlu", "arc_challenge", "hellaswag", "winogrande", "math500", "mbpp", "bfcl", "ifbench"}
+    assert benchmarks == {"gsm8k", "humaneval", "mmlu", "arc_challenge", "hellaswag", "winogrande", "math500", "mbpp", "bfcl", "ifbench", "mt_bench"}
     assert "gsm8k" in bv("benchmarks", "list").output
 
 

@@ -4,7 +4,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from evals import actions
+from evals import queue as eval_queue
 from evals.actions import create_eval
 from evals.engine import refresh_counters
 from evals.models import Deployment, Eval, Sample
@@ -26,7 +26,7 @@ def fake():
 def queue(monkeypatch):
     """The eval queue, held here: each message is run by the test, one pass at a time."""
     sent = []
-    monkeypatch.setattr(actions, "enqueue", lambda ev: sent.append(ev.pk))
+    monkeypatch.setattr(eval_queue, "enqueue", lambda ev: sent.append(ev.pk))
     return sent
 
 

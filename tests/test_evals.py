@@ -296,7 +296,9 @@ def test_dataset_eval_with_every_scorer(project, owner, fake, deployment):
     ev.refresh_from_db()
     assert ev.status == "succeeded" and ev.score == 0.5
     madrid = Sample.objects.get(eval=ev, reference="Madrid")
-    assert madrid.scores == {"contains": 0.0, "llm_judge": 1.0} and madrid.score == 0.0
+    assert madrid.score == 0.0 and {name: madrid.scores[name] for name in ("contains", "llm_judge")} == {"contains": 0.0, "llm_judge": 1.0}
+    assert madrid.scores["judge"] == f"{judge.pk}:dataset-correct@1" and madrid.scores["judge_reasoning"] == "CORRECT"
+    assert ev.judge == judge and ev.judge_prompt_tokens > 0  # the judge's tokens are the eval's
     ev2 = create_eval(
         project,
         owner,

@@ -7,7 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from evals.actions import create_eval
+from evals.actions import EvalConfigError, create_eval
 from evals.models import Deployment, Eval, Sample
 from evals.tasks import run_eval
 
@@ -124,8 +124,15 @@ def test_the_llm_judge_is_checked_when_connecting_too(project, owner, serve, pro
         model = Deployment.objects.create(project=project, name="model", base_url=fake.url, model="m")
         judge = Deployment.objects.create(project=project, name="judge", base_url=internal_url + "/v1", model="j")
         dataset = create_dataset(project, owner, "d", b'{"input": "Capital of France?", "expected": "Paris"}\n')
-        ev = create_eval(project, owner, deployment=model, dataset=dataset, scorers=[{"name": "llm_judge", "deployment": judge.pk}])
+        # Asked once before anything is created: a judge the policy refuses refuses the eval, never a zero per row.
+        with pytest.raises(EvalConfigError, match="The judge deployment judge cannot be reached: Refused"):
+            create_eval(project, owner, deployment=model, dataset=dataset, scorers=[{"name": "llm_judge", "deployment": judge.pk}])
+        assert not Eval.objects.exists()
+        # Refused while scoring (the judge became unreachable after creation): the row is an error to retry, not a 0.
+        ev = Eval.objects.create(
+            project=project, deployment=model, dataset=dataset, scorers=[{"name": "llm_judge", "deployment": judge.pk}], judge=judge, seed=1
+        )
         run_eval(ev.pk)
-    assert Eval.objects.get(pk=ev.pk).status == "succeeded"
-    assert Sample.objects.get(eval=ev).scores == {"llm_judge": 0.0}
+    sample = Sample.objects.get(eval=ev)
+    assert sample.score is None and "The judge (judge) could not be asked: Refused" in sample.error
     assert internal.hits == []

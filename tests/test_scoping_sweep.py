@@ -19,7 +19,7 @@ from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
 from evals.datasets import create_dataset
-from evals.models import Deployment, Eval
+from evals.models import Deployment, Eval, Suite, SuiteRun
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
 from traces.models import TaskGroup, TraceSession
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 # The shipped driver repos are public, read-only and nobody's project (tests/test_driver_repos.py).
 SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
-PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session", "slug": "swe-bench-lite"}
+PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session", "slug": "swe-bench-lite", "what": "cancel"}
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 ID_NAMES = {"pk", "run_id", "session_id"}
@@ -113,6 +113,10 @@ def owners_objects(project, owner, settings, tmp_path):
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000)
     TraceSession.objects.create(project=project, session_id="owner-session", first_span_at=run.created_at, last_span_at=run.created_at)
     group = TaskGroup.objects.create(project=project, key="workflow:x", name="x")
+    suite = Suite.objects.create(project=project, name="mine", entries=[{"benchmark": "gsm8k", "sample_limit": 5, "mode": "generative", "options": {}}])
+    suite_run = SuiteRun.objects.create(project=project, suite_name="mine", entries=suite.entries)
+    suite_run.deployments.add(deployment)
+    Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=1, suite_run=suite_run, status="succeeded")
     settings.MEDIA_ROOT = tmp_path / "media"
     model = FineTunedModel(project=project, name="m", base_model="org/base")
     model.adapter.save("a.zip", ContentFile(b"PK"), save=False)
@@ -120,7 +124,7 @@ def owners_objects(project, owner, settings, tmp_path):
     colleague = create_account(username="colleague", password=None)
     membership = Membership.objects.create(project=project, user=colleague)
     invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
-    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group]}
+    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run]}
 
 
 def test_the_sweep_covers_every_object_route():

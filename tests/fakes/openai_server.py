@@ -132,7 +132,13 @@ if __name__ == "__main__":
     import sys
     import time
 
-    with FakeOpenAI(answer=lambda q: q.split()[-1] if q.split() else "", latency=float(sys.argv[1])) as fake:
+    def answer(question: str) -> str:
+        # A judge's prompt gets a rating (MT-Bench's "[[rating]]" format); anything else its last word.
+        if "[[rating]]" in question or "[The Start of Assistant" in question or "Assistant A's Conversation" in question:
+            return "A fair answer. Rating: [[7]]"
+        return question.split()[-1] if question.split() else ""
+
+    with FakeOpenAI(answer=answer, latency=float(sys.argv[1])) as fake:
         print(fake.url, flush=True)
         while True:
             time.sleep(3600)

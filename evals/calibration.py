@@ -1,0 +1,212 @@
+"""A judge's calibration card: how often people agree with its verdicts, and with itself.
+
+People label judged samples on the eval page (their own grade, or agree /
+disagree). For each judge (deployment, rubric and rubric version:
+`judges.Judge.key`) the card shows the labels' count, Cohen's κ between
+judge and people (quadratic-weighted on a 1-10 scale, where 7 against 8 is a
+near miss; plain on correct/incorrect) with a bootstrap interval, the base
+rates behind it (κ reads differently when nearly every verdict is
+"correct"), and the judge's agreement with itself when it was asked twice
+(MT-Bench asks about one row in ten twice). Fewer than CALIBRATED_AT labels:
+"judge not calibrated", wherever a score it produced is shown.
+tests/test_calibration.py checks κ against scikit-learn's cohen_kappa_score.
+"""
+
+from collections import Counter
+
+import numpy as np
+from django.utils import timezone
+
+from . import benchmarks, statistics
+from .datasets import DATASET_RUBRIC
+from .judges import judge_key
+from .models import Deployment, Eval, JudgeLabel, Sample
+
+CALIBRATED_AT = 30
+NOT_CALIBRATED = f"judge not calibrated: fewer than {CALIBRATED_AT} human labels agree or disagree with it"
+RESAMPLES = 2000
+
+
+def cohen_kappa(a, b, weights: str | None = None) -> float | None:
+    """Cohen's κ of two raters' grades (None when it is undefined: no pairs, or chance agreement is total).
+
+    weights: None (plain), "linear" or "quadratic", as scikit-learn's cohen_kappa_score; the categories are
+    the grades either rater gave, in order.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0:
+        return None
+    labels = np.unique(np.concatenate([a, b]))
+    index = {value: i for i, value in enumerate(labels)}
+    k = len(labels)
+    observed = np.zeros((k, k))
+    for x, y in zip(a, b, strict=True):
+        observed[index[x], index[y]] += 1
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
+    if weights is None:
+        disagreement = 1 - np.eye(k)
+    else:
+        distance = np.abs(np.subtract.outer(np.arange(k), np.arange(k)))
+        disagreement = distance if weights == "linear" else distance**2
+    chance = float((disagreement * expected).sum())
+    if chance == 0:
+        return None
+    return 1 - float((disagreement * observed).sum()) / chance
+
+
+def kappa_interval(a, b, weights: str | None = None) -> statistics.Interval | None:
+    """95 % bootstrap interval of κ, resampling the labelled verdicts (fixed seed: the same labels print the same interval)."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n = a.size
+    if n < 2:
+        return None
+    drawn = np.random.default_rng(statistics.BOOTSTRAP_SEED).integers(0, n, size=(RESAMPLES, n))
+    values = sorted(v for rows in drawn if (v := cohen_kappa(a[rows], b[rows], weights)) is not None)
+    if not values:
+        return None
+    return statistics.Interval(float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975)))
+
+
+def weights_for(scale) -> str | None:
+    """Quadratic weights on a graded scale (1-10): a near miss counts less than a far one; none on right/wrong."""
+    return "quadratic" if scale[1] - scale[0] > 1 else None
+
+
+def card(project, judge_key: str) -> dict:
+    """Everything the card shows for one judge of the project."""
+    labels = list(JudgeLabel.objects.filter(judge_key=judge_key, sample__eval__project=project).values_list("judge_value", "value"))
+    scale = scale_of(judge_key)
+    weights = weights_for(scale)
+    judge_values, human_values = [j for j, _ in labels], [h for _, h in labels]
+    kappa = cohen_kappa(judge_values, human_values, weights)
+    interval = kappa_interval(judge_values, human_values, weights)
+    repeats = repeat_pairs(project, judge_key)
+    repeat_kappa = cohen_kappa([x for x, _ in repeats], [y for _, y in repeats], weights)
+    deployment_id = judge_key.split(":", 1)[0]
+    return {
+        "key": judge_key,
+        "deployment": Deployment.objects.filter(project=project, pk=deployment_id).values_list("name", flat=True).first() if deployment_id.isdigit() else None,
+        "rubric": judge_key.split(":", 1)[1] if ":" in judge_key else judge_key,
+        "scale": list(scale),
+        "weights": weights or "none",
+        "n": len(labels),
+        "kappa": kappa,
+        "kappa_ci": interval.as_list() if interval else None,
+        "exact_agreement": statistics.mean([float(j == h) for j, h in labels]) if labels else None,
+        "base_rate": base_rates(judge_values, human_values, scale),
+        "self_consistency": {
+            "n": len(repeats),
+            "kappa": repeat_kappa,
+            "exact_agreement": statistics.mean([float(x == y) for x, y in repeats]) if repeats else None,
+        },
+        "calibrated": len(labels) >= CALIBRATED_AT,
+        "needed": max(0, CALIBRATED_AT - len(labels)),
+    }
+
+
+def base_rates(judge_values, human_values, scale) -> dict:
+    """What κ is read against: how often each side says "correct", or each side's mean grade and the commonest human grade."""
+    if not human_values:
+        return {}
+    if weights_for(scale) is None:
+        return {"judge_positive": statistics.mean(judge_values), "human_positive": statistics.mean(human_values)}
+    commonest, count = Counter(human_values).most_common(1)[0]
+    return {
+        "judge_mean": statistics.mean(judge_values),
+        "human_mean": statistics.mean(human_values),
+        "human_mode": commonest,
+        "human_mode_share": count / len(human_values),
+    }
+
+
+def scale_of(judge_key: str) -> tuple[float, float]:
+    """The rubric's scale, from the name in the key ("12:mt_bench-single@3f2a…")."""
+    rubric = judge_key.split(":", 1)[-1].split("@", 1)[0]
+    return (1.0, 10.0) if rubric.startswith("mt_bench") else (0.0, 1.0)
+
+
+def repeat_pairs(project, judge_key: str) -> list[tuple[float, float]]:
+    """(first verdict, second verdict) for every verdict the judge was asked twice."""
+    pairs = []
+    details = Sample.objects.filter(eval__project=project, error="", scores__judge=judge_key, scores__has_key="repeat").values_list("scores", flat=True)
+    for detail in details.iterator():
+        pairs += [(turn["rating"], again) for turn, again in zip(detail.get("turns", []), detail["repeat"], strict=False)]
+    return pairs
+
+
+def judge_key_of(ev: Eval) -> str | None:
+    """The key of the eval's judge (deployment, rubric, version), known before any verdict is in."""
+    if not ev.judge_id:
+        return None
+    if ev.dataset_id:
+        return judge_key(ev.judge_id, DATASET_RUBRIC)
+    benchmark = benchmarks.get(ev.benchmark)
+    rubric = benchmark.rubric(ev.benchmark_version) if benchmark is not None else None
+    return judge_key(ev.judge_id, rubric) if rubric is not None else None
+
+
+def calibration_status(ev: Eval) -> dict:
+    """Is the eval's judge calibrated? {"key", "labels", "calibrated"}, counted over the project's labels."""
+    key = judge_key_of(ev)
+    labels = JudgeLabel.objects.filter(judge_key=key, sample__eval__project_id=ev.project_id).count() if key else 0
+    return {"key": key, "labels": labels, "calibrated": labels >= CALIBRATED_AT}
+
+
+class LabelRefused(ValueError):
+    """A label that cannot be taken: the sample has no verdict there, or the grade is off the judge's scale."""
+
+    status_code = 400
+
+
+def verdicts_of(sample: Sample) -> list[float]:
+    """The judge's grades on a sample, one per turn (of its first epoch when it has several)."""
+    detail = sample.completions[0].get("detail", {}) if sample.completions else sample.scores
+    if "turns" in detail:
+        return [float(turn["rating"]) for turn in detail["turns"]]
+    if "llm_judge" in detail:
+        return [float(detail["llm_judge"])]
+    return []
+
+
+def label_verdict(sample: Sample, user, *, turn: int = 1, value: float | None = None, agree: bool | None = None) -> JudgeLabel:
+    """Record a person's grade of one verdict (their own, or agree / disagree); a second label by the same person replaces the first."""
+    key = judge_key_of(sample.eval)
+    grades = verdicts_of(sample) if not sample.error else []
+    if key is None or not grades:
+        raise LabelRefused(f"Row {sample.row_index} holds no verdict of a judge to label.")
+    if not 1 <= turn <= len(grades):
+        raise LabelRefused(f"Row {sample.row_index}'s verdicts are turns 1 to {len(grades)}.")
+    judged = grades[turn - 1]
+    low, high = scale_of(key)
+    if (value is None) == (agree is None):
+        raise LabelRefused("Give either your own grade (value) or whether you agree with the judge (agree).")
+    if agree is not None:
+        if not agree and weights_for((low, high)) is not None:
+            raise LabelRefused(f"To disagree with a {low:g}-{high:g} grade, give your own (value).")
+        value = judged if agree else high + low - judged
+    if not (low <= value <= high) or (weights_for((low, high)) is None and value not in (low, high)):
+        raise LabelRefused(
+            f"A grade on this judge's scale is {'a number from' if high - low > 1 else 'either'} {low:g} {'to' if high - low > 1 else 'or'} {high:g}."
+        )
+    label, _ = JudgeLabel.objects.update_or_create(
+        sample=sample, turn=turn, user=user, defaults={"judge_key": key, "judge_value": judged, "value": float(value), "created_at": timezone.now()}
+    )
+    return label
+
+
+def judge_keys_of(project) -> list[str]:
+    """Every judge that graded an eval of the project, newest first."""
+    keys = []
+    for ev in Eval.objects.filter(project=project, judge__isnull=False).select_related("judge").order_by("-pk")[:500]:
+        if (key := judge_key_of(ev)) and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def labels_by_row(ev: Eval, samples, user) -> dict[int, dict[int, float]]:
+    """{row index: {turn: the person's grade}} for the page's rows: what they already labelled."""
+    found = {}
+    rows = [s.row_index for s in samples]
+    for row, turn, value in JudgeLabel.objects.filter(sample__eval=ev, sample__row_index__in=rows, user=user).values_list("sample__row_index", "turn", "value"):
+        found.setdefault(row, {})[turn] = value
+    return found

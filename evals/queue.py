@@ -1,0 +1,50 @@
+"""How an eval reaches the eval queue: on its own at once, or a suite's one deployment at a time.
+
+A suite run's evals wait as `pending`; `advance` sends each deployment's
+next one once none of that deployment's is queued or running. A
+deployment's max_in_flight is a promise about its endpoint, which two of its
+evals at once would break, while different deployments run side by side.
+"""
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from .models import Eval, SuiteRun
+
+
+def enqueue(ev: Eval):
+    # Their own queue, worked by their own cluster (Q_CLUSTER_NAME=evals):
+    # a flood of evals never delays a paid run.
+    async_task("evals.tasks.run_eval", ev.pk, task_name=f"eval-{ev.pk}", cluster=settings.EVAL_QUEUE)
+
+
+def waiting_status(ev: Eval) -> str:
+    """What an eval to be (re)started waits as: pending behind its suite's turn, or queued."""
+    return Eval.Status.PENDING if ev.suite_run_id else Eval.Status.QUEUED
+
+
+def start(ev: Eval):
+    """After commit: an eval now waiting is sent to the queue, or its suite moves on."""
+    if ev.suite_run_id:
+        advance(ev.suite_run_id)
+    else:
+        enqueue(ev)
+
+
+def advance(suite_run_id: int) -> int:
+    """Queue each deployment's next pending eval of the suite run once none of its evals is queued or running; how many."""
+    queued = []
+    with transaction.atomic():
+        # Locked: two evals ending at once must not both queue the same deployment's next.
+        SuiteRun.objects.select_for_update().filter(pk=suite_run_id).first()
+        evals = Eval.objects.filter(suite_run_id=suite_run_id)
+        busy = set(evals.filter(status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).values_list("deployment_id", flat=True))
+        waiting = set(evals.filter(status=Eval.Status.PENDING).values_list("deployment_id", flat=True))
+        for deployment_id in sorted(waiting - busy):
+            nxt = evals.filter(status=Eval.Status.PENDING, deployment_id=deployment_id).order_by("pk").first()
+            if Eval.objects.filter(pk=nxt.pk, status=Eval.Status.PENDING).update(status=Eval.Status.QUEUED, queued_at=timezone.now()):
+                queued.append(nxt)
+        transaction.on_commit(lambda: [enqueue(ev) for ev in queued])
+    return len(queued)
