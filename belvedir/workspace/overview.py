@@ -17,7 +17,7 @@ from belvedir.core.charts import Series, line_chart
 from billing.models import Account, LedgerEntry
 from evals.models import Deployment, Eval
 from harnesses.models import Harness, Run
-from traces.models import TraceSession
+from traces.models import EvaluatorScore, TraceSession
 
 LATEST_RUNS = 8
 SPEND_DAYS = 30
@@ -75,6 +75,17 @@ def spend_chart(per_day):
     return line_chart([Series("Spend", points)], y_label="spend (USD)")
 
 
+def model_spend(project, now) -> dict:
+    """This month's token cost at the project's deployments' prices: its evals (with their judges) and its evaluators' judges.
+
+    Paid to whoever serves the deployments, not charged here: shown beside the balance, never posted to the ledger.
+    """
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    evals = Eval.objects.filter(project=project, created_at__gte=month_start).aggregate(s=Sum("cost"))["s"]
+    evaluators = EvaluatorScore.objects.filter(project=project, scored_at__gte=month_start).aggregate(s=Sum("cost"))["s"]
+    return {"evals": evals, "evaluators": evaluators, "total": (evals or 0) + (evaluators or 0)}
+
+
 def traces_today(project, now):
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     counts = TraceSession.objects.filter(project=project, last_span_at__gte=today).aggregate(
@@ -113,5 +124,6 @@ def overview(project, now=None) -> dict:
         "running_evals": running_evals(project),
         "latest_scores": latest_scores(project),
         "traces_today": traces_today(project, now),
+        "model_spend": model_spend(project, now),
         "checklist": checklist(project, account),
     }
