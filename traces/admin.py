@@ -136,4 +136,6 @@ class EvaluatorScoreAdmin(admin.ModelAdmin):
 @admin.register(EvaluatorLabel)
 class EvaluatorLabelAdmin(admin.ModelAdmin):
     list_display = ["score", "judge_key", "judge_value", "value", "user", "created_at"]
+    list_filter = ["judge_key"]
+    search_fields = ["judge_key", "=score__session__session_id"]
     raw_id_fields = ["score", "user"]

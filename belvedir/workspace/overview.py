@@ -8,12 +8,13 @@ through their (project, -time) indexes, ledger entries through created_at.
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.models import Project
 from billing.models import Account, LedgerEntry
 from evals.models import Deployment, Eval
 from harnesses.models import Harness, Run
@@ -81,8 +82,14 @@ def model_spend(project, now) -> dict:
     Paid to whoever serves the deployments, not charged here: shown beside the balance, never posted to the ledger.
     """
     month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    evals = Eval.objects.filter(project=project, created_at__gte=month_start).aggregate(s=Sum("cost"))["s"]
-    evaluators = EvaluatorScore.objects.filter(project=project, scored_at__gte=month_start).aggregate(s=Sum("cost"))["s"]
+
+    def month_total(model, since_field):
+        rows = model.objects.filter(project=project, **{f"{since_field}__gte": month_start}).order_by().values("project").annotate(s=Sum("cost"))
+        return Subquery(rows.values("s")[:1])
+
+    # One query for both tables: the home page's query count stays fixed (tests/test_home.py).
+    spent = Project.objects.filter(pk=project.pk).annotate(eval_spend=month_total(Eval, "created_at"), evaluator_spend=month_total(EvaluatorScore, "scored_at"))
+    evals, evaluators = spent.values_list("eval_spend", "evaluator_spend").get()
     return {"evals": evals, "evaluators": evaluators, "total": (evals or 0) + (evaluators or 0)}
 
 
