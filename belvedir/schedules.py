@@ -36,6 +36,7 @@ SCHEDULES = (
     Job("advance suite runs", "evals.suites.advance_all"),
     Job("store pending trace batches", "traces.tasks.process_trace_batches"),
     Job("segment quiet trace sessions", "traces.tasks.process_sessions"),
+    Job("retry evaluator errors", "traces.evaluators.retry_errors"),
     Job("trace partitions and retention", "traces.tasks.maintain_trace_partitions", schedule_type="H", minutes=None),
 )
 

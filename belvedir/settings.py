@@ -346,6 +346,8 @@ TRACE_QUIET_SECONDS = env_int("BELVEDIR_TRACE_QUIET_SECONDS", 30, minimum=1)
 # How often `manage.py segment_sessions` looks for quiet sessions.
 TRACE_SEGMENT_EVERY_SECONDS = env_int("BELVEDIR_TRACE_SEGMENT_EVERY_SECONDS", 5, minimum=1)
 TRACE_TASK_IDLE_GAP_SECONDS = env_int("BELVEDIR_TRACE_TASK_GAP_SECONDS", 60, minimum=1)
+# An evaluator's backfill takes at most this many sessions at once (a window past it is refused: choose a shorter one).
+TRACE_BACKFILL_MAX_SESSIONS = env_int("BELVEDIR_TRACE_BACKFILL_MAX_SESSIONS", 50_000, minimum=1)
 # Ingest answers once a request's body is kept; `manage.py process_trace_batches`
 # stores its spans, looking for new batches this often when idle.
 TRACE_BATCH_POLL_SECONDS = env_float("BELVEDIR_TRACE_BATCH_POLL_SECONDS", 0.1)

@@ -14,6 +14,7 @@ from evals import suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
+from traces import evaluator_api
 
 router = SimpleRouter(trailing_slash=False)
 router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
@@ -24,6 +25,7 @@ router.register("evals", evals_api.EvalViewSet, basename="eval")
 router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
 router.register("suites", suite_api.SuiteViewSet, basename="suite")
 router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
+router.register("evaluators", evaluator_api.EvaluatorViewSet, basename="evaluator")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")

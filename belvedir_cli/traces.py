@@ -30,6 +30,40 @@ def traces_sessions(outcome, run_id, limit):
     output(sessions[:limit], ["session_id", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run"])
 
 
+@traces.command("scores")
+@click.option("--evaluator", help="An evaluator's name or id (every evaluator's, without it).")
+@click.option("--session", "session_id", help="Only this session's scores.")
+@click.option("--status", type=click.Choice(["scored", "error", "skipped"]))
+@click.option("--limit", type=int, default=50, show_default=True)
+@json_option
+def traces_scores(evaluator, session_id, status, limit):
+    """Evaluators' scores of live traffic, newest traffic first; without --evaluator, each evaluator's summary."""
+    if evaluator is None and session_id:
+        output(client().get(f"sessions/{quote(session_id, safe='')}")["scores"], ["evaluator", "version", "task", "status", "value", "error", "scored_at"])
+        return
+    if evaluator is None:
+        rows = []
+        for item in client().get("evaluators"):
+            detail = client().get(f"evaluators/{item['id']}")
+            s = detail["summary"]
+            ci = f"{s['mean_ci'][0]:.3f}–{s['mean_ci'][1]:.3f}" if s["mean_ci"] else ""
+            rows.append(
+                {
+                    **item,
+                    "scored": s["scored"],
+                    "mean": "" if s["mean"] is None else f"{s['mean']:.3f}",
+                    "95% CI": ci,
+                    "errors": s["errors"],
+                    "skipped": s["skipped"],
+                }
+            )
+        output(rows, ["id", "name", "kind", "version", "scored", "mean", "95% CI", "errors", "skipped"])
+        return
+    evaluator_id = id_by_name("evaluators", evaluator, "No evaluator named {name}: `bv traces scores` lists them.")
+    params = {k: v for k, v in {"session": session_id, "status": status, "limit": limit}.items() if v}
+    output(client().get(f"evaluators/{evaluator_id}/scores", **params)["results"], ["session_id", "task", "version", "status", "value", "error", "session_at"])
+
+
 @traces.command("show")
 @click.argument("session_id")
 @click.option("--kind", type=click.Choice(["llm", "tool", "span"]), help="Only steps of this kind.")

@@ -75,6 +75,8 @@ def weights_for(scale) -> str | None:
 def card(project, judge_key: str) -> dict:
     """Everything the card shows for one judge of the project."""
     labels = list(JudgeLabel.objects.filter(judge_key=judge_key, sample__eval__project=project).values_list("judge_value", "value"))
+    for source in LABEL_SOURCES:
+        labels += source(project, judge_key)
     scale = scale_of(judge_key)
     weights = weights_for(scale)
     judge_values, human_values = [j for j, _ in labels], [h for _, h in labels]
@@ -120,9 +122,15 @@ def base_rates(judge_values, human_values, scale) -> dict:
 
 
 def scale_of(judge_key: str) -> tuple[float, float]:
-    """The rubric's scale, from the name in the key ("12:mt_bench-single@3f2a…")."""
+    """The rubric's scale, from the name in the key ("12:mt_bench-single@3f2a…", "12:evaluator-4-1-10@2")."""
     rubric = judge_key.split(":", 1)[-1].split("@", 1)[0]
-    return (1.0, 10.0) if rubric.startswith("mt_bench") else (0.0, 1.0)
+    return (1.0, 10.0) if rubric.startswith("mt_bench") or rubric.endswith("-1-10") else (0.0, 1.0)
+
+
+# Judges that grade outside evals (traces' evaluators on live traffic) add their labels and keys to the
+# cards here, from their app's ready(): this module imports no app above it.
+LABEL_SOURCES = []  # fn(project, judge_key) -> [(judge_value, human_value), ...]
+KEY_SOURCES = []  # fn(project) -> [judge_key, ...]
 
 
 def repeat_pairs(project, judge_key: str) -> list[tuple[float, float]]:
@@ -200,6 +208,8 @@ def judge_keys_of(project) -> list[str]:
     for ev in Eval.objects.filter(project=project, judge__isnull=False).select_related("judge").order_by("-pk")[:500]:
         if (key := judge_key_of(ev)) and key not in keys:
             keys.append(key)
+    for source in KEY_SOURCES:
+        keys += [key for key in source(project) if key not in keys]
     return keys
 
 

@@ -22,7 +22,7 @@ from evals.datasets import create_dataset
 from evals.models import Deployment, Eval, Suite, SuiteRun
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
-from traces.models import TaskGroup, TraceSession
+from traces.models import Evaluator, TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
 
@@ -113,6 +113,7 @@ def owners_objects(project, owner, settings, tmp_path):
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000)
     TraceSession.objects.create(project=project, session_id="owner-session", first_span_at=run.created_at, last_span_at=run.created_at)
     group = TaskGroup.objects.create(project=project, key="workflow:x", name="x")
+    evaluator = Evaluator.objects.create(project=project, name="e", kind="code", config={"check": "contains", "expected": "x"})
     suite = Suite.objects.create(project=project, name="mine", entries=[{"benchmark": "gsm8k", "sample_limit": 5, "mode": "generative", "options": {}}])
     suite_run = SuiteRun.objects.create(project=project, suite_name="mine", entries=suite.entries)
     suite_run.deployments.add(deployment)
@@ -124,7 +125,7 @@ def owners_objects(project, owner, settings, tmp_path):
     colleague = create_account(username="colleague", password=None)
     membership = Membership.objects.create(project=project, user=colleague)
     invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
-    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run]}
+    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run, evaluator]}
 
 
 def test_the_sweep_covers_every_object_route():

@@ -4,7 +4,7 @@ from django.utils import timezone
 from belvedir.core.models import Project
 
 from .backlog import STALE_SECONDS
-from .models import BatchProcessor, IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
+from .models import BatchProcessor, Evaluator, EvaluatorLabel, EvaluatorScore, IngestRejection, Span, Task, TaskGroup, TraceBatch, TraceSession
 from .otlp import TRACE_ID
 
 
@@ -112,3 +112,30 @@ class IngestRejectionAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(Evaluator)
+class EvaluatorAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "kind", "target", "sample_rate", "enabled", "version", "judge", "daily_budget", "created_at"]
+    list_filter = ["kind", "enabled"]
+    search_fields = ["name", "project__name"]
+    list_select_related = ["project", "judge"]
+    raw_id_fields = ["project", "task_group", "harness", "judge", "created_by"]
+
+
+@admin.register(EvaluatorScore)
+class EvaluatorScoreAdmin(admin.ModelAdmin):
+    list_display = ["evaluator", "version", "session", "task", "status", "value", "attempts", "cost", "session_at", "scored_at"]
+    list_filter = ["status"]
+    search_fields = ["=session__session_id", "evaluator__name"]
+    list_select_related = ["evaluator", "session", "task"]
+    raw_id_fields = ["evaluator", "project", "session", "task", "task_group"]
+    show_full_result_count = False
+
+
+@admin.register(EvaluatorLabel)
+class EvaluatorLabelAdmin(admin.ModelAdmin):
+    list_display = ["score", "judge_key", "judge_value", "value", "user", "created_at"]
+    list_filter = ["judge_key"]
+    search_fields = ["judge_key", "=score__session__session_id"]
+    raw_id_fields = ["score", "user"]

@@ -16,6 +16,9 @@ from belvedir.core.throttle import IngestThrottle
 
 from . import batches, diff, otlp, trajectory
 from .actions import report_outcome
+from .evaluator_api import EvaluatorScoreSerializer
+from .evaluator_rules import session_scores
+from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
 from .ingest import collector_paused, foreign_in_body, run_session_of
 from .models import Span, Task, TaskGroup, TraceSession
@@ -195,6 +198,10 @@ class SessionList(generics.ListAPIView):
             OpenApiParameter("run", int),
             OpenApiParameter("user", str, description="Sessions of this user id."),
             OpenApiParameter("metadata", str, many=True, description="key=value; repeat for several (all must match)."),
+            OpenApiParameter("evaluator", int, description="With score, score_below or score_above: sessions by this evaluator's scores."),
+            OpenApiParameter("score", str, enum=["pass", "fail", "error"]),
+            OpenApiParameter("score_below", float),
+            OpenApiParameter("score_above", float),
         ]
     )
     def get(self, request, *args, **kwargs):
@@ -207,7 +214,7 @@ class SessionList(generics.ListAPIView):
             qs = qs.filter(outcome=params["outcome"])
         if (run := params.get("run", "")).isdigit():
             qs = qs.filter(run_id=int(run))
-        return by_user_and_metadata(qs, params)
+        return filter_by_score(by_user_and_metadata(qs, params), params)
 
 
 @extend_schema(responses={200: dict})
@@ -217,7 +224,10 @@ def session_detail(request, session_id):
     session = generics.get_object_or_404(TraceSession.objects.for_user(request.user, request_project(request)), session_id=session_id)
     spans = Span.objects.filter(project=session.project, session_id=session.session_id)[:5000]
     tasks = session.tasks.select_related("group")
-    return Response({**SessionSerializer(session).data, "spans": SpanSerializer(spans, many=True).data, "tasks": TaskSerializer(tasks, many=True).data})
+    scores = EvaluatorScoreSerializer(session_scores(session), many=True).data
+    return Response(
+        {**SessionSerializer(session).data, "spans": SpanSerializer(spans, many=True).data, "tasks": TaskSerializer(tasks, many=True).data, "scores": scores}
+    )
 
 
 STEP_FILTERS = [

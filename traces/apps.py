@@ -6,4 +6,11 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self):
+        from evals import calibration
+
         from . import checks  # noqa: F401  (registers the system checks)
+        from .evaluator_rules import judge_keys, label_pairs
+
+        # A judge evaluator's verdicts, labelled by people, count on its calibration card like an eval judge's.
+        calibration.LABEL_SOURCES.append(label_pairs)
+        calibration.KEY_SOURCES.append(judge_keys)

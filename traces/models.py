@@ -1,5 +1,9 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Now
+from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.models import ProjectScopedQuerySet
@@ -38,6 +42,9 @@ class TraceSession(models.Model):
     # Set by ingest, cleared by segmentation: "has spans not yet segmented".
     needs_processing = models.BooleanField(default=True)
     last_received_at = models.DateTimeField(default=timezone.now)
+    # When its first span arrived, by the server's clock (span times are the client's): an evaluator
+    # scores the sessions that arrive after it was made. Set by the database, so ingest's INSERT need not name it.
+    first_received_at = models.DateTimeField(db_default=Now())
     processed_at = models.DateTimeField(null=True, blank=True)
     # Who and what: traceloop.association.properties.user_id (or user.id,
     # enduser.id) and every other association property but the session id.
@@ -252,3 +259,134 @@ class IngestRejection(models.Model):
 
     def __str__(self):
         return f"{self.rejected} spans rejected"
+
+
+class Evaluator(models.Model):
+    """A rule that scores live traffic: which sessions (or their tasks) it looks at, a sampling rate, and a scorer.
+
+    It scores what arrives after it was created, on the eval queue once a
+    session is quiet and segmented (traces/evaluators.py), never in the ingest
+    path. Changing its rule makes a new version; scores keep the version they
+    were made under.
+    """
+
+    class Target(models.TextChoices):
+        SESSION = "session", "Sessions"
+        TASK = "task", "Tasks"
+
+    class Source(models.TextChoices):
+        ANY = "any", "Any session"
+        PRODUCTION = "production", "Production only (not from a harness run)"
+        HARNESS = "harness", "From harness runs only"
+
+    class Kind(models.TextChoices):
+        CODE = "code", "Code (exact, contains, regex, JSON-valid, last number)"
+        JUDGE = "judge", "LLM judge"
+        TRAJECTORY = "trajectory", "Trajectory check (steps, tool errors, cost)"
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evaluators")
+    name = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)
+    target = models.CharField(max_length=10, choices=Target.choices, default=Target.SESSION)
+    # The filter: every field that is set must match.
+    task_group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluators")
+    user_id = models.CharField("User", max_length=255, blank=True, help_text="The session's user id (as the agent reports it).")
+    metadata = models.JSONField(default=dict, blank=True, help_text="Key-value pairs the session's metadata must hold.")
+    outcome = models.CharField(max_length=10, blank=True, help_text="success, fail, none (no outcome reported), or empty for any.")
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.ANY)
+    harness = models.ForeignKey("harnesses.Harness", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="Only this harness's runs.")
+    sample_rate = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
+    # Which sessions a sample takes is a function of the seed and the session: the same seed, the same subset.
+    seed = models.BigIntegerField(default=0)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    # The scorer's settings, checked by traces.evaluators.check_config (its docstring lists them per kind).
+    config = models.JSONField(default=dict)
+    judge = models.ForeignKey("evals.Deployment", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    daily_budget = models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0)],
+        help_text="A judge's spend per day (UTC) in dollars; scoring stops there.",
+    )
+    version = models.PositiveIntegerField(default=1)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_evaluator_name_per_project")]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("traces:evaluator", args=[self.pk])
+
+
+class EvaluatorScore(models.Model):
+    """One evaluator's score of one session (or one of its tasks), under the evaluator's version at the time."""
+
+    class Status(models.TextChoices):
+        SCORED = "scored"
+        # The judge could not answer or be read: retried later (traces.evaluators.retry_errors), never a zero.
+        ERROR = "error"
+        # Left unscored because the evaluator's daily budget was spent.
+        SKIPPED = "skipped"
+
+    evaluator = models.ForeignKey(Evaluator, on_delete=models.CASCADE, related_name="scores")
+    version = models.PositiveIntegerField()
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="+", db_index=False)
+    session = models.ForeignKey(TraceSession, on_delete=models.CASCADE, related_name="evaluator_scores")
+    task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.CASCADE, related_name="evaluator_scores")
+    task_group = models.ForeignKey(TaskGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(max_length=8, choices=Status.choices)
+    value = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    # What the scorer saw and decided: the answer it read, the judge's reasoning, the checks' figures.
+    detail = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    # The session's time, so scores chart by when the traffic happened rather than when it was scored.
+    session_at = models.DateTimeField()
+    scored_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-session_at", "-pk"]
+        constraints = [
+            # Once per evaluator version and session (or task): a re-delivered task or a re-segmented session scores nothing twice.
+            models.UniqueConstraint(fields=["evaluator", "version", "session", "task"], name="one_score_per_version_and_target", nulls_distinct=False),
+        ]
+        indexes = [
+            models.Index(fields=["evaluator", "session_at"]),
+            models.Index(fields=["evaluator", "status", "scored_at"]),
+            models.Index(fields=["session", "evaluator"]),
+        ]
+
+    def __str__(self):
+        return f"{self.evaluator} on {self.session_id}: {self.value}"
+
+
+class EvaluatorLabel(models.Model):
+    """A person's grade of a judge evaluator's verdict: it counts on that judge's calibration card (evals/calibration.py)."""
+
+    score = models.ForeignKey(EvaluatorScore, on_delete=models.CASCADE, related_name="labels")
+    judge_key = models.CharField(max_length=200, db_index=True)
+    judge_value = models.FloatField()
+    value = models.FloatField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["score", "user"], name="one_evaluator_label_per_person")]
+
+    def __str__(self):
+        return f"label of {self.score_id}"

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Count, Max, Min, Sum
 from django.utils import timezone
 
+from . import evaluators
 from .models import Span, Task, TaskGroup, TraceSession
 
 BATCH = 50
@@ -33,7 +34,10 @@ def process_quiet_sessions(now=None) -> int:
     now = now or timezone.now()
     quiet_since = now - timedelta(seconds=settings.TRACE_QUIET_SECONDS)
     sessions = list(TraceSession.objects.filter(needs_processing=True, last_received_at__lte=quiet_since).order_by("last_received_at")[:BATCH])
-    return sum(segment(session, now) for session in sessions)
+    segmented = [session.pk for session in sessions if segment(session, now)]
+    # Scored now that their tasks are known: on the eval queue, never in the path of ingest or of this loop.
+    evaluators.enqueue_for(segmented)
+    return len(segmented)
 
 
 def drain_quiet_sessions(stop=None) -> int:

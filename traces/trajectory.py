@@ -295,11 +295,22 @@ def summary(sessions, prices=None) -> dict:
     return totals
 
 
+def summary_of(spans, project_id: int, prices: dict) -> dict:
+    """Steps, tool calls that failed, and cost of these spans (an evaluator's trajectory check)."""
+    totals = spans.aggregate(steps=Count("pk"), tool_errors=Count("pk", filter=IS_TOOL & Q(status_code=STATUS_ERROR)))
+    totals["cost"] = _priced(spans, prices)
+    return totals
+
+
 def _cost(spans, sessions, prices) -> Decimal | None:
     project_ids = {s.project_id for s in sessions}
     if len(project_ids) != 1:
         return None
-    prices = model_prices(project_ids.pop()) if prices is None else prices
+    return _priced(spans, model_prices(project_ids.pop()) if prices is None else prices)
+
+
+def _priced(spans, prices: dict) -> Decimal | None:
+    """The LLM spans' tokens at the prices of the deployments serving their models; None when none is priced."""
     if not prices:
         return None
     per_model = spans.filter(IS_LLM, model__in=list(prices)).order_by().values("model").annotate(i=Sum("input_tokens"), o=Sum("output_tokens"))

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import evaluator_views, views
 
 app_name = "traces"
 urlpatterns = [
@@ -8,5 +8,9 @@ urlpatterns = [
     path("traces/groups/", views.groups, name="groups"),
     path("traces/groups/<int:pk>/training-data.jsonl", views.group_training_data, name="training_data"),
     path("traces/diff/", views.session_diff, name="diff"),
+    path("traces/evaluators/", evaluator_views.evaluators, name="evaluators"),
+    path("traces/evaluators/<int:pk>/", evaluator_views.evaluator_detail, name="evaluator"),
+    path("traces/evaluators/<int:pk>/backfill/", evaluator_views.evaluator_backfill, name="evaluator_backfill"),
+    path("traces/evaluators/<int:pk>/label/", evaluator_views.evaluator_label, name="evaluator_label"),
     path("traces/sessions/<path:session_id>/", views.session_detail, name="session"),
 ]

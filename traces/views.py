@@ -10,8 +10,10 @@ from django.utils.dateparse import parse_datetime
 
 from . import diff, trajectory
 from .api import task_groups_with_stats
+from .evaluator_rules import session_scores
+from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
-from .models import TaskGroup, TraceSession
+from .models import Evaluator, TaskGroup, TraceSession
 from .training import BadFilter, training_data_response
 
 PAGE_SIZE = 50
@@ -28,7 +30,7 @@ def sessions(request):
         qs = qs.filter(outcome="" if request.GET["outcome"] == "none" else request.GET["outcome"])
     if request.GET.get("run", "").isdigit():
         qs = qs.filter(run_id=int(request.GET["run"]))
-    qs = by_user_and_metadata(qs, request.GET)
+    qs = filter_by_score(by_user_and_metadata(qs, request.GET), request.GET)
     # Keyset pagination: "older than this time" instead of page numbers, so
     # no COUNT(*) and no OFFSET however many sessions there are.
     if before := parse_datetime(request.GET.get("before", "") or ""):
@@ -40,7 +42,15 @@ def sessions(request):
     return render(
         request,
         "traces/sessions.html",
-        {"sessions": rows[:PAGE_SIZE], "older": older, "filters": params.urlencode(), "ranges": RANGES, "chosen_range": chosen_range},
+        {
+            "sessions": rows[:PAGE_SIZE],
+            "older": older,
+            "filters": params.urlencode(),
+            "ranges": RANGES,
+            "chosen_range": chosen_range,
+            "evaluators": Evaluator.objects.for_user(request.user, request.project).only("pk", "name"),
+            "score_choices": ("pass", "fail", "error"),
+        },
     )
 
 
@@ -67,6 +77,7 @@ def session_detail(request, session_id):
         "kinds": trajectory.KINDS,
         "quiet_seconds": settings.TRACE_QUIET_SECONDS,
         "filtered": any(request.GET.get(k) for k in ("kind", "task", "errors", "q")),
+        "scores": session_scores(session),
     }
     return render(request, "traces/session.html", context)
 

@@ -12,10 +12,12 @@ PALETTE = ["#3b5bdb", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#f59f00", "#c
 class Series:
     name: str
     points: list[tuple[str, float]]  # (label shown on hover, value)
+    # Each point's 95% interval (low, high), drawn as a bar through it; None for a series without.
+    intervals: list[tuple[float, float]] | None = None
 
 
 def line_chart(series: list[Series], *, width=720, height=220, y_label="score") -> SafeString:
-    values = [v for s in series for _, v in s.points]
+    values = [v for s in series for _, v in s.points] + [bound for s in series for pair in (s.intervals or []) for bound in pair]
     if not values:
         return mark_safe('<p class="muted">No scores yet: the chart appears after the first scored run.</p>')
     low, high = min(values + [0.0]), max(values)
@@ -42,6 +44,17 @@ def line_chart(series: list[Series], *, width=720, height=220, y_label="score") 
         color = PALETTE[n % len(PALETTE)]
         coords = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, (_, v) in enumerate(s.points))
         parts.append(format_html('<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>', color, coords))
+        parts += [
+            format_html(
+                '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{}" stroke-width="2" opacity="0.35"/>',
+                f"{x(i):.1f}",
+                f"{y(low):.1f}",
+                f"{x(i):.1f}",
+                f"{y(high):.1f}",
+                color,
+            )
+            for i, (low, high) in enumerate(s.intervals or [])
+        ]
         parts += [
             format_html('<circle cx="{}" cy="{}" r="3.5" fill="{}"><title>{}: {}</title></circle>', f"{x(i):.1f}", f"{y(v):.1f}", color, label, f"{v:.4g}")
             for i, (label, v) in enumerate(s.points)

@@ -8,16 +8,17 @@ through their (project, -time) indexes, ledger entries through created_at.
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, Subquery, Sum
 from django.db.models.functions import TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.models import Project
 from billing.models import Account, LedgerEntry
 from evals.models import Deployment, Eval
 from harnesses.models import Harness, Run
-from traces.models import TraceSession
+from traces.models import EvaluatorScore, TraceSession
 
 LATEST_RUNS = 8
 SPEND_DAYS = 30
@@ -75,6 +76,23 @@ def spend_chart(per_day):
     return line_chart([Series("Spend", points)], y_label="spend (USD)")
 
 
+def model_spend(project, now) -> dict:
+    """This month's token cost at the project's deployments' prices: its evals (with their judges) and its evaluators' judges.
+
+    Paid to whoever serves the deployments, not charged here: shown beside the balance, never posted to the ledger.
+    """
+    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+    def month_total(model, since_field):
+        rows = model.objects.filter(project=project, **{f"{since_field}__gte": month_start}).order_by().values("project").annotate(s=Sum("cost"))
+        return Subquery(rows.values("s")[:1])
+
+    # One query for both tables: the home page's query count stays fixed (tests/test_home.py).
+    spent = Project.objects.filter(pk=project.pk).annotate(eval_spend=month_total(Eval, "created_at"), evaluator_spend=month_total(EvaluatorScore, "scored_at"))
+    evals, evaluators = spent.values_list("eval_spend", "evaluator_spend").get()
+    return {"evals": evals, "evaluators": evaluators, "total": (evals or 0) + (evaluators or 0)}
+
+
 def traces_today(project, now):
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     counts = TraceSession.objects.filter(project=project, last_span_at__gte=today).aggregate(
@@ -113,5 +131,6 @@ def overview(project, now=None) -> dict:
         "running_evals": running_evals(project),
         "latest_scores": latest_scores(project),
         "traces_today": traces_today(project, now),
+        "model_spend": model_spend(project, now),
         "checklist": checklist(project, account),
     }

@@ -1,0 +1,155 @@
+"""Making and changing evaluators, and what their scores add up to: the daily series and a session's scores."""
+
+import secrets
+from collections import defaultdict
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from evals import statistics
+from evals.judges import judge_key
+from evals.models import Deployment
+
+from .evaluators import SCALES, EvaluatorError, check_config, rubric_of
+from .models import Evaluator, EvaluatorLabel, EvaluatorScore, TaskGroup
+
+# What changes a verdict: edited, they make a new version (old scores keep theirs).
+RULE_FIELDS = ("target", "task_group", "user_id", "metadata", "outcome", "source", "harness", "sample_rate", "seed", "kind", "config", "judge")
+FIELDS = (*RULE_FIELDS, "name", "enabled", "daily_budget")
+
+
+def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None) -> Evaluator:
+    """Create an evaluator, or change one (a new version when its rule changes); EvaluatorError naming a broken rule."""
+    name = (data.get("name") or "").strip()
+    if not name or len(name) > 100:
+        raise EvaluatorError("An evaluator needs a name of 1 to 100 characters.")
+    if Evaluator.objects.filter(project=project, name=name).exclude(pk=evaluator.pk if evaluator else None).exists():
+        raise EvaluatorError(f"This project already has an evaluator named {name}.")
+    judge, group = data.get("judge"), data.get("task_group")
+    if judge is not None and (not isinstance(judge, Deployment) or judge.project_id != project.pk):
+        raise EvaluatorError("The judge must be a deployment of this project.")
+    if group is not None and (not isinstance(group, TaskGroup) or group.project_id != project.pk):
+        raise EvaluatorError("The task group must be one of this project's.")
+    rate = data.get("sample_rate", 1.0)
+    if rate is None or not 0 <= float(rate) <= 1:
+        raise EvaluatorError("The sampling rate is between 0 and 1 (1: every session).")
+    if data.get("outcome", "") not in ("", "success", "fail", "none"):
+        raise EvaluatorError("The outcome filter is success, fail, none or empty.")
+    metadata = data.get("metadata") or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise EvaluatorError("The metadata filter is a mapping of keys to text values.")
+    budget = data.get("daily_budget")
+    if budget is not None and Decimal(budget) < 0:
+        raise EvaluatorError("The daily budget must not be negative.")
+    kind = data.get("kind")
+    values = {
+        "name": name,
+        "enabled": data.get("enabled", True),
+        "target": data.get("target") or Evaluator.Target.SESSION,
+        "task_group": group,
+        "user_id": (data.get("user_id") or "").strip(),
+        "metadata": metadata,
+        "outcome": data.get("outcome", ""),
+        "source": data.get("source") or Evaluator.Source.ANY,
+        "harness": data.get("harness"),
+        "sample_rate": float(rate),
+        "seed": data.get("seed") if data.get("seed") is not None else (evaluator.seed if evaluator else secrets.randbelow(2**31)),
+        "kind": kind,
+        "config": check_config(kind, data.get("config") or {}, judge, budget),
+        "judge": judge if kind == Evaluator.Kind.JUDGE else None,
+        "daily_budget": budget,
+    }
+    if values["target"] not in Evaluator.Target.values or values["source"] not in Evaluator.Source.values:
+        raise EvaluatorError("The target is session or task; the source any, production or harness.")
+    with transaction.atomic():
+        if evaluator is None:
+            return Evaluator.objects.create(project=project, created_by=user, **values)
+        changed = any(getattr(evaluator, field) != values[field] for field in RULE_FIELDS)
+        for field, value in values.items():
+            setattr(evaluator, field, value)
+        if changed:
+            evaluator.version += 1
+        evaluator.save()
+    return evaluator
+
+
+def summary(evaluator: Evaluator) -> dict:
+    """Counts by status, the mean score with its interval, and today's judge spend."""
+    scores = EvaluatorScore.objects.filter(evaluator=evaluator, version=evaluator.version)
+    counts = scores.aggregate(
+        scored=Count("pk", filter=Q(status=EvaluatorScore.Status.SCORED)),
+        errors=Count("pk", filter=Q(status=EvaluatorScore.Status.ERROR)),
+        skipped=Count("pk", filter=Q(status=EvaluatorScore.Status.SKIPPED)),
+        cost=Sum("cost"),
+    )
+    values = list(scores.filter(status=EvaluatorScore.Status.SCORED).values_list("value", flat=True))
+    interval = statistics.score_interval(values) if values else None
+    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    today = EvaluatorScore.objects.filter(evaluator=evaluator, scored_at__gte=midnight).aggregate(s=Sum("cost"))["s"]
+    return {
+        **counts,
+        "mean": statistics.mean(values) if values else None,
+        "mean_ci": interval.as_list() if interval else None,
+        "spent_today": today,
+    }
+
+
+def daily(evaluator: Evaluator, days: int = 30) -> dict[str, list[dict]]:
+    """{task group name: [{"day", "n", "mean", "ci"}]}: each day's mean score (by when the traffic happened), with its 95% interval."""
+    since = timezone.now() - timezone.timedelta(days=days)
+    rows = (
+        EvaluatorScore.objects.filter(evaluator=evaluator, version=evaluator.version, status=EvaluatorScore.Status.SCORED, session_at__gte=since)
+        .annotate(day=TruncDate("session_at"))
+        .values_list("task_group__name", "day", "value")
+    )
+    grouped: dict[str, dict] = defaultdict(lambda: defaultdict(list))
+    for group, day, value in rows.iterator():
+        grouped[group or "(no task group)"][day].append(value)
+    series = {}
+    for group, by_day in sorted(grouped.items()):
+        points = []
+        for day, values in sorted(by_day.items()):
+            interval = statistics.score_interval(values)
+            points.append({"day": day.isoformat(), "n": len(values), "mean": statistics.mean(values), "ci": interval.as_list() if interval else None})
+        series[group] = points
+    return series
+
+
+def session_scores(session) -> list[EvaluatorScore]:
+    """A session's scores (its own and its tasks'), each evaluator's newest version first."""
+    return list(EvaluatorScore.objects.filter(session=session).select_related("evaluator", "task").order_by("evaluator__name", "-version", "task_id"))
+
+
+def label_score(score: EvaluatorScore, user, *, value: float | None = None, agree: bool | None = None) -> EvaluatorLabel:
+    """A person's grade of a judge evaluator's verdict (their own, or agree / disagree); the same person again replaces it."""
+    evaluator = score.evaluator
+    if evaluator.kind != Evaluator.Kind.JUDGE or score.status != EvaluatorScore.Status.SCORED:
+        raise EvaluatorError("Only a judge's verdict can be labelled.")
+    low, high = SCALES[evaluator.config["scale"]]
+    if (value is None) == (agree is None):
+        raise EvaluatorError("Give either your own grade (value) or whether you agree with the judge (agree).")
+    if agree is not None:
+        if not agree and high - low > 1:
+            raise EvaluatorError(f"To disagree with a {low:g}-{high:g} grade, give your own (value).")
+        value = score.value if agree else high + low - score.value
+    if not low <= value <= high or (high - low == 1 and value not in (low, high)):
+        raise EvaluatorError(f"A grade on this judge's scale is between {low:g} and {high:g}.")
+    label, _ = EvaluatorLabel.objects.update_or_create(
+        score=score, user=user, defaults={"judge_key": score.detail.get("judge", ""), "judge_value": score.value, "value": float(value)}
+    )
+    return label
+
+
+def label_pairs(project, judge_key: str) -> list[tuple[float, float]]:
+    """A calibration card's evidence from evaluators: (judge's grade, person's grade) per labelled verdict."""
+    return list(EvaluatorLabel.objects.filter(judge_key=judge_key, score__project=project).values_list("judge_value", "value"))
+
+
+def judge_keys(project) -> list[str]:
+    keys = []
+    for evaluator in Evaluator.objects.filter(project=project, kind=Evaluator.Kind.JUDGE, judge__isnull=False):
+        keys.append(judge_key(evaluator.judge_id, rubric_of(evaluator)))
+    return keys

@@ -1,0 +1,185 @@
+"""Evaluator pages: the list and the form that makes one, an evaluator's scores over time, its backfill and its verdicts to label."""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from belvedir.core.charts import Series, line_chart
+from evals.models import Deployment
+from harnesses.models import Harness
+
+from .evaluator_rules import daily, label_score, save_evaluator, summary
+from .evaluators import DEFAULT_JUDGE_PROMPT, SCALES, EvaluatorError, backfill_estimate, start_backfill
+from .models import Evaluator, EvaluatorScore, TaskGroup
+from .training import BadFilter, parse_bound
+
+
+class EvaluatorForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    enabled = forms.BooleanField(required=False, initial=True)
+    target = forms.ChoiceField(choices=Evaluator.Target.choices, help_text="Score each session, or each of its tasks.")
+    task_group = forms.ModelChoiceField(queryset=TaskGroup.objects.none(), required=False, help_text="Only this task group's sessions or tasks.")
+    user_id = forms.CharField(required=False, label="User", help_text="Only this user's sessions.")
+    metadata = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="key=value, one a line: the session's metadata must hold each."
+    )
+    outcome = forms.ChoiceField(choices=[("", "Any"), ("success", "success"), ("fail", "fail"), ("none", "none reported")], required=False)
+    source = forms.ChoiceField(choices=Evaluator.Source.choices)
+    harness = forms.ModelChoiceField(queryset=Harness.objects.none(), required=False, help_text="Only this harness's runs.")
+    sample_rate = forms.FloatField(min_value=0, max_value=1, initial=1.0, help_text="The share scored: 0.1 scores a fixed tenth (the same for the same seed).")
+    kind = forms.ChoiceField(choices=Evaluator.Kind.choices, label="Scorer")
+    check = forms.ChoiceField(
+        choices=[(c, c) for c in ("contains", "exact_match", "regex", "json_valid", "last_number")],
+        required=False,
+        help_text="Code: what the answer must pass.",
+    )
+    expected = forms.CharField(required=False, help_text="Code: the text (or number) expected.")
+    pattern = forms.CharField(required=False, help_text="Code, regex: the pattern the answer must match (stopped after its time limit).")
+    judge = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, help_text="LLM judge: the deployment that grades.")
+    prompt = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 4}), initial=DEFAULT_JUDGE_PROMPT, help_text="LLM judge: {input} and {output} are filled in."
+    )
+    scale = forms.ChoiceField(choices=[(s, s) for s in SCALES], required=False, help_text="LLM judge: PASS/FAIL, or a 1-10 rating as [[n]].")
+    daily_budget = forms.DecimalField(
+        required=False, min_value=0, decimal_places=4, label="Daily budget ($)", help_text="LLM judge: its spend stops here each day."
+    )
+    max_steps = forms.IntegerField(required=False, min_value=0, help_text="Trajectory: at most this many steps.")
+    max_tool_errors = forms.IntegerField(required=False, min_value=0, help_text="Trajectory: at most this many failed tool calls.")
+    max_cost = forms.DecimalField(required=False, min_value=0, help_text="Trajectory: at most this cost ($).")
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["task_group"].queryset = TaskGroup.objects.filter(project=project)
+        self.fields["harness"].queryset = Harness.objects.filter(project=project)
+        self.fields["judge"].queryset = Deployment.objects.filter(project=project)
+
+    def data_for_save(self) -> dict:
+        data = self.cleaned_data
+        metadata = {}
+        for line in (data["metadata"] or "").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip():
+                metadata[key.strip()] = value.strip()
+        config = {
+            Evaluator.Kind.CODE: {k: data[k] for k in ("check", "expected", "pattern") if data[k]},
+            Evaluator.Kind.JUDGE: {"prompt": data["prompt"], "scale": data["scale"] or "pass_fail"},
+            Evaluator.Kind.TRAJECTORY: {k: data[k] for k in ("max_steps", "max_tool_errors", "max_cost") if data[k] is not None},
+        }[data["kind"]]
+        return {
+            **{
+                k: data[k]
+                for k in ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "kind", "judge", "daily_budget")
+            },
+            "metadata": metadata,
+            "config": config,
+        }
+
+    @classmethod
+    def initial_of(cls, evaluator: Evaluator) -> dict:
+        fields = ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "kind", "judge", "daily_budget")
+        return {
+            **{f: getattr(evaluator, f) for f in fields},
+            **evaluator.config,
+            "metadata": "\n".join(f"{k}={v}" for k, v in evaluator.metadata.items()),
+        }
+
+
+@login_required
+def evaluators(request):
+    form = EvaluatorForm(request.POST or None, project=request.project)
+    if request.method == "POST" and form.is_valid():
+        try:
+            evaluator = save_evaluator(request.project, request.user, form.data_for_save())
+        except EvaluatorError as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Evaluator {evaluator.name} scores sessions that begin from now on; backfill older ones from its page.")
+            return redirect(evaluator)
+    listed = Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group")
+    rows = [(evaluator, summary(evaluator)) for evaluator in listed]
+    return render(request, "traces/evaluators.html", {"form": form, "rows": rows})
+
+
+@login_required
+def evaluator_detail(request, pk):
+    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group"), pk=pk)
+    form = EvaluatorForm(request.POST or None, project=request.project, initial=EvaluatorForm.initial_of(evaluator))
+    if request.method == "POST" and form.is_valid():
+        try:
+            before = evaluator.version
+            save_evaluator(request.project, request.user, form.data_for_save(), evaluator)
+        except EvaluatorError as exc:
+            form.add_error(None, str(exc))
+        else:
+            changed = evaluator.version != before
+            messages.success(request, f"Saved{f' as version {evaluator.version}: its rule changed, older scores keep theirs' if changed else ''}.")
+            return redirect(evaluator)
+    series = daily(evaluator)
+    charts = [
+        (
+            group,
+            line_chart(
+                [Series(group, [(p["day"], p["mean"]) for p in points], intervals=[tuple(p["ci"] or (p["mean"], p["mean"])) for p in points])],
+                y_label="daily mean",
+            ),
+        )
+        for group, points in series.items()
+    ]
+    scores = evaluator.scores.filter(version=evaluator.version).select_related("session", "task").prefetch_related("labels")[:50]
+    context = {
+        "evaluator": evaluator,
+        "form": form,
+        "summary": summary(evaluator),
+        "charts": charts,
+        "scores": scores,
+        "backfill": backfill_context(request, evaluator),
+    }
+    return render(request, "traces/evaluator.html", context)
+
+
+def backfill_context(request, evaluator) -> dict:
+    """The backfill form's state: a window typed in (GET), and its estimate, which the confirm button then starts."""
+    if "since" not in request.GET:
+        return {}
+    try:
+        since, until = parse_bound(request.GET.get("since"), end=False), parse_bound(request.GET.get("until"), end=True)
+        if since is None or until is None:
+            raise EvaluatorError("Give the window's start and end.")
+        estimate = backfill_estimate(evaluator, since, until)
+    except (BadFilter, EvaluatorError) as exc:
+        return {"error": str(exc), "since": request.GET.get("since"), "until": request.GET.get("until")}
+    return {"estimate": estimate, "since": request.GET["since"], "until": request.GET.get("until", "")}
+
+
+@login_required
+@require_POST
+def evaluator_backfill(request, pk):
+    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project).select_related("judge"), pk=pk)
+    try:
+        since, until = parse_bound(request.POST.get("since"), end=False), parse_bound(request.POST.get("until"), end=True)
+        if since is None or until is None:
+            raise EvaluatorError("Give the window's start and end.")
+        estimate = start_backfill(evaluator, since, until)
+    except (BadFilter, EvaluatorError) as exc:
+        messages.error(request, f"No backfill: {exc}")
+    else:
+        messages.success(request, f"Backfill started: {estimate['to_score']} to score in {estimate['sessions']} sessions.")
+    return redirect(evaluator)
+
+
+@login_required
+@require_POST
+def evaluator_label(request, pk):
+    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project), pk=pk)
+    score = get_object_or_404(EvaluatorScore.objects.filter(evaluator=evaluator), pk=request.POST.get("score", 0) or 0)
+    answer = request.POST.get("label", "")
+    try:
+        value = float(request.POST["value"]) if answer == "grade" else None
+        label_score(score, request.user, value=value, agree={"agree": True, "disagree": False}.get(answer))
+    except (EvaluatorError, ValueError, KeyError) as exc:
+        messages.error(request, f"Not labelled: {exc}")
+    else:
+        messages.success(request, "Labelled: it counts on the judge's calibration card.")
+    return redirect(f"{evaluator.get_absolute_url()}#score-{score.pk}")
