@@ -24,6 +24,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--force", action="store_true", help="compile every module, current or not")
     args = parser.parse_args()
+    for name in compiled.stray():
+        compiled.remove(name)  # no longer compiled: its old build goes (the finder runs the source meanwhile)
     names = [name for name in compiled.MODULES if args.force or not compiled.current(name)]
     if not names:
         return

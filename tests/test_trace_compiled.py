@@ -145,13 +145,27 @@ def test_a_stale_missing_or_broken_build_gives_way_to_its_source_with_a_warning(
 
     started, log = start(tmp_path)
     modules = {name: path.removeprefix(str(traces) + "/") for name, path in started["modules"].items()}
-    assert modules == {"otlp": "otlp.py", "extract": "extract.py", "messages": "messages.py", "ingest": f"ingest{suffix}"}
+    assert modules == {"otlp": "otlp.py", "extract": "extract.py", "messages": "messages.py"}
     assert started["edited"] == "after the build"
     assert log.count(WARNING) == 1
     warning = next(line for line in log.splitlines() if WARNING in line)
     assert "traces/otlp.py changed after it was compiled" in warning and "scripts/compile.py" in warning
     assert "traces/extract.py has a build that does not load" in warning and "traces/messages.py is not compiled" in warning
     assert started["check"].count("belvedir.W005") == 3 and "scripts/compile.py" in started["check"]
+
+
+def test_a_build_left_of_a_module_no_longer_compiled_never_shadows_its_source(tmp_path):
+    # ingest.py was compiled until its build was measured to buy nothing: a checkout may still hold one.
+    traces = tmp_path / "traces"
+    shutil.copytree(REPO / "traces", traces, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(traces / f"otlp{EXTENSION_SUFFIXES[0]}", traces / f"ingest{EXTENSION_SUFFIXES[0]}")  # a build that is not ingest's
+    with open(traces / "ingest.py", "a") as file:
+        file.write('\nEDITED = "the source runs"\n')
+    probe = "import django; django.setup(); from traces import ingest; print(ingest.__file__, ingest.EDITED)"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "DJANGO_SETTINGS_MODULE": "belvedir.settings"}
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [str(traces / "ingest.py"), "the", "source", "runs"]
 
 
 def test_a_build_that_fails_leaves_the_modules_to_run_as_plain_python(tmp_path, monkeypatch, capsys):
