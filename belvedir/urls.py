@@ -10,7 +10,7 @@ from belvedir.workspace import api as workspace_api
 from belvedir.workspace import views as workspace_views
 from billing import api as billing_api
 from evals import api as evals_api
-from evals import suite_api
+from evals import dataset_api, suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
@@ -22,7 +22,7 @@ router.register("runs", harnesses_api.RunViewSet, basename="run")
 router.register("presets", harnesses_api.PresetViewSet, basename="preset")
 router.register("deployments", evals_api.DeploymentViewSet, basename="deployment")
 router.register("evals", evals_api.EvalViewSet, basename="eval")
-router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
+router.register("datasets", dataset_api.DatasetViewSet, basename="dataset")
 router.register("suites", suite_api.SuiteViewSet, basename="suite")
 router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
 router.register("evaluators", evaluator_api.EvaluatorViewSet, basename="evaluator")
