@@ -14,6 +14,7 @@ from evals import dataset_api, suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
+from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
 
 router = SimpleRouter(trailing_slash=False)
@@ -44,6 +45,8 @@ api_v1 = [
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
     path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),
+    # Before the router's datasets/<pk>: "rows-from-traces" is no dataset's id.
+    path("datasets/rows-from-traces", traces_dataset_api.rows_from_traces, name="api-rows-from-traces"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
     path("judges", suite_api.judges, name="api-judges"),
     *router.urls,
