@@ -10,10 +10,11 @@ from belvedir.workspace import api as workspace_api
 from belvedir.workspace import views as workspace_views
 from billing import api as billing_api
 from evals import api as evals_api
-from evals import suite_api
+from evals import dataset_api, suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
+from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
 
 router = SimpleRouter(trailing_slash=False)
@@ -22,7 +23,7 @@ router.register("runs", harnesses_api.RunViewSet, basename="run")
 router.register("presets", harnesses_api.PresetViewSet, basename="preset")
 router.register("deployments", evals_api.DeploymentViewSet, basename="deployment")
 router.register("evals", evals_api.EvalViewSet, basename="eval")
-router.register("datasets", evals_api.DatasetViewSet, basename="dataset")
+router.register("datasets", dataset_api.DatasetViewSet, basename="dataset")
 router.register("suites", suite_api.SuiteViewSet, basename="suite")
 router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
 router.register("evaluators", evaluator_api.EvaluatorViewSet, basename="evaluator")
@@ -44,6 +45,8 @@ api_v1 = [
     path("sessions/<path:session_id>", traces_api.session_detail, name="api-session"),
     path("task-groups", traces_api.task_groups, name="api-task-groups"),
     path("task-groups/<int:pk>/training-data", traces_api.training_data, name="api-training-data"),
+    # Before the router's datasets/<pk>: "rows-from-traces" is no dataset's id.
+    path("datasets/rows-from-traces", traces_dataset_api.rows_from_traces, name="api-rows-from-traces"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
     path("judges", suite_api.judges, name="api-judges"),
     *router.urls,

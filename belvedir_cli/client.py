@@ -81,16 +81,16 @@ class Client:
     def post(self, path, payload=None):
         return self.request("POST", path, json=payload)
 
-    def all(self, path, **params):
-        """Every item of a list endpoint, following pagination."""
+    def all(self, path, at_most=None, **params):
+        """Every item of a list endpoint (or its first `at_most`), following pagination."""
         body = self.get(path, **params)
         if isinstance(body, list):
-            return body
+            return body[:at_most]
         items = list(body["results"])
-        while body.get("next"):
+        while body.get("next") and (at_most is None or len(items) < at_most):
             body = self.request("GET", body["next"].split("/api/v1/", 1)[1])
             items += body["results"]
-        return items
+        return items[:at_most]
 
 
 def _message(response) -> str:

@@ -17,7 +17,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from . import members, suites, traces
+from . import datasets, members, suites, traces
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
 from .terminal import client, console, id_by_name, json_option, output
 from .upload import MultipartFile
@@ -563,6 +563,7 @@ def judges_list():
 cli.add_command(members.members)
 cli.add_command(suites.suites)
 cli.add_command(traces.traces)
+cli.add_command(datasets.datasets)
 
 
 def main():

@@ -13,7 +13,7 @@ from . import benchmarks, queue
 from .benchmarks.base import DataMissing, OptionError
 from .connection import test_connection
 from .engine import refresh_counters
-from .models import Dataset, Deployment, Eval, Sample, SampleAttempt
+from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
 from .validation import deployment_problem
 
@@ -75,6 +75,7 @@ def plan_eval(
     deployment,
     benchmark="",
     dataset=None,
+    dataset_version=None,
     scorers=None,
     sample_limit=None,
     seed=None,
@@ -90,7 +91,9 @@ def plan_eval(
     """An eval's fields, every rule checked; EvalConfigError (400) naming the first one broken. Nothing is created."""
     scorers = list(scorers or [])
     if same_rows_as is not None:
-        benchmark, dataset, sample_limit, seed, scorers = _rows_of(project, same_rows_as, benchmark, dataset, sample_limit, seed, scorers)
+        benchmark, dataset, dataset_version, sample_limit, seed, scorers = _rows_of(
+            project, same_rows_as, benchmark, dataset, dataset_version, sample_limit, seed, scorers
+        )
         mode = mode or same_rows_as.mode
         benchmark_options = same_rows_as.benchmark_options if benchmark_options is None else benchmark_options
     mode = mode or Eval.Mode.GENERATIVE
@@ -113,10 +116,13 @@ def plan_eval(
         raise EvalConfigError("benchmark_options apply to a catalog benchmark; a dataset eval takes scorers instead.")
     else:
         scorers = _check_scorers(project, scorers)
+        dataset_version = _check_dataset_version(dataset, dataset_version)
+    if dataset_version is not None and dataset is None:
+        raise EvalConfigError("dataset_version pins a dataset's version: give the dataset too.")
     judge = _check_judge(project, benchmark, scorers, judge)
     if sample_limit is not None and sample_limit < 1:
         raise EvalConfigError("sample_limit must be at least 1 (or unset for the full split).")
-    if sample_limit is not None and sample_limit > (available := _row_count(benchmark, dataset)):
+    if sample_limit is not None and sample_limit > (available := _row_count(benchmark, dataset, dataset_version)):
         raise EvalConfigError(f"sample_limit {sample_limit} is above the {available:,} rows of {benchmark or dataset.name}: leave it unset for all of them.")
     if not 1 <= samples_per_problem <= MAX_SAMPLES_PER_PROBLEM:
         raise EvalConfigError(f"samples_per_problem must be between 1 and {MAX_SAMPLES_PER_PROBLEM}.")
@@ -133,6 +139,7 @@ def plan_eval(
         "benchmark_version": benchmarks.get(benchmark).version() if benchmark else "",
         "benchmark_options": benchmark_options if benchmark else {},
         "dataset": dataset,
+        "dataset_version": dataset_version if dataset is not None else None,
         "scorers": scorers,
         "sample_limit": sample_limit,
         "seed": seed if seed is not None else secrets.randbelow(2**31),
@@ -190,19 +197,35 @@ def _check_epochs(epochs: int, samples_per_problem: int, mode: str):
         raise EvalConfigError("Log-likelihoods are the same every time: epochs apply to generative evals.")
 
 
-def _row_count(benchmark: str, dataset) -> int:
-    return benchmarks.get(benchmark).row_count() if benchmark else dataset.row_count
+def _row_count(benchmark: str, dataset, dataset_version) -> int:
+    if benchmark:
+        return benchmarks.get(benchmark).row_count()
+    return DatasetVersion.objects.get(dataset=dataset, number=dataset_version).row_count
 
 
-def _rows_of(project, source, benchmark, dataset, sample_limit, seed, scorers):
-    """The source eval's benchmark or dataset, limit and seed: select_rows() then draws exactly its rows."""
+def _check_dataset_version(dataset, number) -> int:
+    """The version a dataset eval scores: the one asked for, or the dataset's latest."""
+    if number is None:
+        return dataset.version
+    if not isinstance(number, int) or not 1 <= number <= dataset.version:
+        raise EvalConfigError(f"Dataset {dataset.name} has versions 1 to {dataset.version}: dataset_version {number!r} is not one of them.")
+    return number
+
+
+def _rows_of(project, source, benchmark, dataset, dataset_version, sample_limit, seed, scorers):
+    """The source eval's benchmark or dataset version, limit and seed: select_rows() then draws exactly its rows,
+    however its dataset changed since."""
     if source.project_id != project.pk:
         raise EvalConfigError("same_rows_as must name an eval of this project.")
     if (benchmark and benchmark != source.benchmark) or (dataset is not None and dataset.pk != source.dataset_id):
         raise EvalConfigError(f"same_rows_as reuses eval #{source.pk}'s {source.label}: leave benchmark and dataset unset or equal to it.")
+    if dataset_version is not None and dataset_version != source.dataset_version:
+        raise EvalConfigError(
+            f"same_rows_as reuses eval #{source.pk}'s rows, those of version {source.dataset_version} of {source.label}: leave dataset_version unset."
+        )
     if (sample_limit is not None and sample_limit != source.sample_limit) or (seed is not None and seed != source.seed):
         raise EvalConfigError(f"same_rows_as reuses eval #{source.pk}'s sample_limit and seed: leave them unset.")
-    return source.benchmark, source.dataset, source.sample_limit, source.seed, scorers or list(source.scorers)
+    return source.benchmark, source.dataset, source.dataset_version, source.sample_limit, source.seed, scorers or list(source.scorers)
 
 
 def _check_mode(mode, benchmark: str, deployment: Deployment, generation):
@@ -355,6 +378,7 @@ def rescore_eval(ev: Eval, user) -> Eval:
             benchmark_version=ev.benchmark_version,
             benchmark_options=ev.benchmark_options,
             dataset=ev.dataset,
+            dataset_version=ev.dataset_version,
             scorers=ev.scorers,
             sample_limit=ev.sample_limit,
             seed=ev.seed,
@@ -409,6 +433,7 @@ CONFIG_FIELDS = {
     "benchmark",
     "benchmark_options",
     "dataset_id",
+    "dataset_version",
     "deployment",
     "epochs",
     "judge",

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import models
 
-from .models import Dataset, Deployment, Eval, JudgeLabel, Sample, SampleAttempt, Suite, SuiteRun
+from .models import Dataset, DatasetRow, DatasetVersion, Deployment, Eval, JudgeLabel, Sample, SampleAttempt, Suite, SuiteRun
 
 
 @admin.register(Deployment)
@@ -16,10 +16,41 @@ class DeploymentAdmin(admin.ModelAdmin):
 
 @admin.register(Dataset)
 class DatasetAdmin(admin.ModelAdmin):
-    list_display = ["name", "project", "row_count", "created_at"]
+    list_display = ["name", "project", "version", "row_count", "created_at"]
     search_fields = ["name", "project__name"]
     list_filter = ["created_at"]
     list_select_related = ["project"]
+    raw_id_fields = ["project", "created_by"]
+
+
+@admin.register(DatasetVersion)
+class DatasetVersionAdmin(admin.ModelAdmin):
+    list_display = ["dataset", "number", "row_count", "added", "edited", "removed", "note", "created_by", "created_at"]
+    search_fields = ["=dataset__id", "dataset__name", "note"]
+    list_filter = ["created_at"]
+    list_select_related = ["dataset", "created_by"]
+    raw_id_fields = ["dataset", "created_by"]
+
+
+@admin.register(DatasetRow)
+class DatasetRowAdmin(admin.ModelAdmin):
+    # Versions are immutable: a row is changed by a new version (the dataset's page, the API), never in place here.
+    list_display = ["dataset", "position", "since_version", "until_version", "input_format", "input_preview"]
+    search_fields = ["=dataset__id", "input"]
+    list_filter = ["input_format"]
+    list_select_related = ["dataset"]
+    raw_id_fields = ["dataset"]
+    show_full_result_count = False
+
+    @admin.display(description="input")
+    def input_preview(self, row):
+        return row.input[:80]
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_add_permission(self, request):
+        return False
 
 
 @admin.register(Eval)

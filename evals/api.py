@@ -18,11 +18,9 @@ from .calibration import NOT_CALIBRATED, calibration_status, label_verdict
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
-from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
-from .forms import DatasetUploadForm
 from .metrics import metrics
-from .models import Dataset, Deployment, Eval, Sample, SampleAttempt
+from .models import Deployment, Eval, Sample, SampleAttempt
 from .noise import noise
 from .validation import validate_deployment_url
 
@@ -82,6 +80,7 @@ class EvalSerializer(serializers.ModelSerializer):
             "mode",
             "benchmark_options",
             "dataset_id",
+            "dataset_version",
             "deployment",
             "scorers",
             "sample_limit",
@@ -169,6 +168,9 @@ class EvalCreateSerializer(serializers.Serializer):
         help_text="The benchmark's options, as the catalog lists them (e.g. mbpp: {\"challenge_tests\": true}); unset for the defaults, or the same_rows_as eval's.",
     )
     dataset_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    dataset_version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, default=None, help_text="The dataset's version to score; its latest by default."
+    )
     deployment = serializers.CharField(help_text="Deployment name or id.")
     scorers = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
     sample_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
@@ -298,6 +300,7 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             deployment=deployment,
             benchmark=data["benchmark"],
             dataset=dataset,
+            dataset_version=data["dataset_version"],
             scorers=data["scorers"],
             sample_limit=data["sample_limit"],
             seed=data["seed"],
@@ -431,45 +434,11 @@ def filter_samples(qs, which):
     return qs
 
 
-class DatasetSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = Dataset
-        fields = ["id", "name", "row_count", "created_at"]
-
-
 def delete_protected(instance, message):
     try:
         instance.delete()
     except ProtectedError:
         raise Conflict(message) from None
-
-
-class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
-    serializer_class = DatasetSerializer
-    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
-    queryset = Dataset.objects.none()
-    pagination_class = None
-
-    def get_queryset(self):
-        return Dataset.objects.for_user(self.request.user, request_project(self.request))
-
-    @extend_schema(
-        request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": {"type": "string", "format": "binary"}}}},
-        responses={201: DatasetSerializer},
-    )
-    def create(self, request):
-        """Upload a JSONL file of {"input": ..., "expected": ...} rows."""
-        form = DatasetUploadForm(request.data, request.FILES)
-        if not form.is_valid():
-            return Response(form.errors, status=400)
-        try:
-            dataset = create_dataset(request_project(request), request.user, form.cleaned_data["name"], form.cleaned_data["file"])
-        except DatasetError as exc:
-            return Response({"detail": str(exc)}, status=400)
-        return Response(DatasetSerializer(dataset).data, status=201)
-
-    def perform_destroy(self, instance):
-        delete_protected(instance, "Its evaluations keep it: a dataset with evaluations cannot be deleted.")
 
 
 @extend_schema(responses={200: dict})

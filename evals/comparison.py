@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from . import benchmarks, statistics
 from .calibration import NOT_CALIBRATED, calibration_status
 from .categories import axes_of, group_by_category
-from .models import Eval
+from .models import DatasetVersion, Eval
 from .noise import noise
 from .subset import select_rows
 
@@ -41,12 +41,19 @@ class Side:
 
 
 def row_count(ev: Eval) -> int:
-    return benchmarks.get(ev.benchmark).row_count() if ev.benchmark else ev.dataset.row_count
+    if ev.benchmark:
+        return benchmarks.get(ev.benchmark).row_count()
+    return DatasetVersion.objects.get(dataset_id=ev.dataset_id, number=ev.dataset_version).row_count
 
 
 def check_same_rows(a: Eval, b: Eval):
     if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
+    if a.dataset_id and a.dataset_version != b.dataset_version:
+        raise NotPaired(
+            f"Eval #{a.pk} scored version {a.dataset_version} of dataset {a.label} and eval #{b.pk} version {b.dataset_version}: "
+            "its rows changed between the two, and rows that differ are never paired. Run one again on the other's rows to compare them."
+        )
     if a.benchmark_version and b.benchmark_version and a.benchmark_version != b.benchmark_version:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored different versions of {a.label}'s data; their rows are not the same.")
     if a.benchmark and a.benchmark_options != b.benchmark_options:

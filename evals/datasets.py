@@ -1,13 +1,12 @@
-"""Dataset evals: uploaded JSONL rows scored by one or more scorers."""
-
-import json
+"""Dataset evals: a dataset version's rows (uploaded, or made from traces) scored by one or more scorers."""
 
 from .benchmarks.base import Benchmark, Row, Score
+from .dataset_rows import parse_upload
+from .dataset_versions import add_rows, new_dataset, replace_rows, rows_at
 from .judges import Judge, Rubric, correct_or_incorrect
-from .models import Dataset, DatasetRow, Deployment
+from .models import Dataset, DatasetVersion, Deployment
 from .scoring import DATASET_SCORERS, LLM_JUDGE, Usage, last_number
 
-MAX_ROWS = 100_000
 JUDGE_PROMPT = (
     "You grade answers. Question:\n{input}\n\nReference answer:\n{expected}\n\nCandidate answer:\n{output}\n\n"
     "Reply with exactly one word: CORRECT if the candidate answer matches the reference, INCORRECT otherwise."
@@ -16,82 +15,48 @@ JUDGE_PROMPT = (
 DATASET_RUBRIC = Rubric(name="dataset-correct", version="1", scale=(0.0, 1.0))
 
 
-class DatasetError(ValueError):
-    pass
+def create_dataset(project, user, name: str, data, filename: str = "") -> Dataset:
+    """A new dataset, version 1, of an uploaded file's rows (JSONL, or CSV when `filename` ends in .csv)."""
+    return new_dataset(project, user, name, parse_upload(data, filename), note=f"Uploaded {filename}".strip())
 
 
-def parse_jsonl(data) -> list[dict]:
-    """Rows with `input` and `expected`; an error names the first bad line.
-
-    `data` is bytes or a file, read line by line (an uploaded file is never
-    read whole into memory).
-    """
-    lines = data.splitlines() if isinstance(data, bytes) else data
-    rows = []
-    for number, raw in enumerate(lines, start=1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise DatasetError("The file is not UTF-8 text." if number == 1 else f"Line {number} is not UTF-8 text.") from None
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"Line {number} is not valid JSON ({exc.msg}).") from None
-        except (ValueError, RecursionError):
-            # A number too long to convert, or nesting deeper than Python recurses.
-            raise DatasetError(f"Line {number} is not valid JSON here (a number too long or nesting too deep).") from None
-        if not isinstance(item, dict) or "input" not in item or "expected" not in item:
-            raise DatasetError(f'Line {number} needs an object with "input" and "expected".')
-        rows.append({"input": _text(item["input"]), "expected": _text(item["expected"])})
-        if len(rows) > MAX_ROWS:
-            raise DatasetError(f"A dataset holds at most {MAX_ROWS:,} rows.")
-    if not rows:
-        raise DatasetError("The file has no rows.")
-    return rows
-
-
-def _text(value) -> str:
-    # Stored as text: no NUL, and lone surrogates (valid as JSON escapes) replaced.
-    return str(value).replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
-
-
-def create_dataset(project, user, name: str, data) -> Dataset:
-    rows = parse_jsonl(data)
-    dataset = Dataset.objects.create(project=project, name=name, created_by=user, row_count=len(rows))
-    DatasetRow.objects.bulk_create(
-        [DatasetRow(dataset=dataset, index=i, input=r["input"], expected=r["expected"]) for i, r in enumerate(rows)], batch_size=2000
-    )
-    return dataset
+def upload_into(dataset: Dataset, user, data, filename: str = "", *, replace: bool = False) -> DatasetVersion:
+    """A file's rows as the dataset's next version: added after its rows, or in their place (replace_rows matches them by place)."""
+    rows = parse_upload(data, filename)
+    how = "replacing its rows" if replace else "appended"
+    note = f"Uploaded {filename or 'a file'}, {how}"
+    return replace_rows(dataset, user, rows, note) if replace else add_rows(dataset, user, rows, note)
 
 
 class DatasetBenchmark(Benchmark):
     """A dataset eval's rows and scorers, under the benchmark protocol."""
 
-    description = "An uploaded JSONL dataset."
+    description = "A dataset of the project's, at one of its versions."
     licence = "the uploader's"
-    prompt_format = "Zero-shot chat: user: the row's input."
+    prompt_format = "Zero-shot chat: user: the row's input; a conversation input's messages as they are."
 
-    def __init__(self, dataset: Dataset, scorers: list, judge: Deployment | None = None):
+    def __init__(self, dataset: Dataset, scorers: list, judge: Deployment | None = None, version: int | None = None):
         self.name = dataset.name
         self.source = f"dataset #{dataset.pk}"
         self.dataset = dataset
+        # The eval's pinned version: the dataset may have moved on since.
+        self.number = dataset.version if version is None else version
+        self.count = dataset.row_count if version is None else DatasetVersion.objects.get(dataset=dataset, number=version).row_count
         self.scorers = scorers
         # The llm_judge scorer's judge is the eval's (Eval.judge), so its tokens are priced like a judged benchmark's.
         self.judge = Judge(judge, DATASET_RUBRIC) if judge is not None else None
 
     def load(self):
-        return [Row(id=str(r.index), input=r.input, reference=r.expected) for r in self.dataset.rows.order_by("index")]
+        return [Row(id=str(r.position), input=r.input, reference=r.expected, extra={"messages": r.messages}) for r in rows_at(self.dataset, self.number)]
 
     def version(self):
-        return f"dataset #{self.dataset.pk}, {self.dataset.row_count} rows"
+        return f"dataset #{self.dataset.pk} version {self.number}, {self.count} rows"
 
     def row_count(self):
-        return self.dataset.row_count
+        return self.count
 
     def prompt(self, row):
-        return [{"role": "user", "content": row.input}]
+        return row["messages"] or [{"role": "user", "content": row.input}]
 
     async def score(self, row, output, sandbox=None):
         scores, detail, usage = {}, {}, Usage()

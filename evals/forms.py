@@ -94,6 +94,7 @@ SCORER_CHOICES = [(name, name.replace("_", " ")) for name in [*DATASET_SCORERS, 
 
 class DatasetEvalForm(forms.Form):
     dataset = forms.ModelChoiceField(queryset=Dataset.objects.none())
+    dataset_version = forms.IntegerField(required=False, min_value=1, label="Version", help_text="Blank for the dataset's latest version.")
     deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
     scorers = forms.MultipleChoiceField(choices=SCORER_CHOICES, widget=forms.CheckboxSelectMultiple)
     regex_pattern = forms.CharField(required=False, help_text="For the regex scorer; {expected} stands for the expected answer.")
@@ -118,9 +119,31 @@ class DatasetEvalForm(forms.Form):
         return config
 
 
+DATASET_FILE_HELP = (
+    'JSONL: one {"input": ..., "expected": ...} per line; or CSV whose header names "input" and "expected" (its other columns become each row\'s metadata).'
+)
+
+
 class DatasetUploadForm(forms.Form):
     name = forms.CharField(max_length=100)
-    file = forms.FileField(help_text='JSONL: one {"input": ..., "expected": ...} per line.')
+    file = forms.FileField(help_text=DATASET_FILE_HELP)
+
+
+class DatasetRowsUploadForm(forms.Form):
+    """More rows for a dataset from a file: its next version."""
+
+    file = forms.FileField(help_text=DATASET_FILE_HELP)
+    replace = forms.BooleanField(
+        required=False,
+        label="Replace its rows",
+        help_text="Unticked, the file's rows are added after the dataset's; ticked, they take their places, row for row (the diff then shows what the file changed).",
+    )
+
+
+class DatasetRowForm(forms.Form):
+    # Not required here: an empty input is refused by the row's own check (evals.dataset_rows.clean_row), in the words the API uses.
+    input = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 4}))
+    expected = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 3}))
 
 
 class RerunForm(forms.Form):

@@ -1,3 +1,4 @@
+import json
 from decimal import Decimal
 
 from django.conf import settings
@@ -63,6 +64,8 @@ class Deployment(models.Model):
 class Dataset(models.Model):
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="datasets")
     name = models.CharField(max_length=100)
+    # Its latest version: every change to its rows makes the next one (evals/dataset_versions.py), and row_count is that version's.
+    version = models.PositiveIntegerField(default=1)
     row_count = models.PositiveIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -75,19 +78,73 @@ class Dataset(models.Model):
     def __str__(self):
         return self.name
 
+    def get_absolute_url(self):
+        return reverse("evals:dataset", args=[self.pk])
 
-class DatasetRow(models.Model):
-    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="rows")
-    index = models.PositiveIntegerField()
-    input = models.TextField()
-    expected = models.TextField()
+
+class DatasetVersion(models.Model):
+    """One immutable state of a dataset's rows: how many, what changed since the version before, and who changed it."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    row_count = models.PositiveIntegerField(default=0)
+    added = models.PositiveIntegerField(default=0)
+    edited = models.PositiveIntegerField(default=0)
+    removed = models.PositiveIntegerField(default=0)
+    note = models.CharField(max_length=200, blank=True, help_text="What made it: an upload, an edit, rows from traces.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        ordering = ["index"]
-        constraints = [models.UniqueConstraint(fields=["dataset", "index"], name="one_row_per_index")]
+        ordering = ["-number"]
+        constraints = [models.UniqueConstraint(fields=["dataset", "number"], name="one_version_number_per_dataset")]
 
     def __str__(self):
-        return f"row {self.index} of {self.dataset}"
+        return f"{self.dataset} v{self.number}"
+
+
+class DatasetRow(models.Model):
+    """A row's content over the versions [since_version, until_version) of its dataset (until_version empty: still there).
+
+    An edit closes the row and stores the new content at the same position;
+    a removal only closes it; rows a version leaves alone are not copied.
+    """
+
+    class InputFormat(models.TextChoices):
+        TEXT = "text"
+        # A JSON array of chat messages (a conversation up to a step): the eval sends them as they are.
+        MESSAGES = "messages"
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="rows")
+    # Stable across versions and never reused once a row is removed: "row 12" names one row's history.
+    position = models.PositiveIntegerField()
+    input = models.TextField()
+    input_format = models.CharField(max_length=8, choices=InputFormat.choices, default=InputFormat.TEXT)
+    expected = models.TextField(blank=True)
+    # Where it came from, e.g. {"source": "trace", "session_id", "task_id", "step", "span_id"}; a CSV's other columns.
+    metadata = models.JSONField(default=dict, blank=True)
+    since_version = models.PositiveIntegerField(default=1)
+    until_version = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position", "since_version"]
+        constraints = [
+            # Its index (dataset, position, ...) is what reads a version's rows in order.
+            models.UniqueConstraint(fields=["dataset", "position", "since_version"], name="one_row_per_position_and_version"),
+            models.UniqueConstraint(fields=["dataset", "position"], condition=models.Q(until_version__isnull=True), name="one_current_row_per_position"),
+        ]
+        # A diff reads the rows a version started and the ones it ended.
+        indexes = [
+            models.Index(fields=["dataset", "since_version"], name="dataset_row_started"),
+            models.Index(fields=["dataset", "until_version"], name="dataset_row_ended"),
+        ]
+
+    def __str__(self):
+        return f"row {self.position} of {self.dataset}"
+
+    @property
+    def messages(self) -> list | None:
+        return json.loads(self.input) if self.input_format == self.InputFormat.MESSAGES else None
 
 
 class Eval(models.Model):
@@ -125,6 +182,8 @@ class Eval(models.Model):
     # Every option of its benchmark (e.g. mbpp's challenge_tests) as this eval scores it, defaults included.
     benchmark_options = models.JSONField(default=dict, blank=True)
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
+    # The dataset's version it scores (DatasetVersion.number): its rows stay that version's, whatever the dataset becomes.
+    dataset_version = models.PositiveIntegerField(null=True, blank=True)
     scorers = models.JSONField(default=list, blank=True)
     mode = models.CharField(max_length=13, choices=Mode.choices, default=Mode.GENERATIVE)
     sample_limit = models.PositiveIntegerField(null=True, blank=True)
@@ -208,7 +267,7 @@ class Eval(models.Model):
 
     def source_key(self) -> tuple:
         """What decides which rows an eval scores, besides the row count: two evals equal here share rows."""
-        return (self.benchmark, self.dataset_id, self.sample_limit, self.seed)
+        return (self.benchmark, self.dataset_id, self.dataset_version, self.sample_limit, self.seed)
 
     @property
     def progress_pct(self):

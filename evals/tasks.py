@@ -39,7 +39,7 @@ def run_async(coroutine):
 
 def spec_for(ev: Eval) -> Benchmark:
     if ev.dataset_id:
-        return DatasetBenchmark(ev.dataset, ev.scorers, judge=ev.judge)
+        return DatasetBenchmark(ev.dataset, ev.scorers, judge=ev.judge, version=ev.dataset_version)
     return benchmarks.get(ev.benchmark).configured(ev.benchmark_options).judged_by(ev.judge)
 
 

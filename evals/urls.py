@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import suite_views, views
+from . import dataset_views, suite_views, views
 
 app_name = "evals"
 urlpatterns = [
@@ -17,7 +17,12 @@ urlpatterns = [
     path("evals/compare/<str:benchmark>/", views.compare, name="compare"),
     path("evals/deployments/", views.deployments, name="deployments"),
     path("evals/deployments/<int:pk>/test/", views.deployment_test, name="deployment_test"),
-    path("evals/datasets/", views.datasets, name="datasets"),
+    path("evals/datasets/", dataset_views.datasets, name="datasets"),
+    path("evals/datasets/<int:pk>/", dataset_views.dataset_detail, name="dataset"),
+    path("evals/datasets/<int:pk>/rows/", dataset_views.dataset_add_row, name="dataset_add_row"),
+    path("evals/datasets/<int:pk>/rows/<int:position>/edit/", dataset_views.dataset_edit_row, name="dataset_edit_row"),
+    path("evals/datasets/<int:pk>/rows/<int:position>/remove/", dataset_views.dataset_remove_row, name="dataset_remove_row"),
+    path("evals/datasets/<int:pk>/upload/", dataset_views.dataset_upload, name="dataset_upload"),
     path("evals/<int:pk>/retry-errors/", views.eval_retry_errors, name="retry_errors"),
     path("evals/<int:pk>/rescore/", views.eval_rescore, name="rescore"),
     path("evals/<int:pk>/label/", views.eval_label, name="label"),

@@ -19,11 +19,10 @@ from .calibration import LabelRefused, calibration_status, label_verdict, labels
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
-from .datasets import DatasetError, create_dataset
 from .downloads import samples_file
-from .forms import BenchmarkEvalForm, DatasetEvalForm, DatasetUploadForm, DeploymentForm, RerunForm, SampleSizeForm
+from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm
 from .metrics import metrics
-from .models import Dataset, Deployment, Eval
+from .models import Deployment, Eval
 from .noise import noise
 
 
@@ -76,7 +75,8 @@ def create_benchmark_eval(request):
 
 @login_required
 def create_dataset_eval(request):
-    form = DatasetEvalForm(request.POST or None, project=request.project)
+    initial = {"dataset": request.GET.get("dataset"), "dataset_version": request.GET.get("dataset_version")}
+    form = DatasetEvalForm(request.POST or None, project=request.project, initial=initial)
     status = 200
     if request.method == "POST" and form.is_valid():
         try:
@@ -85,6 +85,7 @@ def create_dataset_eval(request):
                 request.user,
                 deployment=form.cleaned_data["deployment"],
                 dataset=form.cleaned_data["dataset"],
+                dataset_version=form.cleaned_data["dataset_version"],
                 scorers=form.scorer_config(),
                 sample_limit=form.cleaned_data["sample_limit"],
             )
@@ -104,10 +105,10 @@ def eval_detail(request, pk):
         return polled(render(request, "evals/_progress.html", {"ev": ev}), done=not ev.is_active, reload_page=True)
     which = request.GET.get("filter")
     samples = Paginator(filter_samples(ev.samples.all(), which), 50).get_page(request.GET.get("page"))
-    benchmark, dataset_id, sample_limit, seed = ev.source_key()
+    benchmark, dataset_id, dataset_version, sample_limit, seed = ev.source_key()
     same_rows = (
         Eval.objects.for_user(request.user, ev.project)
-        .filter(benchmark=benchmark, dataset_id=dataset_id, sample_limit=sample_limit, seed=seed)
+        .filter(benchmark=benchmark, dataset_id=dataset_id, dataset_version=dataset_version, sample_limit=sample_limit, seed=seed)
         .exclude(pk=ev.pk)
         .select_related("deployment")[:20]
     )
@@ -292,17 +293,3 @@ def deployment_test(request, pk):
         request, f"{deployment.name}: " + (f"answered {result['reply']!r} in {result['latency_ms']} ms" if result["ok"] else result["error"])
     )
     return redirect("evals:deployments")
-
-
-@login_required
-def datasets(request):
-    form = DatasetUploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
-        try:
-            dataset = create_dataset(request.project, request.user, form.cleaned_data["name"], form.cleaned_data["file"])
-        except DatasetError as exc:
-            form.add_error("file", str(exc))
-        else:
-            messages.success(request, f"Dataset {dataset.name} uploaded with {dataset.row_count} rows.")
-            return redirect("evals:datasets")
-    return render(request, "evals/datasets.html", {"form": form, "datasets": Dataset.objects.for_user(request.user, request.project)})

@@ -29,7 +29,16 @@ pytestmark = pytest.mark.django_db
 # The shipped driver repos are public, read-only and nobody's project (tests/test_driver_repos.py).
 SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
-PLACEHOLDERS = {"fmt": "csv", "benchmark": "gsm8k", "token": "not-a-valid-token", "session_id": "owner-session", "slug": "swe-bench-lite", "what": "cancel"}
+PLACEHOLDERS = {
+    "fmt": "csv",
+    "benchmark": "gsm8k",
+    "token": "not-a-valid-token",
+    "session_id": "owner-session",
+    "slug": "swe-bench-lite",
+    "what": "cancel",
+    # A dataset row's place: the owner's dataset has one at 0.
+    "position": "0",
+}
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 ID_NAMES = {"pk", "run_id", "session_id"}
