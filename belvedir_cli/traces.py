@@ -1,6 +1,8 @@
 """`bv traces`: sessions, one session, and training data out."""
 
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
@@ -156,22 +158,80 @@ def group_id(name_or_id: str) -> int:
 @click.option("--since", help="From this date (YYYY-MM-DD) or time (ISO 8601).")
 @click.option("--until", help="Up to this date (inclusive) or time.")
 @click.option("-o", "--output", "path", type=click.Path(dir_okay=False, path_type=Path), help="Write to a file instead of stdout.")
+@click.option("--allow-benchmark-overlap", is_flag=True, help="Include tasks that overlap a catalog benchmark, each marked with a benchmark_overlap key.")
+@click.option("--show-overlaps", is_flag=True, help="List the tasks the benchmark check leaves out, instead of exporting.")
 @json_option
-def traces_export(group, since, until, path):
-    """A task group's tasks as OpenAI chat fine-tuning JSONL, streamed; tasks of failed sessions are left out."""
+def traces_export(group, since, until, path, allow_benchmark_overlap, show_overlaps):
+    """A task group's tasks as OpenAI chat fine-tuning JSONL, streamed; tasks of failed sessions, and tasks that overlap a catalog benchmark, are left out.
+
+    The last line carries the group's canary GUID and what the benchmark check found, which is printed after the export (on stderr when the JSONL goes to stdout).
+    """
     params = {k: v for k, v in {"since": since, "until": until}.items() if v}
     pk = group_id(group)
+    if show_overlaps:
+        return show_export_overlaps(pk, params)
+    if allow_benchmark_overlap:
+        params["allow_benchmark_overlap"] = "1"
     lines = 0
+    # The canary line is the last one, well under this: kept to read the check's counts once the stream ends.
+    tail = b""
     with client().stream(f"task-groups/{pk}/training-data", **params) as response:
         sink = open(path, "wb") if path else sys.stdout.buffer
         try:
             for chunk in response.iter_bytes():
                 sink.write(chunk)
                 lines += chunk.count(b"\n")
+                tail = (tail + chunk)[-65536:]
         finally:
             if path:
                 sink.close()
             else:
                 sink.flush()
+    try:
+        check = json.loads(tail.rstrip(b"\n").rpartition(b"\n")[2])["metadata"]["benchmark_check"]
+    except (ValueError, KeyError, TypeError):
+        # The canary line is written last, once every task is read: without it the stream was cut.
+        raise click.ClickException("The export ended before its last line (the canary line, with the benchmark check's counts): it is incomplete.") from None
+    summary = {
+        "group": pk,
+        "lines": lines,
+        "left_out": check["left_out"],
+        "left_out_by_benchmark": check["left_out_by_benchmark"],
+        "included_marked": check["included_marked"],
+        "included_marked_by_benchmark": check["included_marked_by_benchmark"],
+    }
     if path:
-        output({"group": pk, "file": str(path), "lines": lines})
+        output({"group": pk, "file": str(path), **summary})
+    else:
+        click.echo(check_summary(group, check), err=True)
+
+
+def check_summary(group: str, check: dict) -> str:
+    def by_benchmark(counts):
+        return ", ".join(f"{name} {count}" for name, count in counts.items())
+
+    if check["included_marked"]:
+        return f"Included {check['included_marked']} tasks that overlap a benchmark, each marked with benchmark_overlap ({by_benchmark(check['included_marked_by_benchmark'])})."
+    if check["left_out"]:
+        return (
+            f"Left out {check['left_out']} tasks that overlap a benchmark ({by_benchmark(check['left_out_by_benchmark'])}); "
+            f"list them with `bv traces export {group} --show-overlaps`, include them marked with --allow-benchmark-overlap."
+        )
+    return "No task overlaps a benchmark."
+
+
+def show_export_overlaps(pk: int, params: dict):
+    rows = []
+    with client().stream(f"task-groups/{pk}/training-data", show="overlaps", **params) as response:
+        for line in response.iter_lines():
+            if line.strip():
+                rows.append(json.loads(line))
+    if click.get_current_context().obj["json"]:
+        return output(rows)
+    if not rows:
+        return click.echo("No task overlaps a benchmark.")
+    # Plain lines, not a table: the matched words are what a row is read for.
+    for row in rows:
+        click.echo(f"task {row['task']} (session {row['session_id']}): {row['benchmark']} row {row['row']}, {row['match']} in the {row['role']} message")
+        click.echo(f"      {clip(row['text'], 100)}")
+    click.echo(f"{len(rows)} tasks overlap a benchmark: {', '.join(f'{n} {c}' for n, c in sorted(Counter(r['benchmark'] for r in rows).items()))}.")

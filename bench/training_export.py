@@ -1,16 +1,25 @@
-"""Training-data export memory and speed: a task group of N tasks streamed as JSONL.
+"""Training-data export memory and speed: a task group of N tasks streamed as JSONL, checked against the benchmark catalog.
 
 Fills a throwaway PostgreSQL database in bulk with SQL (N tasks, two LLM
 spans each, the second resending the first's history), then streams the
 group's export through Django's test client, reading the body chunk by
 chunk as a client would, and prints lines, seconds and Python's peak traced
-memory (tracemalloc) for 10% of the tasks and for all of them.
-Flat memory means the two peaks are about the same.
+memory (tracemalloc) for 10% of the tasks and for all of them, each twice:
+the export as it is (every task checked against the catalog's overlap
+index, evals/contamination.py), and a baseline in the same run with the
+check stubbed out (the export before the check, but for its canary line).
+Flat memory means the peaks at 10% and 100% are about the same; the check's
+target is at most 2x the baseline's peak at N tasks.
+
+First it builds the overlap index again (as `manage.py install_benchmark_data`
+does once per catalog version) and prints its size and build time; the
+exports open it memory-mapped, outside Python's heap.
 
 Usage: .venv/bin/python bench/training_export.py [--tasks 100000]
 """
 
 import argparse
+import os
 import sys
 import time
 import tracemalloc
@@ -53,23 +62,50 @@ def fill(url, project_id, group_id, session_id, tasks, offset):
         conn.execute("ANALYZE")
 
 
-def export(web, group_id):
-    tracemalloc.start()
+def export(web, group_id, *, traced):
+    if traced:
+        tracemalloc.start()
     started = time.perf_counter()
     response = web.get(f"/traces/groups/{group_id}/training-data.jsonl")
     lines = sum(chunk.count(b"\n") for chunk in response.streaming_content)
     seconds = time.perf_counter() - started
-    peak = tracemalloc.get_traced_memory()[1]
+    peak = tracemalloc.get_traced_memory()[1] if traced else 0
     tracemalloc.stop()
     return lines, seconds, peak
+
+
+class NoCheck:
+    """The baseline: an index that finds nothing and costs nothing."""
+
+    key = "none"
+
+    def find_many(self, conversations):
+        return [None] * len(conversations)
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=100_000)
     args = parser.parse_args()
+    # The test client speaks plain HTTP; with DEBUG off every request would be redirected to https.
+    os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
     with throwaway_database("belvedir_bench_export") as url:
         measure(url, args)
+
+
+def build_index():
+    from evals import contamination
+
+    started = time.perf_counter()
+    staging = contamination.build()
+    seconds = time.perf_counter() - started
+    index = contamination.current()
+    size = sum(f.stat().st_size for f in staging.iterdir())
+    print(
+        f"overlap index {index.key}: {index.meta['ngrams']:,} 13-grams, {index.meta['exact_texts']:,} exact texts, "
+        f"{len(index.row_ids):,} rows of {len(index.meta['benchmarks'])} benchmarks; {size / 1e6:.1f} MB on disk, built in {seconds:.1f} s"
+    )
+    return index
 
 
 def measure(url, args):
@@ -77,21 +113,29 @@ def measure(url, args):
     from django.utils import timezone
 
     from belvedir.core.actions import create_account
+    from evals import contamination
     from traces.models import TaskGroup, TraceSession
 
+    index = build_index()
     user = create_account(username="bench", password=None)
     project = user.memberships.get().project
     session = TraceSession.objects.create(project=project, session_id="bench", first_span_at=timezone.now(), last_span_at=timezone.now())
     web = Client(SERVER_NAME="localhost")
     web.force_login(user)
-    print(f"{'tasks':>8} {'lines':>8} {'seconds':>8} {'peak MB':>8}")
+    # Traced seconds are tracemalloc's (it slows every allocation, the check's numpy arrays too); untraced ones run after, the data warm for both.
+    print(f"{'tasks':>8} {'export':>9} {'lines':>8} {'traced s':>9} {'peak MB':>8} {'seconds':>8}")
     offset = 0
     for size in (10, args.tasks // 10, args.tasks):  # the first warms up imports and plans, not counted
         group = TaskGroup.objects.create(project=project, key=f"g{size}", name=f"g{size}")
         fill(url, project.pk, group.pk, session.pk, size, offset)
         offset += size
-        lines, seconds, peak = export(web, group.pk)
-        print(f"{size:8,} {lines:8,} {seconds:8.1f} {peak / 1e6:8.1f}")
+        runs = {}
+        for traced in (True, False):
+            for label, opened in (("baseline", NoCheck()), ("checked", index)):
+                contamination.current = lambda opened=opened: opened
+                runs.setdefault(label, []).append(export(web, group.pk, traced=traced))
+        for label, ((lines, traced_seconds, peak), (_, seconds, _)) in runs.items():
+            print(f"{size:8,} {label:>9} {lines:8,} {traced_seconds:9.1f} {peak / 1e6:8.1f} {seconds:8.1f}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from traces.models import TaskGroup
 from traces.segmentation import process_quiet_sessions
 
 from .otlp_builders import body
+from .test_decontamination import NOT_CAUGHT, PLANTED, plant
 from .test_models import make_zip
 from .test_training_export import expected, support_session
 
@@ -105,14 +106,41 @@ def test_traces_sessions_and_show(bv, traced):
 def test_traces_export_to_stdout_and_to_a_file(bv, traced, tmp_path):
     result = bv("traces", "export", "support")
     assert result.exit_code == 0, result.output
-    assert [json.loads(line) for line in result.stdout.splitlines()] == [expected(1)]
+    *examples, canary = [json.loads(line) for line in result.stdout.splitlines()]
+    assert examples == [expected(1)] and canary["metadata"]["belvedir_canary"] == str(traced.canary)
+    assert "No task overlaps a benchmark." in result.stderr
     path = tmp_path / "train.jsonl"
     summary = json.loads(bv("traces", "export", str(traced.pk), "--since", "2020-01-01", "-o", str(path), "--json").stdout)
-    assert summary == {"group": traced.pk, "file": str(path), "lines": 1}
-    assert json.loads(path.read_text()) == expected(1)
+    assert summary == {
+        "group": traced.pk,
+        "file": str(path),
+        "lines": 2,
+        "left_out": 0,
+        "left_out_by_benchmark": {},
+        "included_marked": 0,
+        "included_marked_by_benchmark": {},
+    }
+    assert json.loads(path.read_text().splitlines()[0]) == expected(1)
     assert bv("traces", "export", "nope").exit_code == 2
     bad_date = bv("traces", "export", "support", "--since", "someday")
     assert bad_date.exit_code == 2 and "not a date" in bad_date.output
+
+
+def test_traces_export_says_what_the_benchmark_check_left_out_and_lists_it(bv, api):
+    tutor = plant(api)
+    result = bv("traces", "export", "tutor")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == len(NOT_CAUGHT) + 1
+    assert "Left out 5 tasks that overlap a benchmark (gsm8k 2, mbpp 1, mmlu 2)" in result.stderr
+    assert "bv traces export tutor --show-overlaps" in result.stderr
+    listed = bv("traces", "export", "tutor", "--show-overlaps")
+    assert listed.exit_code == 0 and "5 tasks overlap a benchmark: gsm8k 2, mbpp 1, mmlu 2." in listed.output
+    assert "task" in listed.output and "(session mmlu-stem): mmlu row high_school_geography/0, 13-gram in the user message" in listed.output
+    rows = json.loads(bv("traces", "export", str(tutor.pk), "--show-overlaps", "--json").stdout)
+    assert sorted(r["session_id"] for r in rows) == sorted(set(PLANTED) - NOT_CAUGHT)
+    marked = bv("traces", "export", "tutor", "--allow-benchmark-overlap")
+    assert sum("benchmark_overlap" in json.loads(line) for line in marked.stdout.splitlines()) == 5
+    assert "Included 5 tasks that overlap a benchmark, each marked with benchmark_overlap (gsm8k 2, mbpp 1, mmlu 2)." in marked.stderr
 
 
 def test_members_list_invite_remove(bv, project, owner):

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from belvedir.core.actions import save_secret
 from belvedir.core.models import ApiKey
 from belvedir.redaction import MASK, MIN_LENGTH
+from evals import contamination
 from harnesses.models import HarnessEnvVar, Run
 from harnesses.redaction import CANARY_ENV, RUN_KEY_ENV, new_canary
 from traces.models import Span, TaskGroup
@@ -161,15 +162,17 @@ def test_the_training_export_never_holds_a_redacted_value(run, api):
         process_quiet_sessions()
     assert api.post("/api/v1/outcomes", {"session_id": str(run.pk), "outcome": "success"}, format="json").status_code == 200
     group = TaskGroup.objects.get()
-    exported = "".join(jsonl_lines(training_tasks(run.project, group)))
-    lines = [json.loads(line) for line in exported.splitlines()]
-    assert len(lines) == 1
+    exported = "".join(jsonl_lines(group, training_tasks(run.project, group), contamination.current()))
+    *lines, canary = [json.loads(line) for line in exported.splitlines()]
+    assert len(lines) == 1 and canary["metadata"]["belvedir_canary"] == str(group.canary)
     roles = [m["role"] for m in lines[0]["messages"]]
     assert roles == ["user", "assistant"] and MASK in lines[0]["messages"][0]["content"]
     assert_none_stored(secrets_of(run), exported)
     # And through the API's download, as a user gets it.
     download = b"".join(api.get(f"/api/v1/task-groups/{group.pk}/training-data").streaming_content).decode()
-    assert download == exported
+    # The same lines; the canary line's differ only in the time of export.
+    assert download.splitlines()[:-1] == exported.splitlines()[:-1]
+    assert_none_stored(secrets_of(run), download)
 
 
 def test_a_secret_cut_by_a_length_limit_leaves_no_run_of_eight_of_its_characters(run):

@@ -8,9 +8,10 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from evals import contamination
 from traces.models import Span, Task, TaskGroup, TraceSession
 from traces.segmentation import process_quiet_sessions
-from traces.training import CHUNK, conversation, jsonl_lines, training_tasks
+from traces.training import CANARY_QUESTION, CHUNK, conversation, jsonl_lines, training_tasks
 
 from .otlp_builders import body, new_id, span
 
@@ -79,8 +80,15 @@ def expected(n):
     return {"messages": [{**m, "content": m["content"].format(n=n)} for m in EXPECTED]}
 
 
-def lines(response):
+def all_lines(response):
     return [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+
+
+def lines(response):
+    """The training lines of an export, its last line checked to be the canary line and set aside."""
+    *examples, canary = all_lines(response)
+    assert canary["messages"][0] == {"role": "user", "content": CANARY_QUESTION} and "belvedir_canary" in canary["metadata"]
+    return examples
 
 
 def test_it_exports_success_and_unjudged_tasks_but_not_failed_ones_with_messages_in_order(api, group):
@@ -88,6 +96,14 @@ def test_it_exports_success_and_unjudged_tasks_but_not_failed_ones_with_messages
     assert response.status_code == 200 and response["Content-Type"].startswith("application/jsonl")
     assert response.streaming
     assert lines(response) == [expected(1), expected(3)]
+
+
+def test_a_clean_export_is_unchanged_apart_from_the_canary_line(api, group):
+    # The lines before it are exactly the conversations, with no key added; the canary line counts them and found nothing.
+    *examples, canary = all_lines(api.get(f"/api/v1/task-groups/{group.pk}/training-data"))
+    assert examples == [expected(1), expected(3)]
+    check = canary["metadata"]["benchmark_check"]
+    assert canary["metadata"]["lines"] == 2 and check["left_out"] == 0 and check["included_marked"] == 0 and check["left_out_by_benchmark"] == {}
 
 
 def test_a_late_fail_report_removes_a_task_from_the_export(api, group):
@@ -149,10 +165,10 @@ def many_tasks(project, group, count):
     )
 
 
-def peak_bytes(tasks):
+def peak_bytes(group, tasks, index):
     tracemalloc.start()
     try:
-        count = sum(chunk.count("\n") for chunk in jsonl_lines(tasks))
+        count = sum(chunk.count("\n") for chunk in jsonl_lines(group, tasks, index))
         return count, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -162,8 +178,11 @@ def test_memory_stays_flat_as_the_group_grows(project):
     small, large = (TaskGroup.objects.create(project=project, key=k, name=k) for k in ("small", "large"))
     many_tasks(project, small, CHUNK)
     many_tasks(project, large, 8 * CHUNK)
-    small_count, small_peak = peak_bytes(training_tasks(project, small))
-    large_count, large_peak = peak_bytes(training_tasks(project, large))
-    assert (small_count, large_count) == (CHUNK, 8 * CHUNK)
-    # Eight times the tasks, about the same memory: one chunk at a time.
+    # Opened before measuring, as a process does once: memory-mapped, outside Python's heap either way.
+    index = contamination.current()
+    small_count, small_peak = peak_bytes(small, training_tasks(project, small), index)
+    large_count, large_peak = peak_bytes(large, training_tasks(project, large), index)
+    # Each task's line, and the canary line.
+    assert (small_count, large_count) == (CHUNK + 1, 8 * CHUNK + 1)
+    # Eight times the tasks, about the same memory: one chunk at a time, benchmark check included.
     assert large_peak < 1.5 * small_peak, (small_peak, large_peak)

@@ -22,7 +22,7 @@ from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
 from .ingest import collector_paused, foreign_in_body, run_session_of
 from .models import Span, Task, TaskGroup, TraceSession
-from .training import BadFilter, training_data_response
+from .training import training_data_response
 
 # Read at most one byte past the limit: an oversized body is refused unread.
 READ_LIMIT = otlp.MAX_BODY_BYTES + 1
@@ -302,15 +302,20 @@ def task_groups(request):
 
 
 @extend_schema(
-    parameters=[OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601"), OpenApiParameter("until", str)],
+    parameters=[
+        OpenApiParameter("since", str, description="YYYY-MM-DD or ISO 8601"),
+        OpenApiParameter("until", str),
+        OpenApiParameter(
+            "allow_benchmark_overlap", bool, description="Include tasks that overlap a catalog benchmark, each marked with a benchmark_overlap key"
+        ),
+        OpenApiParameter("show", str, enum=["overlaps"], description="List the tasks the benchmark check leaves out instead of the training lines"),
+    ],
     responses={(200, "application/jsonl"): bytes},
 )
 @api_view(["GET"])
 def training_data(request, pk):
-    """The group's tasks not excluded from training, as OpenAI chat fine-tuning JSONL (streamed)."""
+    """The group's tasks not excluded from training, as OpenAI chat fine-tuning JSONL (streamed), checked against the benchmark catalog; the last line is the group's canary."""
     project = request_project(request)
     group = generics.get_object_or_404(TaskGroup.objects.for_user(request.user, project), pk=pk)
-    try:
-        return training_data_response(project, group, request.query_params)
-    except BadFilter as exc:
-        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    # A bad parameter (400) or a catalog whose data is missing (503) is raised before the stream starts, and mapped by the exception handler.
+    return training_data_response(project, group, request.query_params)

@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import connection, models
@@ -78,6 +80,8 @@ class TaskGroup(models.Model):
     key = models.CharField(max_length=100, help_text="workflow:<name> or msg:<signature hash>")
     name = models.CharField(max_length=255)
     created_at = models.DateTimeField(default=timezone.now)
+    # In every training export of the group (traces/training.py), so a model trained on one can be tested for it.
+    canary = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
 
     objects = ProjectScopedQuerySet.as_manager()
 

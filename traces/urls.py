@@ -7,6 +7,7 @@ urlpatterns = [
     path("traces/", views.sessions, name="sessions"),
     path("traces/groups/", views.groups, name="groups"),
     path("traces/groups/<int:pk>/training-data.jsonl", views.group_training_data, name="training_data"),
+    path("traces/groups/<int:pk>/overlaps/", views.group_overlaps, name="training_overlaps"),
     path("traces/diff/", views.session_diff, name="diff"),
     path("traces/evaluators/", evaluator_views.evaluators, name="evaluators"),
     path("traces/evaluators/<int:pk>/", evaluator_views.evaluator_detail, name="evaluator"),

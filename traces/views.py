@@ -1,12 +1,15 @@
 from datetime import timedelta
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+
+from evals.contamination import IndexUnavailable
 
 from . import diff, trajectory
 from .api import task_groups_with_stats
@@ -14,7 +17,7 @@ from .evaluator_rules import session_scores
 from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
 from .models import Evaluator, TaskGroup, TraceSession
-from .training import BadFilter, training_data_response
+from .training import BadFilter, overlap_report, training_data_response
 
 PAGE_SIZE = 50
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
@@ -109,5 +112,17 @@ def group_training_data(request, pk):
     group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
     try:
         return training_data_response(request.project, group, request.GET)
-    except BadFilter as exc:
-        return HttpResponseBadRequest(str(exc))
+    except (BadFilter, IndexUnavailable) as exc:
+        return HttpResponse(str(exc), status=exc.status_code, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+def group_overlaps(request, pk):
+    """The tasks of the group's export that the benchmark check leaves out, by benchmark (read in full: a check of the whole export)."""
+    group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
+    try:
+        report = overlap_report(request.project, group, request.GET)
+    except (BadFilter, IndexUnavailable) as exc:
+        return HttpResponse(str(exc), status=exc.status_code, content_type="text/plain; charset=utf-8")
+    dates = {k: request.GET[k] for k in ("since", "until") if request.GET.get(k)}
+    return render(request, "traces/overlaps.html", {"group": group, "dates": urlencode(dates), **report})
