@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from belvedir.sandbox import docker as sandbox_docker
-from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.backends import docker_engine as sandbox_docker
+from belvedir.sandbox.backends.docker_sandbox import DockerSandbox as Sandbox
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import (
     DockerUnavailable,
@@ -223,7 +223,7 @@ def test_it_replaces_a_stale_container_of_the_same_name(docker_url):
     first.client = None  # simulate a worker that died without cleaning up
     with Sandbox(spec("stale", runtime="runc"), docker_url) as box:
         assert box.exec("echo fresh", timeout=30).output == "fresh\n"
-    assert not [c for c in sandbox_docker.managed_containers(docker_url) if c["name"] == Owner("test", "stale").container_name]
+    assert not [c for c in sandbox_docker.managed_containers(docker_url) if c.name == Owner("test", "stale").container_name]
 
 
 @runtimes
@@ -242,12 +242,12 @@ def test_a_cpu_limit_past_the_hosts_cores_means_all_of_them(docker_url, runtime)
 
 def test_it_labels_its_containers_for_the_reaper(docker_url):
     with Sandbox(spec("labelled", runtime="runc"), docker_url):
-        found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c["name"] == Owner("test", "labelled").container_name]
-    assert found and found[0]["owner_id"] == "labelled"
+        found = [c for c in sandbox_docker.managed_containers(docker_url, "test") if c.name == Owner("test", "labelled").container_name]
+    assert found and found[0].owner_id == "labelled"
 
 
 def test_another_installations_containers_are_not_ours(docker_url, settings):
     with Sandbox(spec("mine", runtime="runc"), docker_url):
-        assert [c["name"] for c in sandbox_docker.managed_containers(docker_url)] == [Owner("test", "mine").container_name]
+        assert [c.name for c in sandbox_docker.managed_containers(docker_url)] == [Owner("test", "mine").container_name]
         settings.SANDBOX_INSTANCE = "another-platform"
         assert sandbox_docker.managed_containers(docker_url) == []

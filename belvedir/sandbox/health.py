@@ -14,8 +14,8 @@ import time
 from django.conf import settings
 from django.utils import timezone
 
-from . import docker, owners
-from .errors import DockerUnavailable, SandboxPlatformError
+from . import backends, owners
+from .errors import BackendUnavailable, SandboxPlatformError
 from .models import SandboxHost, SandboxLease
 from .owners import Owner
 
@@ -80,10 +80,10 @@ def _probe(host: SandboxHost) -> tuple[bool, str | None]:
         if attempt:
             time.sleep(1)
         try:
-            docker.check_engine(host.engine, settings.SANDBOX_IMAGE, settings.SANDBOX_HEALTH_TIMEOUT_SECONDS)
+            backends.for_host(host).check(settings.SANDBOX_IMAGE, settings.SANDBOX_HEALTH_TIMEOUT_SECONDS)
             return True, None
-        except DockerUnavailable as exc:
+        except BackendUnavailable as exc:
             error = exc.message
-        except SandboxPlatformError as exc:  # answering, but cannot run sandboxes (the image is missing)
+        except SandboxPlatformError as exc:  # answering, but cannot run sandboxes (the image is missing, the backend not allowed)
             return True, exc.message
     return False, error
