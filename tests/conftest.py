@@ -16,10 +16,20 @@ from .concurrency import start_thread
 # CONN_MAX_AGE seconds, and the test database could not be dropped at the end.
 settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 # Tests may put sandbox hosts on the fake backend (the contract suite does);
-# BELVEDIR_TEST_SANDBOX_BACKEND=fake puts every host there that names no
+# the fast tier (scripts/test.sh --fast) puts every host there that names no
 # backend, the migrated `local` host included: set before the test database is made.
 settings.SANDBOX_ALLOW_FAKE_BACKEND = True
 settings.SANDBOX_DEFAULT_BACKEND = os.environ.get("BELVEDIR_TEST_SANDBOX_BACKEND", settings.SANDBOX_DEFAULT_BACKEND)
+
+
+# A test using one of these starts a server or the platform's own processes: marked `processes`, out of the fast tier.
+PROCESS_FIXTURES = {"live_server", "subprocess_env", "egress_proxy"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from traces.models import Span
 from .concurrency import start_thread
 from .otlp_builders import body, span
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 
 def postgres(action: str):

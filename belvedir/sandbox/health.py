@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 MAX_HOSTS = 200
 # One retry a second later, so one dropped connection does not end a host's runs.
 ATTEMPTS = 2
+RETRY_SECONDS = 1.0
 
 
 def check_hosts() -> dict:
@@ -78,7 +79,7 @@ def _probe(host: SandboxHost) -> tuple[bool, str | None]:
     error = ""
     for attempt in range(ATTEMPTS):
         if attempt:
-            time.sleep(1)
+            time.sleep(RETRY_SECONDS)
         try:
             backends.for_host(host).check(settings.SANDBOX_IMAGE, settings.SANDBOX_HEALTH_TIMEOUT_SECONDS)
             return True, None
