@@ -32,7 +32,9 @@ if [ "$fast" = 1 ]; then
   .venv/bin/ruff check .
   export BELVEDIR_TEST_SANDBOX_BACKEND=fake DOCKER_HOST=unix:///nonexistent/the-fast-tier-has-no-docker.sock
   status=0
-  .venv/bin/python -m pytest -m "not docker and not processes and not browser and not redis and not faults" "$@" || status=$?
+  # One worker per core (pytest-xdist), each on its own test database; an idle
+  # worker takes tests queued for the other (a few run for seconds).
+  .venv/bin/python -m pytest -n auto --dist worksteal -m "not docker and not processes and not browser and not redis and not faults" "$@" || status=$?
   echo "The fast tier took $((SECONDS - started)) s, setup included."
   exit "$status"
 fi
