@@ -1,4 +1,4 @@
-.PHONY: run test
+.PHONY: run test test-fast
 
 # Set up and run the platform (web + worker) on embedded defaults.
 run:
@@ -7,3 +7,7 @@ run:
 # Set up what the tests need and run them all (PostgreSQL + real Docker).
 test:
 	scripts/test.sh
+
+# The fast tier: PostgreSQL only, sandboxes on the fake backend, in-process tests (under two minutes).
+test-fast:
+	scripts/test.sh --fast

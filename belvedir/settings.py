@@ -301,6 +301,13 @@ SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
 SANDBOX_USER = "1000:1000"
 # How long a health check waits for an engine's answer (belvedir/sandbox/health.py).
 SANDBOX_HEALTH_TIMEOUT_SECONDS = env_int("BELVEDIR_SANDBOX_HEALTH_TIMEOUT_SECONDS", 5, minimum=1)
+# What runs a sandbox host's sandboxes unless the host names it
+# (SandboxHost.backend, belvedir/sandbox/backend.py). The fake backend runs
+# commands as plain processes of the worker, unsandboxed: tests only. Neither
+# is read from the environment, so only tests (tests/conftest.py) turn the
+# fake on, never a deployment by accident (checks belvedir.E006, E007).
+SANDBOX_DEFAULT_BACKEND = "docker"
+SANDBOX_ALLOW_FAKE_BACKEND = False
 # Labels every container with this installation, so the reaper of one
 # platform never removes another's sandboxes on a shared Docker engine.
 SANDBOX_INSTANCE = env_str("BELVEDIR_INSTANCE") or hashlib.sha256(str(DATABASES["default"].get("NAME")).encode()).hexdigest()[:12]

@@ -76,10 +76,11 @@ def sandboxed(jobs: list[dict], slots: int, runtime: str, timeout: int = 10) -> 
     included; the runtime it resolved to, its containers, and each job's (passed, detail)."""
     from django.conf import settings
 
+    from belvedir.sandbox.backends.docker import DockerBackend
     from evals.code_sandbox import CodeSandboxes
 
     started = time.perf_counter()
-    with CodeSandboxes.standalone("bench", settings.SANDBOX_DOCKER_URL, slots=slots, timeout=timeout, runtime=runtime) as scorer:
+    with CodeSandboxes.standalone("bench", DockerBackend(settings.SANDBOX_DOCKER_URL), slots=slots, timeout=timeout, runtime=runtime) as scorer:
         runtime, containers = scorer.runtime, len(scorer.parts)
         with ThreadPoolExecutor(slots) as pool:
             outcomes = list(pool.map(lambda job: scorer.run(**job), jobs))

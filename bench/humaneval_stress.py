@@ -29,6 +29,7 @@ def main():
     django.setup()
     from django.conf import settings
 
+    from belvedir.sandbox.backends.docker import DockerBackend
     from belvedir.sandbox.errors import SandboxPlatformError
     from evals.benchmarks import humaneval
     from evals.code_sandbox import CodeSandboxes
@@ -47,7 +48,9 @@ def main():
 
     for number in range(1, args.rounds + 1):
         started = time.perf_counter()
-        with CodeSandboxes.standalone(f"stress-{number}", settings.SANDBOX_DOCKER_URL, slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS) as scorer:
+        with CodeSandboxes.standalone(
+            f"stress-{number}", DockerBackend(settings.SANDBOX_DOCKER_URL), slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS
+        ) as scorer:
             with ThreadPoolExecutor(args.slots) as pool:
                 list(pool.map(lambda row: score(scorer, row), rows))
         durations.append(time.perf_counter() - started)

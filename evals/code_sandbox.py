@@ -6,7 +6,7 @@ engine work on this machine kind). So one locked-down container (network
 none, memory and pids limits, read-only root, no capabilities) serves a whole
 eval, with one long-lived runner per concurrency slot, fed samples through
 its stdin; under gVisor, one such container per slot (`slots_per_sandbox`,
-`CodeSandboxes`). Isolation between samples comes from the kernel:
+`code_sandbox_layout`, `CodeSandboxes`). Isolation between samples comes from the kernel:
 
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
@@ -49,7 +49,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from belvedir.sandbox.docker import ExecSession, Sandbox, resolved_runtime
+from belvedir.sandbox import launch
+from belvedir.sandbox.backend import Backend, Sandbox, Session
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.owners import Owner
@@ -73,6 +74,15 @@ def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, r
     return SandboxSpec(owner=owner, network="none", limits=limits, runtime=runtime, part=part)
 
 
+def code_sandbox_layout(owner: Owner, *, slots: int, runtime: str, memory_mb: int = MEMORY_MB) -> list[SandboxSpec]:
+    """The sandboxes a scorer of `slots` needs under `runtime` (resolved): one for all of them, or one per slot under gVisor.
+
+    All are the owner's, so its lease and the reaper cover every one of them.
+    """
+    per = slots_per_sandbox(runtime, slots)
+    return [code_sandbox_spec(owner, slots=per, memory_mb=memory_mb, runtime=runtime, part=part) for part in range(math.ceil(slots / per))]
+
+
 def slots_per_sandbox(runtime: str, slots: int) -> int:
     """How many of a scorer's slots share one sandbox under this (resolved) runtime.
 
@@ -90,7 +100,7 @@ class CodeSandbox:
     """Runners in an open sandbox (one made from `code_sandbox_spec` with as many slots).
 
     The sandbox is the caller's to open and close: an eval's comes from
-    `belvedir.sandbox.launch.workload`, which also holds its lease.
+    `belvedir.sandbox.launch.layout`, which also holds its lease.
     """
 
     def __init__(self, sandbox: Sandbox, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB):
@@ -99,8 +109,8 @@ class CodeSandbox:
         self.sandbox = sandbox
         self._runner_script = (SCRIPTS / "runner.py").read_text()
         self._env = {"BV_MEM": str(memory_mb * 1024 * 1024), "BV_NPROC": "32", "BV_FSIZE": str(8 * 1024 * 1024), "BV_REPORTER": REPORTER_SOCKET}
-        self._reporter: ExecSession | None = None
-        self._runners: list[ExecSession | None] = [None] * slots
+        self._reporter: Session | None = None
+        self._runners: list[Session | None] = [None] * slots
         self._used = [False] * slots  # a slot whose uid has run anything is swept before its next runner
         # What the reporter said about each slot, and when a runner's process ended.
         self._inbox = [queue.Queue() for _ in range(slots)]
@@ -119,11 +129,11 @@ class CodeSandbox:
 
     @classmethod
     @contextmanager
-    def standalone(cls, name: str, engine, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
-        """Its own container on `engine`, with no lease: for benches and tests that bring an engine."""
-        # Not an "eval" owner: the reaper would take it for an ended eval's container.
+    def standalone(cls, name: str, backend: Backend, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
+        """Its own sandbox on `backend`, with no lease: for benches and tests that bring an engine."""
+        # Not an "eval" owner: the reaper would take it for an ended eval's sandbox.
         spec = code_sandbox_spec(Owner("standalone", name), slots=slots, memory_mb=memory_mb, runtime=runtime)
-        with Sandbox(spec, engine) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
+        with backend.sandbox(spec) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
             yield code
 
     def run(self, program: str, *, proof: str | None = None) -> tuple[bool, str]:
@@ -157,7 +167,7 @@ class CodeSandbox:
             raise SandboxPlatformError(f"The sample reporter did not start: {self._reporter.stderr.text()[-300:]}")
         threading.Thread(target=self._dispatch, args=(self._reporter,), daemon=True).start()
 
-    def _dispatch(self, reporter: ExecSession):
+    def _dispatch(self, reporter: Session):
         """Route the reporter's lines to their slots; its end (the container gone) to every slot."""
         while (line := reporter.read_line(None)) is not None:
             word, slot, *rest = line.split(b" ", 3)
@@ -168,7 +178,7 @@ class CodeSandbox:
         for inbox in self._inbox:
             inbox.put(("gone", None, None))
 
-    def _watch(self, slot: int, runner: ExecSession):
+    def _watch(self, slot: int, runner: Session):
         """Tell the slot when this runner's process ends (its stdout closes); what it prints means nothing."""
         while runner.read_line(None) is not None:
             pass
@@ -189,7 +199,7 @@ class CodeSandbox:
 
     # -- runners -----------------------------------------------------------
 
-    def _session(self, slot: int) -> ExecSession:
+    def _session(self, slot: int) -> Session:
         # Two tries: on a loaded host a runner may not come up in time; only a
         # second failure is called the platform's.
         for attempt in range(2):
@@ -303,37 +313,20 @@ class CodeSandboxes:
 
     @classmethod
     @contextmanager
-    def opened(cls, first: Sandbox, *, slots: int, timeout: int, memory_mb: int = MEMORY_MB):
-        """`first` (open, made by `code_sandbox_spec` for `slots_per_sandbox` slots) and the further sandboxes the slots need, on its engine.
+    def opened(cls, boxes: list[Sandbox], *, slots: int, timeout: int, memory_mb: int = MEMORY_MB):
+        """Runners in each of `boxes` (open, laid out by `code_sandbox_layout` for `slots`), started side by side.
 
-        All of them are `first`'s owner's, so its lease and the reaper cover
-        them. They start side by side (under gVisor ~0.7 s each, container
-        and reporter); if any fails, those that started are closed again.
+        The sandboxes are the caller's to close (an eval's come from
+        `launch.layout`); if any part's runners cannot start, the parts
+        started are closed again.
         """
-        per = slots_per_sandbox(first.runtime, slots)
-
-        def open_part(part: int) -> CodeSandbox:
-            box = first
-            if part:
-                spec = code_sandbox_spec(first.spec.owner, slots=per, memory_mb=memory_mb, runtime=first.runtime, part=part)
-                box = Sandbox(spec, first.engine).__enter__()
-            try:
-                return CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb).__enter__()
-            except BaseException:
-                if part:
-                    box.__exit__(None, None, None)
-                raise
-
-        count = math.ceil(slots / per)
+        per = slots_per_sandbox(boxes[0].runtime, slots)
         with ExitStack() as stack:
-            with ThreadPoolExecutor(count) as pool:
-                futures = [pool.submit(open_part, part) for part in range(count)]
+            with ThreadPoolExecutor(len(boxes)) as pool:
+                futures = [pool.submit(lambda box: CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb).__enter__(), box) for box in boxes]
             for future in futures:
                 if future.exception() is None:
-                    code = future.result()
-                    if code.sandbox is not first:  # the caller's to close
-                        stack.callback(code.sandbox.__exit__, None, None, None)
-                    stack.callback(code.__exit__)
+                    stack.callback(future.result().__exit__)
             failed = [future.exception() for future in futures if future.exception() is not None]
             if failed:
                 raise failed[0]
@@ -341,11 +334,10 @@ class CodeSandboxes:
 
     @classmethod
     @contextmanager
-    def standalone(cls, name: str, engine, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
-        """Its own containers on `engine`, laid out as an eval's are, with no lease: for benches and tests."""
-        runtime = resolved_runtime(runtime, engine)
-        spec = code_sandbox_spec(Owner("standalone", name), slots=slots_per_sandbox(runtime, slots), memory_mb=memory_mb, runtime=runtime)
-        with Sandbox(spec, engine) as first, cls.opened(first, slots=slots, timeout=timeout, memory_mb=memory_mb) as scorer:
+    def standalone(cls, name: str, backend: Backend, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
+        """Its own sandboxes on `backend`, laid out as an eval's are, with no lease: for benches and tests."""
+        specs = code_sandbox_layout(Owner("standalone", name), slots=slots, runtime=backend.runtime(runtime), memory_mb=memory_mb)
+        with launch.sandboxes(backend, specs) as boxes, cls.opened(boxes, slots=slots, timeout=timeout, memory_mb=memory_mb) as scorer:
             yield scorer
 
     @property

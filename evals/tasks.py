@@ -13,14 +13,13 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from belvedir.core.requeue import requeue_waiting
-from belvedir.sandbox.docker import resolved_runtime
 from belvedir.sandbox.errors import SandboxError
-from belvedir.sandbox.launch import workload
+from belvedir.sandbox.launch import layout
 
 from . import benchmarks
 from .actions import next_pass, resume_eval
 from .benchmarks.base import Benchmark, DataMissing
-from .code_sandbox import CodeSandboxes, code_sandbox_spec, slots_per_sandbox
+from .code_sandbox import CodeSandboxes, code_sandbox_layout
 from .datasets import DatasetBenchmark
 from .engine import EvalRun, StoredOutput, refresh_counters
 from .models import Eval, Sample
@@ -129,14 +128,13 @@ def finish(eval_id: int) -> bool:
 
 @contextmanager
 def scoring_sandbox(ev: Eval, timeout: int) -> Iterator[CodeSandboxes]:
-    """The eval's scoring sandboxes, on a leased host's runtime; the lease and containers go when it closes."""
+    """The eval's scoring sandboxes, laid out for a leased host's runtime; the lease and sandboxes go when it closes."""
     slots = settings.HUMANEVAL_SLOTS
 
-    def spec_on(lease):
-        runtime = resolved_runtime(lease.host.runtime, lease.host.engine)
-        return code_sandbox_spec(ev.owner, slots=slots_per_sandbox(runtime, slots), runtime=runtime)
+    def layout_on(place):
+        return code_sandbox_layout(ev.owner, slots=slots, runtime=place.runtime)
 
-    with workload(ev.owner, spec_on) as first, CodeSandboxes.opened(first, slots=slots, timeout=timeout) as scorer:
+    with layout(ev.owner, layout_on) as boxes, CodeSandboxes.opened(boxes, slots=slots, timeout=timeout) as scorer:
         yield scorer
 
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from belvedir.core.models import ApiKey
 from belvedir.redaction import Redactor
 from belvedir.sandbox import egress
-from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.backend import Sandbox
 from belvedir.sandbox.errors import (
     SandboxError,
     SandboxFileMissing,
@@ -25,7 +25,7 @@ from belvedir.sandbox.errors import (
     SandboxTimeout,
     SandboxUserError,
 )
-from belvedir.sandbox.launch import workload
+from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
@@ -153,16 +153,16 @@ class RunExecution:
     def _on_host(self, lease):
         Run.objects.filter(pk=self.run.pk).update(host=lease.host)
 
-    def _spec(self, lease) -> SandboxSpec:
+    def _spec(self, place: Placement) -> SandboxSpec:
         gpu = None
-        if self.run.compute_type == ComputeType.GPU and lease.host.gpu_device_requests:
-            gpu = GpuRequest(device_ids=(str(lease.gpu_slot),))
+        if self.run.compute_type == ComputeType.GPU and place.host.gpu_device_requests:
+            gpu = GpuRequest(device_ids=(str(place.lease.gpu_slot),))
         return SandboxSpec(
             owner=self.run.owner,
             network=settings.HARNESS_SANDBOX_NETWORK,
             gpu=gpu,
             limits=Limits.defaults(),
-            runtime=lease.host.runtime,
+            runtime=place.runtime,
         )
 
     def _env(self, raw_key: str) -> dict[str, str]:

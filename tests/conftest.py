@@ -1,15 +1,35 @@
+import os
+
 import pytest
 from django.conf import settings
 from django.test import Client
 
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey
+from belvedir.sandbox.backends import docker_engine, fake
+from belvedir.sandbox.backends.docker import DockerBackend
+from belvedir.sandbox.errors import DockerUnavailable
 
 from .concurrency import start_thread
 
 # Live-server request threads would otherwise keep their connections for
 # CONN_MAX_AGE seconds, and the test database could not be dropped at the end.
 settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+# Tests may put sandbox hosts on the fake backend (the contract suite does);
+# the fast tier (scripts/test.sh --fast) puts every host there that names no
+# backend, the migrated `local` host included: set before the test database is made.
+settings.SANDBOX_ALLOW_FAKE_BACKEND = True
+settings.SANDBOX_DEFAULT_BACKEND = os.environ.get("BELVEDIR_TEST_SANDBOX_BACKEND", settings.SANDBOX_DEFAULT_BACKEND)
+
+
+# A test using one of these starts a server or the platform's own processes: marked `processes`, out of the fast tier.
+PROCESS_FIXTURES = {"live_server", "subprocess_env", "egress_proxy"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.processes)
 
 
 @pytest.fixture(autouse=True)
@@ -129,6 +149,11 @@ def docker_url():
 
 
 @pytest.fixture
+def docker_backend(docker_url):
+    return DockerBackend(docker_url)
+
+
+@pytest.fixture
 def subprocess_env(settings):
     """Environment for a `manage.py` subprocess that works on this test's database."""
     from .servers import subprocess_environ
@@ -174,24 +199,24 @@ def _no_sandbox_left_from_an_earlier_session():
     every Docker test of the next session. Running ones are left: they may be
     another session's, on the same engine and database name.
     """
-    from belvedir.sandbox.docker import DockerUnavailable, managed_containers, remove_container
-
     try:
-        for container in managed_containers(settings.SANDBOX_DOCKER_URL):
-            if container["status"] != "running":
-                remove_container(settings.SANDBOX_DOCKER_URL, container["name"])
+        for container in docker_engine.managed_containers(settings.SANDBOX_DOCKER_URL):
+            if not container.running:
+                docker_engine.remove_container(settings.SANDBOX_DOCKER_URL, container.name)
     except DockerUnavailable:
         pass  # no engine: the Docker tests say so themselves
 
 
 @pytest.fixture(autouse=True)
 def _no_sandbox_left_behind(request):
-    """After every Docker test, no container with Belvedir's labels remains."""
+    """After every test, no sandbox of the fake backend remains, and after every test on Docker no container with Belvedir's labels."""
     yield
-    if request.node.get_closest_marker("docker"):
-        from belvedir.sandbox.docker import managed_containers
-
-        assert managed_containers(settings.SANDBOX_DOCKER_URL) == []
+    left = fake.leftovers()
+    fake.reset()  # one test's leftovers fail that test alone
+    assert left == []
+    on_docker = request.node.get_closest_marker("sandbox") and settings.SANDBOX_DEFAULT_BACKEND == "docker"
+    if request.node.get_closest_marker("docker") or on_docker:
+        assert docker_engine.managed_containers(settings.SANDBOX_DOCKER_URL) == []
 
 
 @pytest.fixture

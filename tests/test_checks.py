@@ -72,6 +72,19 @@ def test_it_warns_about_accounts_named_like_an_email_address(settings, django_us
     assert len(messages) == 1 and "'someone@example.test'" in messages[0].msg and "plain" not in messages[0].msg
 
 
+def test_the_fake_backend_is_never_the_default_where_it_is_not_allowed(settings):
+    settings.SANDBOX_DEFAULT_BACKEND = "fake"
+    assert "belvedir.E006" not in ids(settings)  # tests allow it (conftest)
+    settings.SANDBOX_ALLOW_FAKE_BACKEND = False
+    assert "belvedir.E006" in ids(settings)
+
+
+def test_check_deploy_refuses_a_platform_that_allows_the_fake_backend(settings):
+    assert "belvedir.E007" in {m.id for m in run_checks(include_deployment_checks=True)}
+    settings.SANDBOX_ALLOW_FAKE_BACKEND = False
+    assert "belvedir.E007" not in {m.id for m in run_checks(include_deployment_checks=True)}
+
+
 def test_a_clean_configuration_has_no_belvedir_messages(settings):
     assert not {i for i in ids(settings) if i.startswith("belvedir.")}
 

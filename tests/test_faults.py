@@ -11,7 +11,7 @@ from traces.models import Span
 from .concurrency import start_thread
 from .otlp_builders import body, span
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 
 def postgres(action: str):
@@ -89,7 +89,7 @@ def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_pl
     import signal
     import time
 
-    from belvedir.sandbox.docker import managed_containers
+    from belvedir.sandbox.backends.docker_engine import managed_containers
     from belvedir.sandbox.models import SandboxHost
     from belvedir.sandbox.reaper import reap
     from billing.models import Account

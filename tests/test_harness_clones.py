@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, Thread
 import pytest
 
 from belvedir.core.models import ProjectSecret
-from belvedir.sandbox import docker as sandbox_docker
+from belvedir.sandbox import launch
 from belvedir.sandbox.models import SandboxHost
 from billing.models import Account, LedgerEntry
 from harnesses import repo
@@ -32,15 +32,15 @@ def _worker(settings):
 
 @pytest.fixture
 def sandboxes_started(monkeypatch):
-    """Records every sandbox the worker starts (the real one still starts)."""
+    """Records every sandbox the worker starts (the real ones still start)."""
     started = []
-    real_enter = sandbox_docker.Sandbox.__enter__
+    real_start = launch.start
 
-    def enter(self):
-        started.append(self.spec.name)
-        return real_enter(self)
+    def start(backend, specs):
+        started.extend(spec.name for spec in specs)
+        return real_start(backend, specs)
 
-    monkeypatch.setattr(sandbox_docker.Sandbox, "__enter__", enter)
+    monkeypatch.setattr(launch, "start", start)
     return started
 
 

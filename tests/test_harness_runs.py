@@ -234,14 +234,13 @@ def test_run_api_reports_status_score_log(tmp_path, owner, funded, api):
     assert api.post(f"/api/v1/runs/{run.pk}/cancel").status_code == 409
 
 
-def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded, settings, docker_url, subprocess_env):
+def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded, settings, docker_backend, subprocess_env):
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    from belvedir.sandbox.docker import managed_containers
     from belvedir.sandbox.reaper import reap
 
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('busy', flush=True)\ntime.sleep(600)"})
@@ -258,7 +257,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
-    assert [c["name"] for c in managed_containers(docker_url, "run")] == [Owner("run", run.pk).container_name]
+    assert [c.name for c in docker_backend.managed("run")] == [Owner("run", run.pk).container_name]
 
     settings.HARNESS_STALE_SECONDS = 1
     time.sleep(1.5)
@@ -268,7 +267,7 @@ def test_a_worker_killed_mid_run_is_reaped_and_refunded(tmp_path, owner, funded,
     assert run.status == "error" and "worker" in run.status_message
     assert Account.balance_for(funded) == before
     assert ApiKey.objects.get(pk=run.api_key_id).revoked_at is not None
-    assert managed_containers(docker_url, "run") == []
+    assert docker_backend.managed("run") == []
     assert run.egress_grant().revoked_at is not None  # the dead worker never revoked it; the reaper did
     assert not SandboxLease.objects.exists()
     assert reap()["reaped"]["run"] == 0

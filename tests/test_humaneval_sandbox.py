@@ -47,13 +47,11 @@ HONEST = {f"pass {i}": ("import time\ntime.sleep(1.5)\nassert sum(range(10)) == 
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
-def test_hostile_completions_fail_alone(docker_url, runtime):
-    from belvedir.sandbox.docker import engine_runtimes
-
-    assert runtime in engine_runtimes(docker_url), f"this engine has no {runtime}"
+def test_hostile_completions_fail_alone(docker_backend, runtime):
+    assert runtime in docker_backend.runtimes(), f"this engine has no {runtime}"
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
     # Laid out as an eval's: one container of 4 slots under runc, 4 of one slot under gVisor.
-    with CodeSandboxes.standalone("hostile", docker_url, slots=4, timeout=4, runtime=runtime) as scorer:
+    with CodeSandboxes.standalone("hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
         assert len(scorer.parts) == {"runc": 1, "runsc": 4}[runtime]
         # Honest samples interleaved with hostile ones, several at once.
         order = [name for pair in zip(list(HONEST), list(HOSTILE), strict=False) for name in pair] + list(HONEST)[len(HOSTILE) :] + list(HOSTILE)[len(HONEST) :]
@@ -88,11 +86,11 @@ READER = (
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
-def test_a_sample_cannot_read_another_running_beside_it(docker_url, runtime):
+def test_a_sample_cannot_read_another_running_beside_it(docker_backend, runtime):
     """Two slots of one sandbox, as under runc (gVisor's one-slot sandboxes share no files at all,
     so there it is the uid isolation of CodeSandbox.standalone's several slots that is tried)."""
     honest = "import time\nsecret = 'the honest one'\ntime.sleep(3)\n"
-    with CodeSandbox.standalone("reader", docker_url, slots=2, timeout=10, runtime=runtime) as sandbox:
+    with CodeSandbox.standalone("reader", docker_backend, slots=2, timeout=10, runtime=runtime) as sandbox:
         with ThreadPoolExecutor(2) as pool:
             running = pool.submit(sandbox.run, honest)
             passed, detail = pool.submit(sandbox.run, READER).result()
@@ -110,11 +108,11 @@ KILLER_THAT_COUNTS = (
 )
 
 
-def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_url):
+def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_backend):
     import time
 
     honest = "import time\ntime.sleep(4)\nassert sum(range(10)) == 45\n"
-    with CodeSandbox.standalone("killer", docker_url, slots=4, timeout=15) as sandbox:
+    with CodeSandbox.standalone("killer", docker_backend, slots=4, timeout=15) as sandbox:
         with ThreadPoolExecutor(4) as pool:
             running = [pool.submit(sandbox.run, honest) for _ in range(3)]
             time.sleep(1.5)  # the honest samples are mid-run now
@@ -163,8 +161,8 @@ KILL_RUNNERS_OF_UID = (
 )
 
 
-def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_passes(docker_url):
-    with CodeSandbox.standalone("flaky", docker_url, slots=1, timeout=4) as sandbox:
+def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_passes(docker_backend):
+    with CodeSandbox.standalone("flaky", docker_backend, slots=1, timeout=4) as sandbox:
         assert sandbox.run("assert True\n") == (True, "")
         # An infrastructure hiccup: the slot's runner is killed from outside, between two samples.
         sandbox.sandbox.exec(["python3", "-c", KILL_RUNNERS_OF_UID], user="20000", timeout=30)
@@ -175,7 +173,7 @@ def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_pa
         assert sandbox.run("assert True\n") == (True, "")
 
 
-def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(docker_url, monkeypatch):
+def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(docker_backend, monkeypatch):
     """The race behind HumanEval/4's "killed or wedged its runner": a busy client parses docker's
     101 answer late, the session's first line (then the runner's BV-READY, now the reporter's) arrives in
     the same read and sat unseen in http.client's buffer."""
@@ -183,9 +181,9 @@ def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(doc
     import threading
     import time
 
-    from belvedir.sandbox.docker import Sandbox
+    from belvedir.sandbox.backends.docker_sandbox import DockerSandbox
 
-    opening, begin, open_session = threading.local(), http.client.HTTPResponse.begin, Sandbox.open_session
+    opening, begin, open_session = threading.local(), http.client.HTTPResponse.begin, DockerSandbox.open_session
 
     def late_begin(self):
         if getattr(opening, "now", False):
@@ -200,10 +198,10 @@ def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(doc
             opening.now = False
 
     monkeypatch.setattr(http.client.HTTPResponse, "begin", late_begin)
-    monkeypatch.setattr(Sandbox, "open_session", slow_open_session)
+    monkeypatch.setattr(DockerSandbox, "open_session", slow_open_session)
     rows = humaneval.rows()[:8]
     started = time.monotonic()
-    with CodeSandbox.standalone("late", docker_url, slots=2, timeout=10) as sandbox:
+    with CodeSandbox.standalone("late", docker_backend, slots=2, timeout=10) as sandbox:
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     assert outcomes == [(True, "")] * 8
@@ -304,8 +302,7 @@ def test_a_stopped_sandbox_takes_no_more_samples_and_the_others_go_on():
         scorer.run("c")
 
 
-def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_url, monkeypatch):
-    from belvedir.sandbox.docker import managed_containers
+def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_backend, monkeypatch):
     from belvedir.sandbox.errors import SandboxPlatformError
     from evals.code_sandbox import CodeSandboxes
 
@@ -318,7 +315,7 @@ def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_
 
     monkeypatch.setattr(CodeSandbox, "_start_reporter", third_fails)
     with pytest.raises(SandboxPlatformError, match="made to fail"):
-        with CodeSandboxes.standalone("half", docker_url, slots=4, runtime="runsc"):
+        with CodeSandboxes.standalone("half", docker_backend, slots=4, runtime="runsc"):
             pass
     # The others started beside it (the parts open side by side) and were all removed again.
-    assert not [c for c in managed_containers(docker_url, "standalone") if c["name"].startswith("bv-standalone-half")]
+    assert not [c for c in docker_backend.managed("standalone") if c.name.startswith("bv-standalone-half")]

@@ -66,10 +66,8 @@ def honest(name: str, *, wrong: bool = False) -> tuple[mbpp.Check, bool]:
 
 
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
-def test_hostile_completions_fail_alone_while_their_neighbours_pass(docker_url, runtime, tmp_path):
-    from belvedir.sandbox.docker import engine_runtimes
-
-    assert runtime in engine_runtimes(docker_url), f"this engine has no {runtime}"
+def test_hostile_completions_fail_alone_while_their_neighbours_pass(docker_backend, runtime, tmp_path):
+    assert runtime in docker_backend.runtimes(), f"this engine has no {runtime}"
     host_file = tmp_path / "host-secret"
     host_file.write_text("a file of the host")
     bad = {name: mbpp.program(REMOVE_OCC, code, REMOVE_OCC["test_list"]) for name, code in hostile(str(host_file)).items()}
@@ -78,7 +76,7 @@ def test_hostile_completions_fail_alone_while_their_neighbours_pass(docker_url, 
     good |= {f"wrong #{i}": honest("MBPP/11", wrong=True) for i in range(3)}
     checks = {**{name: (check, False) for name, check in bad.items()}, **good}
     order = [name for pair in zip(good, bad, strict=False) for name in pair] + list(good)[len(bad) :] + list(bad)[len(good) :]
-    with CodeSandboxes.standalone("mbpp-hostile", docker_url, slots=4, timeout=4, runtime=runtime) as scorer:
+    with CodeSandboxes.standalone("mbpp-hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
         with ThreadPoolExecutor(4) as pool:
             results = dict(zip(order, pool.map(lambda name: scorer.run(checks[name][0].source, proof=checks[name][0].proof), order), strict=True))
         for name, (_, should_pass) in checks.items():
@@ -101,11 +99,11 @@ def test_hostile_completions_fail_alone_while_their_neighbours_pass(docker_url, 
             assert per_uid and max(per_uid.values()) == 1, per_uid
 
 
-def test_the_setup_code_runs_and_a_wrong_solution_fails_naming_its_assert(docker_url):
+def test_the_setup_code_runs_and_a_wrong_solution_fails_naming_its_assert(docker_backend):
     tree = ROWS["MBPP/367"]
     without_setup = Row(tree.id, tree.input, tree.reference, extra={**tree.extra, "test_setup_code": ""})
     failing_setup = Row(tree.id, tree.input, tree.reference, extra={**tree.extra, "test_setup_code": "root = Node(1) / 0"})
-    with CodeSandbox.standalone("mbpp-setup", docker_url, slots=2, timeout=10) as sandbox:
+    with CodeSandbox.standalone("mbpp-setup", docker_backend, slots=2, timeout=10) as sandbox:
 
         def run(row, code, tests):
             check = mbpp.program(row, code, tests)

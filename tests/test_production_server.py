@@ -8,6 +8,8 @@ from traces.models import Span
 from .otlp_builders import body, span
 from .servers import batches_stored, web_server
 
+pytestmark = pytest.mark.processes
+
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", ["production", "make-run"])

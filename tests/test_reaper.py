@@ -5,8 +5,8 @@ from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 
-from belvedir.sandbox import scheduler
-from belvedir.sandbox.docker import Sandbox, managed_containers, resolved_runtime
+from belvedir.sandbox import backends, scheduler
+from belvedir.sandbox.backend import Sandbox
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
@@ -61,31 +61,35 @@ def an_eval(project, owner, status) -> Eval:
 
 
 def held_sandbox(ev) -> Sandbox:
-    """What a worker killed mid-eval leaves: its lease and its running container."""
+    """What a worker killed mid-eval leaves: its lease and its running sandbox."""
     lease = scheduler.acquire_host(ev.owner)
-    return Sandbox(code_sandbox_spec(ev.owner, slots=1), lease.host.engine).__enter__()
+    return backends.for_host(lease.host).sandbox(code_sandbox_spec(ev.owner, slots=1)).__enter__()
 
 
-@pytest.mark.docker
+def local_backend():
+    return backends.for_host(SandboxHost.objects.get(name="local"))
+
+
+@pytest.mark.sandbox
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", ["failed", "cancelled", "error"])
-def test_an_ended_evals_lease_and_container_are_reaped(project, owner, docker_url, status):
+def test_an_ended_evals_lease_and_container_are_reaped(project, owner, status):
     ev = an_eval(project, owner, status)
     box = held_sandbox(ev)
     try:
-        assert [c["name"] for c in managed_containers(docker_url, "eval")] == [Owner("eval", ev.pk).container_name]
+        assert [s.name for s in local_backend().managed("eval")] == [Owner("eval", ev.pk).container_name]
         outcome = reap()
         assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, 1)
         assert not SandboxLease.objects.exists()
-        assert managed_containers(docker_url, "eval") == []
+        assert local_backend().managed("eval") == []
     finally:
         box.__exit__(None, None, None)
 
 
-@pytest.mark.docker
+@pytest.mark.sandbox
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", ["running", "queued"])
-def test_an_active_evals_lease_and_container_are_kept(project, owner, docker_url, status):
+def test_an_active_evals_lease_and_container_are_kept(project, owner, status):
     ev = an_eval(project, owner, status)
     box = held_sandbox(ev)
     try:
@@ -100,7 +104,7 @@ def test_an_active_evals_lease_and_container_are_kept(project, owner, docker_url
 
 @pytest.mark.docker
 @pytest.mark.django_db(transaction=True)
-def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_reaped(project, owner, docker_url, settings, subprocess_env):
+def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_reaped(project, owner, docker_backend, settings, subprocess_env):
     """As for a run: a SIGKILLed worker cleans nothing up; the reaper ends the eval (no resumes left) and frees what it held."""
     import os
     import signal
@@ -112,7 +116,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
 
     local_host()
     # Under gVisor an eval scores in a container per slot (slots_per_sandbox): all of them must go.
-    runtime = resolved_runtime("auto", docker_url)
+    runtime = docker_backend.runtime("auto")
     containers = settings.HUMANEVAL_SLOTS // slots_per_sandbox(runtime, settings.HUMANEVAL_SLOTS)
     assert (runtime, containers) == ("runsc", 4)
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt], latency=5) as fake:
@@ -125,7 +129,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
         name = Owner("eval", ev.pk).container_name
         try:
             expected = sorted([name] + [f"{name}-{part}" for part in range(1, containers)])
-            wait_for(lambda: sorted(c["name"] for c in managed_containers(docker_url, "eval")) == expected, timeout=90)
+            wait_for(lambda: sorted(s.name for s in docker_backend.managed("eval")) == expected, timeout=90)
             wait_for(lambda: fake.requests, timeout=30)  # scoring under way
         finally:
             os.killpg(worker.pid, signal.SIGKILL)
@@ -135,7 +139,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
 
     # Its heartbeat is fresh: the reaper leaves a running eval alone.
     assert reap() == {"reaped": {"run": 0, "eval": 0}, "leases_released": 0, "orphans_removed": 0}
-    assert SandboxLease.objects.exists() and managed_containers(docker_url, "eval")
+    assert SandboxLease.objects.exists() and docker_backend.managed("eval")
 
     settings.EVAL_STALE_SECONDS = 1
     settings.EVAL_MAX_AUTO_RESUMES = 0
@@ -145,4 +149,4 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     assert ev.status == "error" and "worker stopped" in ev.status_message
     assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, containers)
     assert not SandboxLease.objects.exists()
-    assert managed_containers(docker_url, "eval") == []
+    assert docker_backend.managed("eval") == []

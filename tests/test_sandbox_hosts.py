@@ -10,9 +10,9 @@ import stat
 
 import pytest
 
-from belvedir.sandbox import docker as sandbox_docker
 from belvedir.sandbox import health
-from belvedir.sandbox.docker import Sandbox
+from belvedir.sandbox.backends import docker_engine
+from belvedir.sandbox.backends.docker_sandbox import DockerSandbox
 from belvedir.sandbox.engine import Engine
 from belvedir.sandbox.errors import DockerUnavailable
 from belvedir.sandbox.models import SandboxHost, SandboxLease
@@ -51,7 +51,7 @@ def hosts(settings, second_engine):
     second = SandboxHost.objects.create(name="second", docker_url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=4)
     yield local, second
     if second_engine.process.poll() is None:
-        assert sandbox_docker.managed_containers(remote) == []
+        assert docker_engine.managed_containers(remote) == []
 
 
 @pytest.fixture
@@ -79,23 +79,23 @@ def refunds(run) -> int:
 
 def test_it_reaches_a_remote_engine_only_with_its_client_certificate(second_engine):
     engine = second_engine.tls_engine()
-    sandbox_docker.check_engine(engine, "belvedir-sandbox:bookworm", timeout=10)
+    docker_engine.check_engine(engine, "belvedir-sandbox:bookworm", timeout=10)
     # The PEMs went to files only the worker's user can read, in a directory only it can list.
-    pem_dir = sandbox_docker._pem_dir
+    pem_dir = docker_engine._pem_dir
     assert stat.S_IMODE(os.stat(pem_dir).st_mode) == 0o700
     assert {stat.S_IMODE(os.stat(os.path.join(pem_dir, f)).st_mode) for f in os.listdir(pem_dir)} == {0o600}
     # Paths work as well as PEMs.
     certs = second_engine.certs
-    sandbox_docker.connect(Engine(engine.url, ca=str(certs.ca), cert=str(certs.client_cert), key=str(certs.client_key))).close()
+    docker_engine.connect(Engine(engine.url, ca=str(certs.ca), cert=str(certs.client_cert), key=str(certs.client_key))).close()
     with pytest.raises(DockerUnavailable):
-        sandbox_docker.connect(Engine(engine.url, ca=engine.ca), timeout=5)  # no client certificate: refused
+        docker_engine.connect(Engine(engine.url, ca=engine.ca), timeout=5)  # no client certificate: refused
     with pytest.raises(DockerUnavailable):
-        sandbox_docker.connect(engine.url, timeout=5)  # plain HTTP to a TLS port
+        docker_engine.connect(engine.url, timeout=5)  # plain HTTP to a TLS port
     assert "BEGIN" not in repr(engine)
 
 
 def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
-    with Sandbox(SandboxSpec(owner=Owner("test", "tls"), network="none"), second_engine.tls_engine()) as box:
+    with DockerSandbox(SandboxSpec(owner=Owner("test", "tls"), network="none"), second_engine.tls_engine()) as box:
         result = box.exec("echo hello from $(uname -s)", timeout=60)
         assert result.exit_code == 0 and "hello from Linux" in result.output
         assert box.runtime == "runsc"
@@ -103,16 +103,16 @@ def test_a_sandbox_on_the_remote_engine_runs_under_gvisor(second_engine):
         box.put_files("/home/sandbox/work", {"a.txt": b"x" * 300_000, "sub/b.txt": b"second"})
         assert box.read_file("/home/sandbox/work/a.txt", 400_000) == b"x" * 300_000
         assert box.read_file("/home/sandbox/work/sub/b.txt", 100) == b"second"
-    assert sandbox_docker.managed_containers(second_engine.tls_engine()) == []
+    assert docker_engine.managed_containers(second_engine.tls_engine()) == []
 
 
 def test_the_reaper_removes_orphans_on_the_remote_engine(hosts, second_engine):
     local, second = hosts
-    orphan = Sandbox(SandboxSpec(owner=Owner("run", 999999), network="none"), second.engine).__enter__()
+    orphan = DockerSandbox(SandboxSpec(owner=Owner("run", 999999), network="none"), second.engine).__enter__()
     try:
-        assert [c["name"] for c in sandbox_docker.managed_containers(second.engine, "run")] == [Owner("run", 999999).container_name]
+        assert [c.name for c in docker_engine.managed_containers(second.engine, "run")] == [Owner("run", 999999).container_name]
         assert reap()["orphans_removed"] == 1
-        assert sandbox_docker.managed_containers(second.engine, "run") == []
+        assert docker_engine.managed_containers(second.engine, "run") == []
     finally:
         orphan.__exit__(None, None, None)
 
@@ -125,7 +125,7 @@ def test_the_image_build_checks_a_remote_host_through_its_tls(hosts, second_engi
 
     # A tag only the second engine has: finding it proves the command asked that engine.
     subprocess.run(["docker", "-H", second_engine.unix_url, "tag", "belvedir-sandbox:bookworm", "belvedir-sandbox:second-only"], check=True)
-    assert not sandbox_docker.image_exists(hosts[0].engine, "belvedir-sandbox:second-only")
+    assert not docker_engine.image_exists(hosts[0].engine, "belvedir-sandbox:second-only")
     out = StringIO()
     call_command("build_sandbox_image", host="second", tag="belvedir-sandbox:second-only", stdout=out)
     assert "already exists" in out.getvalue()
@@ -199,9 +199,9 @@ def test_a_stopped_engine_ends_its_runs_while_the_other_works_and_comes_back_aft
     second_engine.start()
     assert health.check_hosts() == {"healthy": ["local", "second"], "unhealthy": []}
     # Its engine stopped the killed runs' containers but could not remove them then: the reaper does now.
-    assert [c["status"] for c in sandbox_docker.managed_containers(second.engine, "run")] == ["exited"] * 2
+    assert [c.status for c in docker_engine.managed_containers(second.engine, "run")] == ["exited"] * 2
     reap()
-    assert sandbox_docker.managed_containers(second.engine, "run") == []
+    assert docker_engine.managed_containers(second.engine, "run") == []
     back = wait_ended([start_run(quick, owner)])[0]
     assert (back.status, back.host.name) == ("succeeded", "second"), back.status_message
 

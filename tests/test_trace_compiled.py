@@ -112,6 +112,7 @@ def varied_body() -> bytes:
     return json.dumps(request([structured, evented, indexed, bad_ids, backwards, snake]), ensure_ascii=False).encode()
 
 
+@pytest.mark.processes
 @pytest.mark.django_db
 def test_the_compiled_modules_are_the_ones_running_and_store_what_plain_python_stores():
     modules = [importlib.import_module(f"traces.{name}") for name in compiled.MODULES]
@@ -127,12 +128,14 @@ def test_the_compiled_modules_are_the_ones_running_and_store_what_plain_python_s
     assert [len(body["rows"]) for body in result] == [60, 4] and result[1]["rejected"] == 2
 
 
+@pytest.mark.processes
 def test_the_app_starts_on_the_fresh_builds_without_a_warning():
     started, log = start(REPO)
     assert all(path.endswith(".so") for path in started["modules"].values()), started["modules"]
     assert WARNING not in log and "belvedir.W005" not in started["check"]
 
 
+@pytest.mark.processes
 def test_a_stale_missing_or_broken_build_gives_way_to_its_source_with_a_warning(tmp_path):
     # A copy of the package, its builds and their digests: the real ones stay as they are.
     traces = tmp_path / "traces"

@@ -53,6 +53,7 @@ class SandboxHostAdmin(admin.ModelAdmin):
     form = SandboxHostForm
     list_display = [
         "name",
+        "backend",
         "kind",
         "healthy",
         "runtime",
@@ -66,7 +67,7 @@ class SandboxHostAdmin(admin.ModelAdmin):
         "last_error_short",
         "docker_url",
     ]
-    list_filter = ["healthy", "kind", "runtime", "enabled", "draining", "gpu_type"]
+    list_filter = ["healthy", "backend", "kind", "runtime", "enabled", "draining", "gpu_type"]
     list_editable = ["enabled", "capacity"]
     search_fields = ["name", "docker_url"]
     actions = ["check_now", "drain", "undrain"]

@@ -1,9 +1,10 @@
-"""System checks of the sandbox hosts: what `manage.py check --deploy` warns about untrusted code's isolation."""
+"""System checks of the sandbox hosts: untrusted code's isolation, and the fake backend kept out of deployments."""
 
-from django.core.checks import Tags, Warning, register
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError
 
-from .models import Runtime, SandboxHost
+from .models import Runtime, SandboxHost, backend_choices
 
 
 @register(Tags.security)
@@ -38,4 +39,33 @@ def check_sandbox_host_tls(app_configs, **kwargs):
         )
         for name, cert, key in hosts
         if not (cert and key)
+    ]
+
+
+@register(Tags.security)
+def check_default_backend(app_configs, **kwargs):
+    """New hosts would name a backend that every launch refuses. (A host row naming the fake where it is
+    not allowed is refused at launch and shown unhealthy by its health check, as a host without the image is.)"""
+    if settings.SANDBOX_DEFAULT_BACKEND in dict(backend_choices()):
+        return []
+    return [
+        Error(
+            f"SANDBOX_DEFAULT_BACKEND is {settings.SANDBOX_DEFAULT_BACKEND!r}, which this platform does not allow.",
+            hint="Use docker; the fake backend is for tests (SANDBOX_ALLOW_FAKE_BACKEND).",
+            id="belvedir.E006",
+        )
+    ]
+
+
+@register(Tags.security, deploy=True)
+def check_fake_backend_allowed(app_configs, **kwargs):
+    """`check --deploy`: a deployment never allows the fake backend, which runs untrusted code unsandboxed."""
+    if not settings.SANDBOX_ALLOW_FAKE_BACKEND:
+        return []
+    return [
+        Error(
+            "SANDBOX_ALLOW_FAKE_BACKEND is on: a sandbox host could run untrusted code as plain processes of the worker.",
+            hint="Only tests turn it on (tests/conftest.py); leave it off in belvedir/settings.py.",
+            id="belvedir.E007",
+        )
     ]

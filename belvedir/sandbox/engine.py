@@ -1,9 +1,10 @@
-"""Where a Docker engine is and how to prove who we are to it.
+"""Where a sandbox host's engine is and how to prove who we are to it.
 
-An `Engine` is what every connection to a sandbox host starts from (the
-sandbox, the reaper, image checks, health checks), so a remote engine's TLS
-client certificate travels with its address instead of being looked up by
-each caller. A plain URL string still works wherever an Engine does.
+An `Engine` is what every backend of a sandbox host starts from (the
+sandbox, the reaper, image checks, health checks), so a remote Docker
+engine's TLS client certificate travels with its address instead of being
+looked up by each caller; the fake backend takes its URL as a name. A plain
+URL string still works wherever an Engine does.
 """
 
 from dataclasses import dataclass, field

@@ -2,9 +2,10 @@
 
 User errors are the sandboxed code's doing (non-zero exit, timeout, out of
 memory, an oversized or missing file): the user pays for the run. Platform
-errors are ours (Docker down, image missing, no capacity): at launch they
-refund. Callers map these classes to run statuses in one place; the API's
-HTTP answer comes from `status_code` (belvedir/core/api_errors.py).
+errors are ours (the engine down, image missing, no capacity): at launch
+they refund. Every backend raises these same classes (backend.py). Callers
+map them to run statuses in one place; the API's HTTP answer comes from
+`status_code` (belvedir/core/api_errors.py).
 """
 
 
@@ -45,7 +46,11 @@ class SandboxPlatformError(SandboxError):
     pass
 
 
-class DockerUnavailable(SandboxPlatformError):
+class BackendUnavailable(SandboxPlatformError):
+    """The host's engine does not answer: its host is marked unhealthy and the launch moves (launch.py)."""
+
+
+class DockerUnavailable(BackendUnavailable):
     pass
 
 

@@ -14,8 +14,8 @@ import time
 from django.conf import settings
 from django.utils import timezone
 
-from . import docker, owners
-from .errors import DockerUnavailable, SandboxPlatformError
+from . import backends, owners
+from .errors import BackendUnavailable, SandboxPlatformError
 from .models import SandboxHost, SandboxLease
 from .owners import Owner
 
@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 MAX_HOSTS = 200
 # One retry a second later, so one dropped connection does not end a host's runs.
 ATTEMPTS = 2
+RETRY_SECONDS = 1.0
 
 
 def check_hosts() -> dict:
@@ -78,12 +79,12 @@ def _probe(host: SandboxHost) -> tuple[bool, str | None]:
     error = ""
     for attempt in range(ATTEMPTS):
         if attempt:
-            time.sleep(1)
+            time.sleep(RETRY_SECONDS)
         try:
-            docker.check_engine(host.engine, settings.SANDBOX_IMAGE, settings.SANDBOX_HEALTH_TIMEOUT_SECONDS)
+            backends.for_host(host).check(settings.SANDBOX_IMAGE, settings.SANDBOX_HEALTH_TIMEOUT_SECONDS)
             return True, None
-        except DockerUnavailable as exc:
+        except BackendUnavailable as exc:
             error = exc.message
-        except SandboxPlatformError as exc:  # answering, but cannot run sandboxes (the image is missing)
+        except SandboxPlatformError as exc:  # answering, but cannot run sandboxes (the image is missing, the backend not allowed)
             return True, exc.message
     return False, error

@@ -19,9 +19,23 @@ class ComputeType(models.TextChoices):
     GPU = "gpu", "GPU"
 
 
+def backend_choices():
+    """Docker; the fake backend too where settings allow it (tests: belvedir/sandbox/backends/fake.py)."""
+    choices = [("docker", "Docker")]
+    if settings.SANDBOX_ALLOW_FAKE_BACKEND:
+        choices.append(("fake", "Fake: plain processes on the worker, unsandboxed (tests only)"))
+    return choices
+
+
+def default_backend():
+    return settings.SANDBOX_DEFAULT_BACKEND
+
+
 class SandboxHost(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    docker_url = models.CharField(max_length=255, help_text="unix:///var/run/docker.sock or tcp://host:2376")
+    # Which code runs its sandboxes (belvedir/sandbox/backend.py); belvedir/sandbox/backends/ holds them.
+    backend = models.CharField(max_length=20, choices=backend_choices, default=default_backend)
+    docker_url = models.CharField(max_length=255, help_text="The engine's address: unix:///var/run/docker.sock or tcp://host:2376.")
     # A remote engine (dockerd --tlsverify) takes a client certificate signed
     # by a CA it trusts. Each field: a PEM, or the path of a PEM file on the workers.
     tls_ca = models.TextField("TLS CA certificate", blank=True, help_text="PEM or path. The CA that signed the engine's certificate.")

@@ -3,14 +3,14 @@
 Scheduled every minute ("reap sandbox workloads") and run by `manage.py
 reap_workloads` before workers start. For each registered owner kind it
 first lets the kind end its owners whose worker died (runs end `error`,
-refunded; evals resume), then deletes the leases and removes the
-`bv-<kind>-<id>` containers of owners no longer active. A worker never has
+refunded; evals resume), then deletes the leases and, through each host's
+backend, removes the `bv-<kind>-<id>` sandboxes of owners no longer active. A worker never has
 to clean up after itself for its place and container to come back.
 """
 
 import logging
 
-from . import docker, owners
+from . import backends, owners
 from .errors import SandboxPlatformError
 from .models import SandboxHost, SandboxLease
 from .owners import Owner, OwnerKind
@@ -41,19 +41,20 @@ def _remove_orphan_containers(kinds: list[OwnerKind]) -> int:
     # A silent engine would hold the reaper for a whole API timeout; its orphans go once it answers again.
     for host in SandboxHost.objects.filter(enabled=True, healthy=True):
         try:
-            containers = [c for c in docker.managed_containers(host.engine) if c["owner_kind"] in by_kind]
+            backend = backends.for_host(host)
+            sandboxes = [s for s in backend.managed() if s.owner_kind in by_kind]
         except SandboxPlatformError as exc:
             logger.warning("reaper cannot reach %s: %s", host.name, exc.message)
             continue
         orphans = []
         for kind in by_kind.values():
-            mine = [c for c in containers if c["owner_kind"] == kind.kind]
-            alive = owners.active_ids(kind, {c["owner_id"] or "" for c in mine})
-            orphans += [c for c in mine if c["owner_id"] not in alive]
-        for container in orphans[:CONTAINER_BATCH]:
+            mine = [s for s in sandboxes if s.owner_kind == kind.kind]
+            alive = owners.active_ids(kind, {s.owner_id or "" for s in mine})
+            orphans += [s for s in mine if s.owner_id not in alive]
+        for sandbox in orphans[:CONTAINER_BATCH]:
             try:
-                docker.remove_container(host.engine, container["name"])
+                backend.remove(sandbox.name)
                 removed += 1
             except SandboxPlatformError as exc:
-                logger.warning("could not remove %s on %s: %s", container["name"], host.name, exc.message)
+                logger.warning("could not remove %s on %s: %s", sandbox.name, host.name, exc.message)
     return removed

@@ -7,8 +7,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from belvedir.sandbox import docker as sandbox_docker
+from belvedir.sandbox.backends import docker_engine
 from belvedir.sandbox.errors import SandboxError
+from belvedir.sandbox.models import SandboxHost
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "image"
 MIRROR = "http://deb.debian.org/debian"
@@ -26,7 +27,7 @@ class Command(BaseCommand):
     def handle(self, *args, force, tag, mirror, host=None, **options):
         docker_url = self._engine(host)
         try:
-            if not force and sandbox_docker.image_exists(docker_url, tag):
+            if not force and docker_engine.image_exists(docker_url, tag):
                 self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
                 return
             if shutil.which("mmdebstrap") is None:
@@ -34,26 +35,27 @@ class Command(BaseCommand):
             packages = [line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
             # The base tag names its package list, so a changed list builds a new base.
             base_tag = f"belvedir-sandbox-base:{hashlib.sha256(','.join(packages).encode()).hexdigest()[:12]}"
-            if force or not sandbox_docker.image_exists(docker_url, base_tag):
+            if force or not docker_engine.image_exists(docker_url, base_tag):
                 self._build_base(docker_url, base_tag, packages, mirror)
             self.stdout.write(f"Finishing {tag} from {base_tag}…")
             with tempfile.TemporaryDirectory() as context:
                 dockerfile = (IMAGE_DIR / "Dockerfile").read_text().replace("${BASE}", base_tag)
                 (Path(context) / "Dockerfile").write_text(dockerfile)
-                sandbox_docker.build_image(docker_url, context, tag)
+                docker_engine.build_image(docker_url, context, tag)
         except SandboxError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(self.style.SUCCESS(f"Sandbox image {tag} is ready."))
 
     def _engine(self, name):
-        from belvedir.sandbox.models import SandboxHost
-
         if not name:
             return settings.SANDBOX_DOCKER_URL
         try:
-            return SandboxHost.objects.get(name=name).engine
+            host = SandboxHost.objects.get(name=name)
         except SandboxHost.DoesNotExist:
             raise CommandError(f"No sandbox host is named {name!r}.") from None
+        if host.backend != "docker":
+            raise CommandError(f"Sandbox host {name!r} runs the {host.backend} backend, which has no Docker images to build.")
+        return host.engine
 
     def _build_base(self, docker_url, base_tag, packages, mirror):
         self.stdout.write(f"Building a Debian bookworm root filesystem with {', '.join(packages)} (about a minute)…")
@@ -74,4 +76,4 @@ class Command(BaseCommand):
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 raise CommandError(f"mmdebstrap failed:\n{result.stderr[-3000:]}")
-            sandbox_docker.import_image(docker_url, str(rootfs), base_tag)
+            docker_engine.import_image(docker_url, str(rootfs), base_tag)

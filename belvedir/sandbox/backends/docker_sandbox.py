@@ -1,4 +1,6 @@
-"""The Docker sandbox driver: the only module that imports `docker`.
+"""The Docker sandbox: one container, and the sessions talked to through its execs.
+
+With docker_engine.py, the only modules that import `docker`.
 
 A sandbox is one locked-down container whose main process is an init
 (`tini`, via `init=True`) parked on `sleep infinity`; work runs in it with
@@ -13,38 +15,28 @@ A sandbox is one locked-down container whose main process is an init
 - the same container can run several steps (install, run) or many short
   samples without paying for a fresh `docker run` each time.
 
-`Sandbox` is a context manager: on exit it kills and removes its container
-whatever happened, and on entry it removes a stale one of the same name.
+`DockerSandbox` is a context manager: on exit it kills and removes its
+container whatever happened, and on entry it removes a stale one of the same name.
 """
 
-import atexit
-import hashlib
-import io
 import logging
-import os
 import queue
 import shlex
-import shutil
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import docker
-import requests
-from django.conf import settings
 from docker import errors as docker_errors
-from docker.tls import TLSConfig
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
-from . import egress
-from .engine import Engine, as_engine, is_pem
-from .errors import (
-    DockerUnavailable,
+from .. import egress
+from ..backend import ExecResult, Sandbox, Session, resolve_runtime
+from ..engine import Engine, as_engine
+from ..errors import (
     ImageMissing,
     LaunchFailed,
     SandboxDied,
@@ -56,86 +48,19 @@ from .errors import (
     SandboxTimeout,
     SandboxUserError,
 )
-from .output import TailBuffer
-from .spec import HOME, LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, SandboxSpec
+from ..output import TailBuffer
+from ..spec import HOME, SandboxSpec
+from .docker_engine import API_TIMEOUT, ENGINE_ERRORS, connect, engine_cpus, engine_errors, engine_runtimes, explain
 
 logger = logging.getLogger(__name__)
 
-API_TIMEOUT = 60
 # How often a long command checks that its container still runs.
 LIVENESS_SECONDS = 1.0
 # runsc's own exit code for an exec it could not see to the end.
 RUNSC_EXEC_FAILED = 128
 
 
-def connect(engine: Engine | str, timeout: float = API_TIMEOUT) -> docker.DockerClient:
-    engine = as_engine(engine)
-    try:
-        client = _Client(base_url=engine.url, timeout=timeout, tls=_tls(engine))
-        client.ping()
-    except (docker_errors.DockerException, requests.RequestException, OSError) as exc:
-        raise DockerUnavailable(f"Docker engine at {engine.url} is unreachable: {exc}") from exc
-    return client
-
-
-class _APIClient(docker.APIClient):
-    def merge_environment_settings(self, url, proxies, stream, verify, cert):
-        merged = super().merge_environment_settings(url, proxies, stream, verify, cert)
-        # requests lets REQUESTS_CA_BUNDLE (set on many machines) replace the
-        # session's CA; an engine's own CA must win, or its certificate fails.
-        if isinstance(self.verify, str):
-            merged["verify"] = self.verify
-        return merged
-
-
-class _Client(docker.DockerClient):
-    def __init__(self, **kwargs):  # DockerClient.__init__ only makes its APIClient
-        self.api = _APIClient(**kwargs)
-
-
-def _tls(engine: Engine) -> TLSConfig | bool:
-    """Client certificate and CA for a remote engine (mutual TLS, as `dockerd --tlsverify` requires)."""
-    if not engine.uses_tls:
-        return False
-    cert = (_pem_file(engine.cert), _pem_file(engine.key)) if engine.cert else None
-    # Without a CA of its own, the engine's certificate is checked against the system's CAs.
-    return TLSConfig(client_cert=cert, ca_cert=_pem_file(engine.ca) if engine.ca else None, verify=True)
-
-
-_pem_dir: str | None = None
-
-
-def _pem_file(value: str) -> str:
-    """A path for TLSConfig: a path as given, or a PEM written once to a private temp dir.
-
-    requests reads the files at every new connection, so they live as long as
-    the process: mode 0600 in a 0700 directory, named by content hash, removed
-    at exit.
-    """
-    global _pem_dir
-    if not is_pem(value):
-        return value
-    if _pem_dir is None:
-        _pem_dir = tempfile.mkdtemp(prefix="bv-engine-tls-")  # 0700
-        atexit.register(shutil.rmtree, _pem_dir, True)
-    path = os.path.join(_pem_dir, hashlib.sha256(value.encode()).hexdigest()[:32] + ".pem")
-    if not os.path.exists(path):
-        partial = f"{path}.{os.getpid()}.{threading.get_ident()}"
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(value)
-        os.replace(partial, path)  # another thread never reads half a key
-    return path
-
-
-@dataclass
-class ExecResult:
-    exit_code: int
-    output: str
-    duration: float
-
-
-class Sandbox:
+class DockerSandbox(Sandbox):
     def __init__(self, spec: SandboxSpec, engine: Engine | str):
         self.spec = spec
         self.engine = as_engine(engine)
@@ -145,11 +70,11 @@ class Sandbox:
         self._killed = False  # by the platform: a timeout, a cancel
         self._started_at = 0
         self.runtime = "runc"
-        self._forwarder: ExecSession | None = None
+        self._forwarder: DockerSession | None = None
 
     # -- lifecycle ---------------------------------------------------------
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Self:
         self.client = connect(self.engine)
         try:
             self._remove_stale()
@@ -162,9 +87,9 @@ class Sandbox:
         except SandboxError:
             self.__exit__(None, None, None)
             raise
-        except (docker_errors.DockerException, requests.RequestException) as exc:
+        except ENGINE_ERRORS as exc:
             self.__exit__(None, None, None)
-            raise LaunchFailed(f"Could not start the sandbox: {_explain(exc)}") from exc
+            raise LaunchFailed(f"Could not start the sandbox: {explain(exc)}") from exc
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -177,7 +102,7 @@ class Sandbox:
                 self.container.remove(force=True)
         except docker_errors.NotFound:
             pass
-        except (docker_errors.DockerException, requests.RequestException):
+        except ENGINE_ERRORS:
             # The reaper removes labelled containers we could not remove here.
             logger.warning("could not remove sandbox %s", self.spec.name, exc_info=True)
         finally:
@@ -191,7 +116,7 @@ class Sandbox:
             pass
 
     def _runtime(self) -> str:
-        return resolved_runtime(self.spec.runtime, self.engine, self.client)
+        return resolve_runtime(self.spec.runtime, engine_runtimes(self.engine, self.client))
 
     def _cpus(self, wanted: float) -> float:
         # Docker refuses a CPU limit above the host's cores; asking for more means all of them.
@@ -244,7 +169,7 @@ class Sandbox:
 
     def _start_egress(self):
         """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
-        forwarder = (Path(__file__).parent / "egress" / "forwarder.py").read_text()
+        forwarder = (Path(egress.__file__).parent / "forwarder.py").read_text()
         argv = ["python3", "-c", forwarder, f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}", str(egress.FORWARD_PORT), egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE]
         self._forwarder = self.open_session(argv, env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, user=egress.KEEPER_USER, workdir="/")
         try:
@@ -286,7 +211,7 @@ class Sandbox:
                     tail.write(chunk)
                     if on_output:
                         on_output(chunk)
-            except (requests.RequestException, docker_errors.DockerException, OSError):
+            except (*ENGINE_ERRORS, OSError):
                 pass  # the container was killed under us: the caller learns why below
 
         reader = threading.Thread(target=pump, daemon=True)
@@ -325,7 +250,7 @@ class Sandbox:
             raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
         return ExecResult(exit_code=exit_code if exit_code is not None else -1, output=output, duration=time.monotonic() - started)
 
-    def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "ExecSession":
+    def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "DockerSession":
         """A long-lived process fed through stdin and read line by line from stdout."""
         api = self.client.api
         with self.engine_errors("start a session"):
@@ -333,17 +258,7 @@ class Sandbox:
                 self.container.id, argv, stdin=True, environment=env or {}, user=user or self.spec.user, workdir=workdir or self.spec.workdir
             )["Id"]
             sock = api.exec_start(exec_id, socket=True)
-        return ExecSession(sock)
-
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644):
-        """Write files under `directory` (created if needed), owned by the sandbox user."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            for name, content in files.items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(content), mode, int(time.time())
-                archive.addfile(info, io.BytesIO(content))
-        self.put_archive(directory, [buffer.getvalue()])
+        return DockerSession(sock)
 
     def put_archive(self, directory: str, chunks: Iterable[bytes]):
         """Unpack a tar stream into `directory` through an exec's stdin.
@@ -430,7 +345,7 @@ class Sandbox:
         self._killed = True
         try:
             self.container.kill()
-        except (docker_errors.DockerException, requests.RequestException):
+        except ENGINE_ERRORS:
             pass
 
     @contextmanager
@@ -439,11 +354,11 @@ class Sandbox:
         evidence says so (see `diagnose`), otherwise the platform's."""
         try:
             yield
-        except (docker_errors.DockerException, requests.RequestException) as exc:
+        except ENGINE_ERRORS as exc:
             died = self.diagnose()
             if died:
                 raise died from exc
-            raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
+            raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {explain(exc)}") from exc
 
     def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
         """Why the sandbox stopped or chokes, if the workload caused it; None otherwise.
@@ -460,7 +375,7 @@ class Sandbox:
         try:
             self.client.ping()
             self.container.reload()
-        except (docker_errors.DockerException, requests.RequestException):
+        except ENGINE_ERRORS:
             return None
         if self._killed:
             return None
@@ -486,13 +401,13 @@ class Sandbox:
                 since=self._started_at, until=int(time.time()) + 1, filters={"container": [self.container.id], "type": ["container"]}, decode=True
             )
             return {event.get("Action", "") for event in events}
-        except (docker_errors.DockerException, requests.RequestException):
+        except ENGINE_ERRORS:
             return None
 
     def _pids_exhausted(self) -> bool:
         try:
             pids = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
-        except (docker_errors.DockerException, requests.RequestException):
+        except ENGINE_ERRORS:
             return False
         limit = pids.get("limit") or self.spec.limits.pids
         return bool(pids.get("current")) and pids["current"] >= limit
@@ -512,7 +427,7 @@ class Sandbox:
         return count > seen
 
 
-class ExecSession:
+class DockerSession(Session):
     """Line-oriented talk with one exec: `send` to its stdin, `read_line` from its stdout.
 
     Docker multiplexes the exec's stdout and stderr over one socket in frames
@@ -596,15 +511,6 @@ def _response_reader(sock):
     return reader if reader is not None and getattr(reader, "raw", None) is sock else None
 
 
-@contextmanager
-def engine_errors(doing: str):
-    """Docker failing where no sandbox's evidence applies (checking on one): the platform's fault."""
-    try:
-        yield
-    except (docker_errors.DockerException, requests.RequestException) as exc:
-        raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {_explain(exc)}") from exc
-
-
 def _process_limits(runtime: str, pids: int) -> dict:
     """The process limit, placed where it holds under each runtime.
 
@@ -622,42 +528,6 @@ def _process_limits(runtime: str, pids: int) -> dict:
     return {"pids_limit": pids, "ulimits": [nofile]}
 
 
-_engine_info: dict[str, dict] = {}
-
-
-def _info(engine: Engine | str, client=None) -> dict:
-    """`docker info` of an engine, asked once per engine and process (runtimes and cores do not change under it)."""
-    engine = as_engine(engine)
-    if engine.url not in _engine_info:
-        owned = client is None
-        client = client or connect(engine)
-        try:
-            _engine_info[engine.url] = client.info()
-        except (docker_errors.DockerException, requests.RequestException) as exc:
-            raise DockerUnavailable(f"Docker engine at {engine.url} did not describe itself: {_explain(exc)}") from exc
-        finally:
-            if owned:
-                client.close()
-    return _engine_info[engine.url]
-
-
-def engine_runtimes(engine: Engine | str, client=None) -> frozenset[str]:
-    """The runtimes an engine offers."""
-    return frozenset(_info(engine, client).get("Runtimes", {}))
-
-
-def engine_cpus(engine: Engine | str, client=None) -> int:
-    """The engine host's CPU count (0 when it does not say)."""
-    return int(_info(engine, client).get("NCPU") or 0)
-
-
-def resolved_runtime(runtime: str, engine: Engine | str, client=None) -> str:
-    """The runtime a sandbox asking for `runtime` gets on that engine: auto is runsc where the engine has it."""
-    if runtime != "auto":
-        return runtime
-    return "runsc" if "runsc" in engine_runtimes(engine, client) else "runc"
-
-
 # Runs in the sandbox: copies length-prefixed frames from stdin to stdout until an empty one.
 _UNFRAME = "import sys\ni, o = sys.stdin.buffer, sys.stdout.buffer\nwhile n := int.from_bytes(i.read(4), 'big'):\n    o.write(i.read(n))\n"
 
@@ -668,102 +538,3 @@ def _drain(raw) -> bytes:
     while chunk := raw.recv(65536):
         data += chunk
     return data
-
-
-def _explain(exc: Exception) -> str:
-    if isinstance(exc, docker_errors.APIError):
-        return exc.explanation or str(exc)
-    return str(exc)
-
-
-# -- images and housekeeping ------------------------------------------------
-
-
-def check_engine(engine: Engine | str, image: str, timeout: float):
-    """DockerUnavailable when the engine does not answer in time, ImageMissing when it lacks `image`."""
-    client = connect(engine, timeout)
-    try:
-        client.images.get(image)
-    except docker_errors.ImageNotFound as exc:
-        raise ImageMissing(f"The sandbox image {image!r} is missing on this host.") from exc
-    except (docker_errors.DockerException, requests.RequestException) as exc:
-        raise DockerUnavailable(f"Docker engine at {as_engine(engine).url} failed: {_explain(exc)}") from exc
-    finally:
-        client.close()
-
-
-def image_exists(engine: Engine | str, tag: str) -> bool:
-    client = connect(engine)
-    try:
-        client.images.get(tag)
-        return True
-    except docker_errors.ImageNotFound:
-        return False
-    finally:
-        client.close()
-
-
-def import_image(engine: Engine | str, rootfs_tar: str, tag: str):
-    client = connect(engine)
-    try:
-        repository, _, version = tag.rpartition(":") if ":" in tag else (tag, "", "latest")
-        with open(rootfs_tar, "rb") as data:
-            client.api.import_image_from_data(data, repository=repository, tag=version)
-    finally:
-        client.close()
-
-
-def build_image(engine: Engine | str, context_dir: str, tag: str) -> list[str]:
-    client = connect(engine)
-    try:
-        # network_mode none: the build needs nothing from outside, and this
-        # engine may run without a bridge at all.
-        _, logs = client.images.build(path=context_dir, tag=tag, network_mode="none", rm=True, forcerm=True)
-        return [line["stream"] for line in logs if "stream" in line]
-    except docker_errors.BuildError as exc:
-        raise LaunchFailed(f"Sandbox image build failed: {exc.msg}") from exc
-    finally:
-        client.close()
-
-
-def managed_containers(engine: Engine | str, owner_kind: str | None = None) -> list[dict]:
-    """Every container this installation labelled on that engine: name, owner and state."""
-    client = connect(engine)
-    labels = [f"{LABEL_MANAGED}=1", f"{LABEL_INSTANCE}={settings.SANDBOX_INSTANCE}"]
-    filters = {"label": labels + ([f"{LABEL_OWNER_KIND}={owner_kind}"] if owner_kind else [])}
-    try:
-        # One list call, no inspect per container: one removed meanwhile (a
-        # worker ending its sandbox) would otherwise fail the whole listing.
-        return [
-            {
-                "name": c["Names"][0].lstrip("/"),
-                "owner_kind": c["Labels"].get(LABEL_OWNER_KIND),
-                "owner_id": c["Labels"].get(LABEL_OWNER_ID),
-                "status": c["State"],
-            }
-            for c in _list(client, filters)
-        ]
-    finally:
-        client.close()
-
-
-def _list(client, filters) -> list[dict]:
-    with engine_errors("list its sandboxes"):
-        return client.api.containers(all=True, filters=filters)
-
-
-def remove_container(engine: Engine | str, name: str):
-    """Removed (or being removed by another) when this returns, else DockerUnavailable. The reaper races the
-    worker that ends the same sandbox: "removal already in progress" (409)
-    is the other side winning, not a failure."""
-    client = connect(engine)
-    try:
-        client.containers.get(name).remove(force=True)
-    except docker_errors.NotFound:
-        pass
-    except (docker_errors.DockerException, requests.RequestException) as exc:
-        if isinstance(exc, docker_errors.APIError) and exc.status_code == 409 and "already in progress" in _explain(exc):
-            return
-        raise DockerUnavailable(f"Docker engine at {as_engine(engine).url} could not remove {name}: {_explain(exc)}") from exc
-    finally:
-        client.close()
