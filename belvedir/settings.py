@@ -250,6 +250,8 @@ SPECTACULAR_SETTINGS = {
         "RunStatusEnum": "harnesses.models.Run.Status",
         "EvalStatusEnum": "evals.models.Eval.Status",
         "TopUpStatusEnum": "billing.models.TopUp.Status",
+        "EvaluatorKindEnum": "traces.models.Evaluator.Kind",
+        "LedgerEntryKindEnum": "billing.models.LedgerEntry.Kind",
     },
 }
 

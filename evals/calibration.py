@@ -168,7 +168,7 @@ class LabelRefused(ValueError):
 
 def verdicts_of(sample: Sample) -> list[float]:
     """The judge's grades on a sample, one per turn (of its first epoch when it has several)."""
-    detail = sample.completions[0].get("detail", {}) if sample.completions else sample.scores
+    detail = sample.completions[0].get("scores", {}) if sample.completions else sample.scores
     if "turns" in detail:
         return [float(turn["rating"]) for turn in detail["turns"]]
     if "llm_judge" in detail:

@@ -358,7 +358,8 @@ class EvalRun:
             return
         self._judged(sample, sum((r.usage for r in results), Usage()))
         sample.completions = [
-            {"output": output, "score": result.value, "passed": result.value == 1, "extracted": result.extracted, "detail": dict(result.detail)}
+            # "detail": what the scorer said of it (a sandbox's failure), as pass@k always stored it; "scores": its parts (a judge's verdicts).
+            {"output": output, "score": result.value, "passed": result.value == 1, "detail": result.extracted, "scores": dict(result.detail)}
             for output, result in zip(outputs, results, strict=True)
         ]
         sample.score, sample.extracted = statistics.mean([r.value for r in results]), results[0].extracted

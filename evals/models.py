@@ -307,8 +307,7 @@ class Sample(models.Model):
     completion_tokens = models.IntegerField(null=True, blank=True)
     judge_prompt_tokens = models.IntegerField(null=True, blank=True)
     judge_completion_tokens = models.IntegerField(null=True, blank=True)
-    # pass@k: every completion of the row, [{"output", "passed", "detail"}]; epochs: [{"output", "score", "extracted"}];
-    # the first also in `output`.
+    # pass@k and epochs: every completion of the row, [{"output", "score", "passed", "detail", "scores"}], the first also in `output`.
     completions = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -119,7 +119,7 @@ class BackfillSerializer(serializers.Serializer):
     confirm = serializers.BooleanField(default=False, help_text="False: only the estimate. True: start it.")
 
 
-class LabelSerializer(serializers.Serializer):
+class EvaluatorLabelSerializer(serializers.Serializer):
     score = serializers.IntegerField()
     value = serializers.FloatField(required=False, allow_null=True, default=None)
     agree = serializers.BooleanField(required=False, allow_null=True, default=None)
@@ -193,12 +193,12 @@ class EvaluatorViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         estimate.pop("session_ids")
         return Response({**estimate, "started": payload.validated_data["confirm"]})
 
-    @extend_schema(request=LabelSerializer, responses={200: dict})
+    @extend_schema(request=EvaluatorLabelSerializer, responses={200: dict})
     @action(detail=True, methods=["post"])
     def label(self, request, pk=None):
         """Your grade of one of its judge's verdicts (or agree/disagree): it counts on the judge's calibration card."""
         evaluator = self.get_object()
-        payload = LabelSerializer(data=request.data)
+        payload = EvaluatorLabelSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         score = get_object_or_404(evaluator.scores.all(), pk=payload.validated_data["score"])
         label = label_score(score, request.user, value=payload.validated_data["value"], agree=payload.validated_data["agree"])
