@@ -4,7 +4,6 @@ import time
 from pathlib import Path
 
 import click
-import yaml
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -19,22 +18,12 @@ from rich.progress import (
 
 from . import datasets, members, suites, traces
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
-from .terminal import client, console, id_by_name, json_option, output
+from .terminal import client, console, id_by_name, json_option, output, read_config_file
 from .upload import MultipartFile
 
 EXIT_FAILED = 1  # the eval or run failed; for `evals compare --fail-if-worse`, B is significantly worse
 RUN_ENDED = {"succeeded", "failed", "timed_out", "cancelled", "launch_failed", "error"}
 EVAL_ENDED = {"succeeded", "failed", "cancelled"}
-
-
-def read_config_file(path) -> dict:
-    try:
-        data = yaml.safe_load(open(path).read())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ApiError(f"Cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ApiError(f"{path} must hold a mapping of fields.")
-    return data
 
 
 @click.group()
@@ -546,6 +535,10 @@ def judges():
 @json_option
 def judges_list():
     """Each judge of the project: its labels, Cohen's kappa with people, its agreement with itself."""
+    cards = client().get("judges")
+    if click.get_current_context().obj["json"]:
+        output(cards)
+        return
     rows = [
         {
             **j,
@@ -554,7 +547,7 @@ def judges_list():
             "self kappa": fmt(j["self_consistency"]["kappa"], ".3f"),
             "calibrated": "yes" if j["calibrated"] else f"no ({j['needed']} more labels)",
         }
-        for j in client().get("judges")
+        for j in cards
     ]
     output(rows, ["key", "n", "kappa", "95% CI", "weights", "self kappa", "calibrated"])
 

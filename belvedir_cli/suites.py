@@ -4,10 +4,8 @@ import sys
 import time
 
 import click
-import yaml
 
-from .client import ApiError
-from .terminal import client, json_option, output
+from .terminal import client, json_option, output, read_config_file
 
 EXIT_WORSE = 1  # `suites compare --fail-if-worse`: a benchmark is significantly worse after correction
 SUITE_ENDED = {"succeeded", "ended"}
@@ -34,7 +32,7 @@ def suites_list():
 @json_option
 def suites_create(name, config_file):
     """Save a suite of your own from a YAML file."""
-    config = read_yaml(config_file)
+    config = read_config_file(config_file)
     output(client().post("suites", {"name": name, "description": config.get("description", ""), "entries": config.get("benchmarks")}), ["id", "name"])
 
 
@@ -50,7 +48,7 @@ def suites_create(name, config_file):
 @json_option
 def suites_run(suite, config_file, deployments, judge, same_rows_as, max_cost, epochs, wait):
     """Run SUITE (core, quick, or yours) or a --config file against one or more deployments."""
-    payload = read_yaml(config_file) if config_file else {}
+    payload = read_config_file(config_file) if config_file else {}
     given = {"suite": suite, "deployments": list(deployments), "judge": judge, "same_rows_as": same_rows_as, "max_cost": max_cost, "epochs": epochs}
     payload.update({key: value for key, value in given.items() if value})
     if isinstance(payload.get("benchmarks"), list) and "suite" not in payload:
@@ -106,16 +104,6 @@ def suites_retry(run_id):
 @json_option
 def suites_cancel(run_id):
     output(client().post(f"suite-runs/{run_id}/cancel", {}), None)
-
-
-def read_yaml(path) -> dict:
-    try:
-        data = yaml.safe_load(open(path).read())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ApiError(f"Cannot read {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ApiError(f"{path} must hold a mapping (suite or benchmarks, deployments, ...).")
-    return data
 
 
 def follow(run: dict) -> dict:

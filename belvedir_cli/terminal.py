@@ -4,6 +4,7 @@ import functools
 import json
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -54,3 +55,14 @@ def id_by_name(path: str, name_or_id: str, missing: str) -> int:
     if not matches:
         raise ApiError(missing.format(name=repr(name_or_id)))
     return matches[0]
+
+
+def read_config_file(path) -> dict:
+    """A YAML (or JSON) file of fields, as `-f` and `--config` take; ApiError (exit 2) when it cannot be read or is not a mapping."""
+    try:
+        data = yaml.safe_load(open(path).read())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ApiError(f"Cannot read {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ApiError(f"{path} must hold a mapping of fields.")
+    return data
