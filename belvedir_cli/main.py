@@ -549,7 +549,7 @@ def judges_list():
         }
         for j in cards
     ]
-    output(rows, ["key", "n", "kappa", "95% CI", "weights", "self kappa", "calibrated"])
+    output(rows, ["deployment", "rubric", "n", "kappa", "95% CI", "weights", "self kappa", "calibrated"])
 
 
 # Command groups kept in their own modules.

@@ -15,6 +15,7 @@ from evals.models import Deployment, Eval, JudgeLabel, Sample
 from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
+from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROWS = mt_bench.BENCHMARK.rows()
@@ -142,7 +143,7 @@ def test_a_retried_error_is_judged_again_and_its_first_try_still_costs(judged, j
     assert judged.judge_prompt_tokens > before and judged.attempts.get().error.startswith("The judge (judge) answered without a grade")
 
 
-def test_people_label_verdicts_and_the_card_shows_agreement_and_self_consistency(api, owner_client, judged, owner):
+def test_people_label_verdicts_and_the_card_shows_agreement_and_self_consistency(api, owner_client, judged, owner, bv):
     key = judge_key_of(judged)
     samples = list(Sample.objects.filter(eval=judged, error="").order_by("row_index"))
     # People: agree on turn 1 of some rows, grade turn 2 themselves (a point lower) on others.
@@ -174,6 +175,9 @@ def test_people_label_verdicts_and_the_card_shows_agreement_and_self_consistency
     assert [c["key"] for c in cards] == [key] and cards[0]["n"] == 30
     assert "calibrated" in owner_client.get("/evals/judges/").content.decode()
     assert json.loads(json.dumps(cards)) == cards  # plain JSON
+    assert json.loads(bv("judges", "list", "--json").stdout) == cards
+    listed = bv("judges", "list")
+    assert listed.exit_code == 0 and "judge" in listed.output and "30" in listed.output and "yes" in listed.output
 
 
 def test_an_unreachable_judge_refuses_the_eval(project, owner, deployments, settings):
