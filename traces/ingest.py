@@ -121,6 +121,7 @@ def foreign_in_body(body: bytes, content_type: str, session: str) -> int:
 
 def run_session_of(key) -> str | None:
     """The one session a per-run key may write (its run's id); None for other keys."""
+    # Here, not at the top: harnesses imports traces (scores, trajectories), and the apps must not import each other at load.
     from harnesses.models import Run
 
     if not getattr(key, "per_run", False):
@@ -307,7 +308,7 @@ def _upsert_sessions_portable(project, sessions, now):
 
 def _run_ids(project, sessions) -> dict[str, int]:
     """A run's id is its session id: link sessions whose id names a run of the project."""
-    from harnesses.models import Run
+    from harnesses.models import Run  # here, not at the top: see run_session_of()
 
     candidates = [int(s) for s in sessions if s.isdigit() and len(s) < 18]
     if not candidates:

@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 
+import proxy
 from django.core.management.base import BaseCommand
 from django.db import connections
 
@@ -18,8 +19,6 @@ class Command(BaseCommand):
     help = "Run the egress proxy that harness sandboxes on the `egress` network go through."
 
     def handle(self, *args, **options):
-        import proxy
-
         path = socket_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         # The directory is mounted into sandboxes: readable by all, writable by no sandbox.
