@@ -124,6 +124,10 @@ def test_it_filters_by_step_kind_task_errors_and_a_search(api, owner_client):
     assert [s["status_message"] for s in steps(api, "agent-1", errors="1")["steps"]] == ["rate limited"]
     assert [s["completion"][0]["content"] for s in steps(api, "agent-1", q="SNOWING")["steps"]] == ["It is snowing in Oslo."]
     assert steps(api, "agent-1", q="nothing like it")["steps"] == []
+    # The text is searched as it is: a regular expression's characters match only themselves.
+    assert [s["completion"][0]["content"] for s in steps(api, "agent-1", q="in oslo.")["steps"]] == ["It is snowing in Oslo."]
+    for literal in ("in Osl.", "snowing.*Oslo", "Oslo (", "[a-z]"):
+        assert steps(api, "agent-1", q=literal)["steps"] == [], literal
     session = TraceSession.objects.get(session_id="agent-1")
     task = session.tasks.create(project=session.project, key="k", name="only the tool", started_at=session.first_span_at, ended_at=session.last_span_at)
     Span.objects.filter(session_id="agent-1", span_kind="tool").update(task=task)

@@ -15,6 +15,9 @@ The page, the steps API and `bv traces show` all read `steps_page`; the run
 page and the diff's totals read `summary`.
 """
 
+import functools
+import operator
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -162,13 +165,11 @@ def filtered(spans, params, tasks=None):
     if params.get("errors", "") in {"1", "true", "on"}:
         spans = spans.filter(status_code=STATUS_ERROR)
     if text := params.get("q", "").strip()[:MAX_SEARCH]:
-        spans = spans.filter(
-            Q(name__icontains=text)
-            | Q(prompt__icontains=text)
-            | Q(completion__icontains=text)
-            | Q(attributes__icontains=text)
-            | Q(status_message__icontains=text)
-        )
+        # The text as a case-insensitive regular expression of itself, not icontains: PostgreSQL's UPPER() of
+        # every message in the session was most of a search's time (bench/trajectory.py: ~30 % more).
+        pattern = re.escape(text)
+        fields = ("name", "prompt", "completion", "attributes", "status_message")
+        spans = spans.filter(functools.reduce(operator.or_, (Q(**{f"{name}__iregex": pattern}) for name in fields)))
     return spans
 
 
