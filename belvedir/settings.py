@@ -137,6 +137,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "belvedir.core.middleware.DatabaseUnavailableMiddleware",
+    "belvedir.core.middleware.NulCharacterMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

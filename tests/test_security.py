@@ -163,3 +163,22 @@ def test_a_planted_secret_never_reaches_pages_api_or_logs(owner_client, api, pro
     for content in seen:
         assert planted not in content
     assert planted not in caplog.text
+
+
+def test_a_nul_character_in_an_address_answers_400_not_500(api, owner_client):
+    """PostgreSQL text cannot hold NUL: a session's search or id with one raised deep in the view (500)."""
+    assert api.generic("POST", "/api/v1/traces", body([span("agent", session_id="s-1")]), content_type="application/json").status_code == 200
+    message = "The address contains a NUL character (%00), which nothing here can hold: remove it."
+    for path, params in (
+        ("/api/v1/sessions/s-1/steps", {"q": "Oslo\x00"}),  # the search that answered 500
+        ("/api/v1/sessions/s\x00/steps", {}),
+        ("/api/v1/sessions", {"outcome\x00": "x"}),  # a parameter's name
+    ):
+        response = api.get(path, params)
+        assert (response.status_code, response.json()) == (400, {"detail": message}), path
+    for path in ("/traces/sessions/s-1/?q=a%00b", "/traces/sessions/s%00/", "/evals/?status=%00"):
+        response = owner_client.get(path)
+        assert (response.status_code, response.content.decode()) == (400, message), path
+    # The same addresses without the NUL are served as ever.
+    assert api.get("/api/v1/sessions/s-1/steps", {"q": "Oslo"}).status_code == 200
+    assert owner_client.get("/traces/sessions/s-1/?q=a%2500b").status_code == 200  # "%00" as text: no NUL in it

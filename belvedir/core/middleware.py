@@ -1,7 +1,7 @@
 import logging
 
 from django.db import InterfaceError, OperationalError, connection
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils.functional import SimpleLazyObject
 
 from .actions import ensure_default_project
@@ -74,3 +74,28 @@ class DatabaseUnavailableMiddleware:
         response = JsonResponse({"detail": "The service is temporarily unavailable; retry shortly."}, status=503)
         response["Retry-After"] = "5"
         return response
+
+
+class NulCharacterMiddleware:
+    """An address with a NUL character (%00) in its path or parameters answers 400, not 500.
+
+    PostgreSQL text cannot hold NUL, so no stored value can match one, and a
+    lookup with it raises deep in a view (a session's search, a session id).
+    Forms and serializers refuse NUL in bodies already.
+    """
+
+    MESSAGE = "The address contains a NUL character (%00), which nothing here can hold: remove it."
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if "\x00" in request.path or ("%00" in request.META.get("QUERY_STRING", "") and _has_nul(request.GET)):
+            if request.path.startswith("/api/"):
+                return JsonResponse({"detail": self.MESSAGE}, status=400)
+            return HttpResponse(self.MESSAGE, status=400, content_type="text/plain; charset=utf-8")
+        return self.get_response(request)
+
+
+def _has_nul(params) -> bool:
+    return any("\x00" in key or any("\x00" in value for value in values) for key, values in params.lists())
