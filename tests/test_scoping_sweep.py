@@ -5,13 +5,18 @@ an id in it, dashboard or API, must then be "not found" for the outsider
 (405 first where a view takes another method: then that method is tried).
 A member reaches every route but the owner-only ones (billing, members,
 secrets, deleting the project), which answer 403; a removed member is an
-outsider again, and their keys for the project answer 401.
+outsider again, and their keys for the project answer 401. And the owner
+gets no 500 from any page it reaches with every query parameter the views
+read set to a value that is not what the parameter takes.
 """
 
 import re
+from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -288,3 +293,41 @@ def test_an_anonymous_visitor_gets_nothing_from_any_route_or_method(owners_objec
             answered.add(route)
     assert wrong == []
     assert len(answered) >= 300  # every route: the dashboard's, the API's and every admin page
+
+
+# Every query parameter a view reads, found in the apps' sources, so a new one is swept too.
+READ_PARAMETER = re.compile(r"""(?:GET|query_params|params)\.get(?:list)?\(["'](\w+)["']""")
+APPS = ("belvedir", "harnesses", "evals", "billing", "traces", "finetunes")
+# Not what any parameter takes: words, signs, numbers past every integer column, impossible dates (Django's
+# parsers raise on a well-formed one), a very long value, broken JSON.
+HOSTILE_VALUES = ["abc", "-1", "1" + "0" * 23, "1.5", "nan", "2026-13-45", "2026-13-45T25:00:00", "x" * 5000, '{"a":', "a:b"]
+
+
+def parameters_read() -> set[str]:
+    root = Path(__file__).resolve().parent.parent
+    return {name for app in APPS for path in (root / app).rglob("*.py") for name in READ_PARAMETER.findall(path.read_text())}
+
+
+def test_no_query_parameter_value_makes_a_page_the_owner_reaches_answer_500(owners_objects, owner_client, api):
+    names = parameters_read()
+    assert {"limit", "since", "before", "q", "after", "page_size"} <= names  # the scan finds them
+    reached, failed = 0, []
+    for route in project_routes():
+        urls = [fill(route, i) for i in sorted(owners_objects)] if fill(route, 1) else [plain(route) + QUERIES.get(route, "")]
+        for url in urls:
+            client = api if url.startswith("/api/") else owner_client
+            if client.get(url).status_code >= 400:
+                continue  # another kind's id, or a route for other methods
+            reached += 1
+            for value in HOSTILE_VALUES:
+                # Every parameter at once: one request per value keeps the sweep to seconds.
+                query = "&".join(f"{name}={quote(value)}" for name in sorted(names) if f"{name}=" not in url)
+                try:
+                    with transaction.atomic():  # a database error then spoils this request alone
+                        code = client.get(f"{url}{'&' if '?' in url else '?'}{query}").status_code
+                except Exception as exc:  # the test client raises what the view raised
+                    code = f"{type(exc).__name__}: {exc}"
+                if code == 500 or isinstance(code, str):
+                    failed.append((url, value[:20], code))
+    assert failed == []
+    assert reached >= 60

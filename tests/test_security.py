@@ -182,3 +182,20 @@ def test_a_nul_character_in_an_address_answers_400_not_500(api, owner_client):
     # The same addresses without the NUL are served as ever.
     assert api.get("/api/v1/sessions/s-1/steps", {"q": "Oslo"}).status_code == 200
     assert owner_client.get("/traces/sessions/s-1/?q=a%2500b").status_code == 200  # "%00" as text: no NUL in it
+
+
+def test_a_huge_page_limit_gets_the_most_a_page_holds_and_next_goes_on(api, project, monkeypatch):
+    """`?limit=10**23` overflowed PostgreSQL's bigint LIMIT (500); a large one read a whole table into one answer."""
+    from belvedir.core.pagination import Pagination
+    from harnesses.models import Harness
+
+    for name in ("a", "b", "c"):
+        Harness.objects.create(project=project, name=name, repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    monkeypatch.setattr(Pagination, "max_limit", 2)
+    first = api.get("/api/v1/harnesses", {"limit": "1" + "0" * 23})
+    assert first.status_code == 200 and first.json()["count"] == 3 and len(first.json()["results"]) == 2
+    rest = api.get(first.json()["next"]).json()
+    assert len(rest["results"]) == 1 and rest["next"] is None
+    names = {h["name"] for h in first.json()["results"] + rest["results"]}
+    assert names == {"a", "b", "c"}
+    assert api.get("/api/v1/harnesses", {"offset": "1" + "0" * 23}).json()["results"] == []

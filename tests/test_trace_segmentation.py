@@ -132,6 +132,10 @@ def test_sessions_list_pages_without_counting(api, owner_client, project):
 
     second = owner_client.get("/traces/", {"before": unquote(older_link)}).content.decode()
     assert "many-009" in second and "many-059" not in second
+    # A cursor that is no time at all, or an impossible one (a 500 before), is the first page.
+    for cursor in ("yesterday", "2026-13-45T00:00:00"):
+        response = owner_client.get("/traces/", {"before": cursor})
+        assert response.status_code == 200 and "many-059" in response.content.decode(), cursor
 
 
 @pytest.mark.django_db(transaction=True)

@@ -117,6 +117,10 @@ def test_the_date_range_filters_by_task_start(api, group):
     assert lines(api.get(url, {"since": (timezone.now() - timedelta(days=1)).date().isoformat()})) == [expected(1)]
     assert lines(api.get(url, {"until": (timezone.now() - timedelta(days=5)).date().isoformat()})) == [expected(3)]
     assert api.get(url, {"since": "last tuesday"}).status_code == 400
+    # Well formed but no such day or time: Django's parsers raise on these (a 500 before).
+    for impossible in ("2026-13-45", "2026-02-30", "2026-01-01T25:00:00"):
+        response = api.get(url, {"until": impossible})
+        assert response.status_code == 400 and "is not a date" in response.json()["detail"], impossible
 
 
 def test_the_groups_page_has_an_export_button_and_download(owner_client, group):

@@ -60,10 +60,13 @@ def parse_bound(value: str | None, *, end: bool) -> datetime | None:
     """A date (the whole day) or a datetime, as an aware datetime; None when empty."""
     if not value:
         return None
-    if moment := parse_datetime(value):
-        return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
-    if day := parse_date(value):
-        return timezone.make_aware(datetime.combine(day, time.max if end else time.min))
+    try:
+        if moment := parse_datetime(value):
+            return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+        if day := parse_date(value):
+            return timezone.make_aware(datetime.combine(day, time.max if end else time.min))
+    except ValueError:  # well formed, but no such day or time (2026-13-45): Django's parsers raise
+        pass
     raise BadFilter(f"{value!r} is not a date (YYYY-MM-DD) or a datetime (ISO 8601).")
 
 

@@ -36,7 +36,11 @@ def sessions(request):
     qs = filter_by_score(by_user_and_metadata(qs, request.GET), request.GET)
     # Keyset pagination: "older than this time" instead of page numbers, so
     # no COUNT(*) and no OFFSET however many sessions there are.
-    if before := parse_datetime(request.GET.get("before", "") or ""):
+    try:
+        before = parse_datetime(request.GET.get("before", ""))
+    except ValueError:  # well formed, but no such time (month 13): the first page, as for any other bad cursor
+        before = None
+    if before:
         qs = qs.filter(last_span_at__lt=before)
     rows = list(qs.order_by("-last_span_at", "-pk")[: PAGE_SIZE + 1])
     older = rows[PAGE_SIZE - 1].last_span_at.isoformat() if len(rows) > PAGE_SIZE else None
