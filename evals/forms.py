@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 import yaml
 from django import forms
 
@@ -219,3 +221,14 @@ class SuiteCompareForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["other"].queryset = SuiteRun.objects.filter(project=project)
         self.fields["deployment_a"].queryset = self.fields["deployment_b"].queryset = Deployment.objects.filter(project=project)
+
+
+def posted_budget(text: str | None) -> Decimal | None:
+    """A resume's new budget, posted as a bare field: None when empty, else a number of dollars the column
+    holds (not NaN, not infinite, not negative), or ValueError with a message a person reads."""
+    column = Eval._meta.get_field("max_cost")
+    field = forms.DecimalField(required=False, min_value=0, max_digits=column.max_digits, decimal_places=column.decimal_places)
+    try:
+        return field.clean(text)
+    except forms.ValidationError as exc:
+        raise ValueError(f"The budget must be a number of dollars: {' '.join(exc.messages)}") from None

@@ -1,7 +1,5 @@
 """Suite pages: the suites and their runs, a run's benchmark x deployment table (live), two runs compared, judges' cards."""
 
-from decimal import Decimal, InvalidOperation
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
@@ -14,7 +12,7 @@ from billing.errors import InsufficientBalance
 
 from . import benchmarks
 from .calibration import card, judge_keys_of
-from .forms import SuiteCompareForm, SuiteForm, SuiteRunForm
+from .forms import SuiteCompareForm, SuiteForm, SuiteRunForm, posted_budget
 from .models import Suite, SuiteRun
 from .suite_comparison import compare_suite_runs, suite_table
 from .suites import (
@@ -116,21 +114,12 @@ def suite_run_action(request, pk, what):
         elif what == "retry":
             messages.success(request, f"Retrying {retry_suite_errors(run)} errored samples; the rest are kept.")
         elif what == "resume":
-            messages.success(request, f"Resumed {resume_suite_run(run, max_cost=_dollars(request.POST.get('max_cost')))} evals.")
+            messages.success(request, f"Resumed {resume_suite_run(run, max_cost=posted_budget(request.POST.get('max_cost')))} evals.")
         else:
             return redirect(run)
     except (SuiteError, InsufficientBalance, ValueError) as exc:
         messages.error(request, str(exc))
     return redirect(run)
-
-
-def _dollars(text):
-    if not text:
-        return None
-    try:
-        return Decimal(text)
-    except InvalidOperation:
-        raise ValueError("The budget must be a number of dollars.") from None
 
 
 @login_required

@@ -1,6 +1,5 @@
 import asyncio
 from collections import defaultdict
-from decimal import Decimal, InvalidOperation
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -20,7 +19,7 @@ from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import test_connection
 from .downloads import samples_file
-from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm
+from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm, posted_budget
 from .metrics import metrics
 from .models import Deployment, Eval
 from .noise import noise
@@ -165,7 +164,8 @@ def eval_rescore(request, pk):
 def eval_label(request, pk):
     """A person's grade of one judged verdict: agree, disagree, or their own grade."""
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
-    sample = get_object_or_404(ev.samples.all(), row_index=request.POST.get("row_index", -1))
+    row_index = request.POST.get("row_index", "")
+    sample = get_object_or_404(ev.samples.all(), row_index=int(row_index) if row_index.isdecimal() else -1)
     answer = request.POST.get("label", "")
     try:
         value = float(request.POST["value"]) if answer == "grade" else None
@@ -231,12 +231,9 @@ def eval_cancel(request, pk):
 def eval_resume(request, pk):
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     try:
-        max_cost = Decimal(request.POST["max_cost"]) if request.POST.get("max_cost") else None
-    except InvalidOperation:
-        messages.error(request, "The budget must be a number of dollars.")
-        return redirect(ev)
-    if max_cost is not None and max_cost < 0:
-        messages.error(request, "The budget must not be negative.")
+        max_cost = posted_budget(request.POST.get("max_cost"))
+    except ValueError as exc:
+        messages.error(request, str(exc))
         return redirect(ev)
     try:
         resumed = resume_eval(ev, max_cost=max_cost)

@@ -222,6 +222,12 @@ def test_the_eval_page_resumes_a_budget_stop_with_a_higher_budget(owner_client, 
     run_eval(ev.pk)
     page = owner_client.get(f"/evals/{ev.pk}/").content.decode()
     assert "budget reached" in page and 'name="max_cost"' in page
+    # A budget that is no number of dollars the column holds is refused and says why; the eval stays as it was.
+    for bad, why in (("nan", "Enter a number."), ("inf", "Enter a number."), ("-1", "greater than or equal to 0"), ("1" + "0" * 20, "no more than 14 digits")):
+        page = owner_client.post(f"/evals/{ev.pk}/resume/", {"max_cost": bad}, follow=True).content.decode()
+        assert "The budget must be a number of dollars" in page and why in page, bad
+        ev.refresh_from_db()
+        assert (ev.status, ev.max_cost) == ("cancelled", Decimal("0.1"))
     owner_client.post(f"/evals/{ev.pk}/resume/", {"max_cost": "50"})
     ev.refresh_from_db()
     assert (ev.status, ev.max_cost) == ("queued", Decimal("50"))

@@ -59,7 +59,8 @@ def session_to_dataset(request, session_id):
 def sessions_to_dataset(request):
     """The sessions the list showed (their ids, posted), as rows of one new version of a dataset; or none and why."""
     back = request.POST.get("next", "")
-    back = back if url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else ""
+    # A path of this site only: redirect() would take anything else without a slash for a view's name.
+    back = back if back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}) else ""
     ids = request.POST.getlist("session")[: MAX_SESSIONS + 1]
     sessions = list(TraceSession.objects.for_user(request.user, request.project).filter(session_id__in=ids).order_by("-last_span_at", "-pk"))
     form = ToDatasetForm(request.POST, request=request)

@@ -173,7 +173,8 @@ def evaluator_backfill(request, pk):
 @require_POST
 def evaluator_label(request, pk):
     evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project), pk=pk)
-    score = get_object_or_404(EvaluatorScore.objects.filter(evaluator=evaluator), pk=request.POST.get("score", 0) or 0)
+    score_id = request.POST.get("score", "")
+    score = get_object_or_404(EvaluatorScore.objects.filter(evaluator=evaluator), pk=int(score_id) if score_id.isdecimal() else 0)
     answer = request.POST.get("label", "")
     try:
         value = float(request.POST["value"]) if answer == "grade" else None
