@@ -432,6 +432,24 @@ TOPUP_MAX_CENTS = 100_000
 COUPON_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_COUPON_ATTEMPTS_PER_MINUTE", 10, minimum=1)
 # An invitation link is a bearer secret: it stops working after this many days.
 INVITATION_MAX_AGE_DAYS = env_int("BELVEDIR_INVITATION_DAYS", 7, minimum=1)
+# How long a mailed link to verify an address works (signed with SECRET_KEY, so nothing is stored).
+EMAIL_VERIFICATION_MAX_AGE_HOURS = env_int("BELVEDIR_EMAIL_VERIFICATION_HOURS", 72, minimum=1)
+MAILS_PER_ADDRESS_PER_MINUTE = env_int("BELVEDIR_MAILS_PER_ADDRESS_PER_MINUTE", 3, minimum=1)
+
+# Mail (verification links, invitations, password resets). The console backend
+# prints each message to the web process's output, so a local `make run` works
+# without a mail server and a deployment sets an SMTP backend on purpose. Tests
+# get Django's locmem backend whatever this says (pytest-django's `mailoutbox`).
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Belvedir <belvedir@localhost>")
+# Django's password reset link lives as long as a verification link.
+PASSWORD_RESET_TIMEOUT = EMAIL_VERIFICATION_MAX_AGE_HOURS * 3600
 LOGIN_ATTEMPTS_PER_MINUTE = env_int("BELVEDIR_LOGIN_ATTEMPTS_PER_MINUTE", 10, minimum=1)
 # 20 requests a second per key: a fleet of agents sending 1,000-span batches
 # back to back stays well under it (one request takes ~200-500 ms here).

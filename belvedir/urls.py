@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
-from belvedir.core import team_api, team_views
+from belvedir.core import email_views, team_api, team_views
 from belvedir.core import views as core_views
 from belvedir.workspace import api as workspace_api
 from belvedir.workspace import views as workspace_views
@@ -57,6 +57,12 @@ urlpatterns = [
     path("signup/", core_views.signup, name="signup"),
     path("login/", core_views.ThrottledLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("verify-email/<str:token>/", email_views.verify_email, name="verify_email"),
+    path("settings/email/", email_views.email_settings, name="email_settings"),
+    path("password-reset/", email_views.PasswordResetView.as_view(), name="password_reset"),
+    path("password-reset/sent/", auth_views.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path("reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(), name="password_reset_confirm"),
+    path("reset/done/", auth_views.PasswordResetCompleteView.as_view(), name="password_reset_complete"),
     path("settings/", core_views.settings_index, name="settings"),
     path("settings/api-keys/", core_views.api_keys, name="api_keys"),
     path("settings/api-keys/<int:pk>/revoke/", core_views.revoke_api_key, name="revoke_api_key"),

@@ -23,7 +23,15 @@ def members_list():
 def members_invite(user):
     """Invite an existing user by username or email; prints the single-use link to send them."""
     body = client().post("invitations", {"user": user})
-    output(body if click.get_current_context().obj["json"] else {"invited": body["username"], "link": body["url"], "expires": body["expires_at"]})
+    output(
+        body
+        if click.get_current_context().obj["json"]
+        else {
+            "invited": body["username"] or body["email"],
+            "link": body["url"] or "none yet: mailed once someone verifies the address",
+            "expires": body["expires_at"],
+        }
+    )
 
 
 @members.command("remove")

@@ -3,21 +3,68 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .errors import Gone, NotFound, TeamError
-from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, hash_key
+from .models import ApiKey, Invitation, Membership, Project, ProjectSecret, VerifiedEmail, hash_key
 from .usernames import validate_username
+from .verification import verified_owner
 
 
 @transaction.atomic
-def create_account(*, username: str, password: str | None, email: str = ""):
-    """Sign-up: a user and their default project, in one transaction."""
+def create_account(*, username: str, password: str | None, email: str = "", verified: bool = True):
+    """A user and their default project, in one transaction.
+
+    Sign-up passes `verified=False`: its address is the user's only once they
+    follow the link mailed to it. Accounts made by the platform itself (the
+    demo login, test fixtures) hold addresses nobody else claims.
+    """
     validate_username(username)
     user = get_user_model().objects.create_user(username=username, email=email, password=password)
+    if verified and email:
+        VerifiedEmail.objects.create(user=user, email=email)
     ensure_default_project(user)
     return user
+
+
+@transaction.atomic
+def verify_email(user_id: int, email: str) -> tuple[object, list[tuple[Invitation, str]]]:
+    """Mark the address of a followed link verified, and hand over the invitations
+    that waited for it: (the user, [(invitation, its new raw token)]) to mail.
+
+    Only the account the link was made for, and only while that is still its
+    address; refused when another account verified the address first.
+    """
+    user = get_user_model().objects.select_for_update().filter(pk=user_id, is_active=True).first()
+    if user is None or user.email.lower() != email.lower():
+        raise Gone("This verification link is for an address your account no longer uses.")
+    owner = verified_owner(email)
+    if owner is not None and owner.pk != user.pk:
+        raise TeamError("Another account has verified this address already.", 409)
+    # A record left by an account that has since changed its address holds it no longer.
+    VerifiedEmail.objects.filter(email__iexact=email).exclude(user=user).delete()
+    try:
+        with transaction.atomic():
+            VerifiedEmail.objects.update_or_create(user=user, defaults={"email": user.email, "verified_at": timezone.now()})
+    except IntegrityError:
+        # Two accounts following their links for one address at once: the first commit holds it.
+        raise TeamError("Another account has verified this address already.", 409) from None
+    delivered = []
+    waiting = Invitation.objects.filter(
+        user__isnull=True, email__iexact=email, accepted_at__isnull=True, declined_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    ).select_related("project", "invited_by")
+    for invitation in waiting:
+        if Membership.objects.filter(project=invitation.project, user=user).exists():
+            continue
+        # Nobody knows the waiting invitation's token; a new one is made here and mailed to the now-verified address.
+        raw = secrets.token_urlsafe(32)
+        if Invitation.objects.filter(pk=invitation.pk, user__isnull=True).update(user=user, token_hash=hash_key(raw)):
+            invitation.user = user
+            delivered.append((invitation, raw))
+    return user, delivered
 
 
 def ensure_default_project(user) -> Project:
@@ -51,36 +98,48 @@ def create_project(user, name: str) -> Project:
 
 
 def find_user(username_or_email: str):
-    """An email finds the one account with that email (case-insensitive), anything else the exact
-    username; None when no one or several match.
+    """An email finds the account that verified it (case-insensitive), anything else the exact
+    username; None when no one matches.
 
     An email never matches a username: an account named like someone's address
     (made before usernames refused @) must not take the invitation meant for them.
+    Nor does an address anyone typed at sign-up: only the one who followed its link holds it.
     """
     value = username_or_email.strip()
-    users = get_user_model().objects.filter(is_active=True)
     if "@" not in value:
-        return users.filter(username=value).first()
-    matches = list(users.filter(email__iexact=value)[:2])
-    return matches[0] if len(matches) == 1 else None
+        return get_user_model().objects.filter(is_active=True, username=value).first()
+    return verified_owner(value)
 
 
-def invite_member(project: Project, invited_by, username_or_email: str) -> tuple[Invitation, str]:
-    """A pending invitation and its raw token (shown once, stored hashed)."""
-    user = find_user(username_or_email)
-    if user is None:
-        raise NotFound(f"No user {username_or_email.strip()!r}: they sign up first, then you invite them.")
-    if Membership.objects.filter(project=project, user=user).exists():
+def invite_member(project: Project, invited_by, username_or_email: str) -> tuple[Invitation, str | None]:
+    """A pending invitation and its raw token (shown once, stored hashed).
+
+    An address nobody has verified yet gets an invitation that waits, with no
+    token anyone knows (None): it goes to whoever verifies the address, with a
+    token mailed there (verify_email). Saying "no such user" instead would tell
+    the owner which addresses are registered.
+    """
+    value = username_or_email.strip()
+    if "@" in value:
+        try:
+            validate_email(value)
+        except ValidationError:
+            raise TeamError(f"{value!r} is not a valid email address.") from None
+    user = find_user(value)
+    if user is None and "@" not in value:
+        raise NotFound(f"No user {value!r}: they sign up first, then you invite them.")
+    if user is not None and Membership.objects.filter(project=project, user=user).exists():
         raise TeamError(f"{user.username} is already a member of {project.name}.", 409)
     raw = secrets.token_urlsafe(32)
     invitation = Invitation.objects.create(
         project=project,
         user=user,
+        email=value if "@" in value else "",
         invited_by=invited_by,
         token_hash=hash_key(raw),
         expires_at=timezone.now() + timedelta(days=settings.INVITATION_MAX_AGE_DAYS),
     )
-    return invitation, raw
+    return invitation, raw if user is not None else None
 
 
 def invitation_for(raw_token: str, user) -> Invitation:

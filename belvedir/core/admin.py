@@ -8,6 +8,7 @@ from belvedir.core.money import dollars
 from .forms import project_balance_cents
 from .models import ApiKey, Invitation, Membership, Project, ProjectSecret
 from .usernames import validate_username
+from .verification import is_verified
 
 
 class UserCreation(AdminUserCreationForm):
@@ -35,6 +36,14 @@ class AccountAdmin(UserAdmin):
 
     add_form = UserCreation
     form = UserChange
+    list_display = [*UserAdmin.list_display, "email_verified"]
+    list_select_related = ["verified_email"]
+    readonly_fields = ["email_verified"]
+    fieldsets = [*UserAdmin.fieldsets, ("Email", {"fields": ["email_verified"]})]
+
+    @admin.display(description="Email verified", boolean=True)
+    def email_verified(self, obj):
+        return is_verified(obj)
 
 
 class MembershipInline(admin.TabularInline):
@@ -106,8 +115,8 @@ class ProjectSecretAdmin(admin.ModelAdmin):
 
 @admin.register(Invitation)
 class InvitationAdmin(admin.ModelAdmin):
-    list_display = ["user", "project", "invited_by", "state", "created_at", "expires_at"]
-    search_fields = ["user__username", "user__email", "project__name"]
+    list_display = ["user", "email", "project", "invited_by", "state", "created_at", "expires_at"]
+    search_fields = ["user__username", "user__email", "email", "project__name"]
     list_select_related = ["user", "project", "invited_by"]
     # The token is shown once to the inviting owner; admin sees only its hash.
     readonly_fields = ["token_hash", "created_at", "accepted_at", "declined_at"]

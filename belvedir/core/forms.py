@@ -22,13 +22,13 @@ class SignupForm(UserCreationForm):
         validate_username(username)
         return username
 
-    def clean_email(self):
-        # Invitations by email go to the one account with that address; a
-        # second account claiming it would make the address nobody's.
-        email = self.cleaned_data["email"]
-        if email and get_user_model().objects.filter(email__iexact=email).exists():
-            raise forms.ValidationError("Another account already uses this email address.")
-        return email
+    # No check that the address is free: saying so would tell anyone whether it
+    # is registered. It is the account's only once verified (core.verification);
+    # the owner of an address already verified is mailed instead.
+
+
+class EmailForm(forms.Form):
+    email = forms.EmailField(label="Email address", max_length=254)
 
 
 class ApiKeyForm(forms.Form):

@@ -3,6 +3,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 KEY_PREFIX = "bv_live_"
@@ -160,7 +161,10 @@ class Invitation(models.Model):
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations")
+    # Empty while an invitation by email waits for someone to verify that
+    # address: the account that does is the one it goes to (actions.verify_email).
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(blank=True, help_text="The address invited, when the owner invited by email.")
     invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     token_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
@@ -175,7 +179,11 @@ class Invitation(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self):
-        return f"{self.user} to {self.project}"
+        return f"{self.user or self.email} to {self.project}"
+
+    @property
+    def waits_for_verification(self) -> bool:
+        return self.user_id is None
 
     @property
     def is_pending(self):
@@ -190,6 +198,26 @@ class Invitation(models.Model):
         if self.revoked_at:
             return "revoked"
         return "pending" if self.expires_at > timezone.now() else "expired"
+
+
+class VerifiedEmail(models.Model):
+    """The address a user proved they receive mail at, and when.
+
+    A user's address is verified while `user.email` is still this address: an
+    address changed anywhere (the settings page, admin) is unverified until its
+    own link is followed, with no hook to forget. At most one account holds an
+    address verified, so invitations and password resets to it have one owner.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="verified_email")
+    email = models.EmailField()
+    verified_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("email"), name="verified_email_unique_address")]
+
+    def __str__(self):
+        return f"{self.email} ({self.user})"
 
 
 class RateCounter(models.Model):

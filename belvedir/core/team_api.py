@@ -8,6 +8,7 @@ from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.response import Response
 
 from . import actions
+from .email_views import send_invitation
 from .forms import SecretForm
 from .models import Invitation, Membership, ProjectSecret
 from .permissions import HasFullScope, IsProjectOwner, is_owner, request_project
@@ -62,16 +63,18 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
 
 
 class InvitationSerializer(serializers.ModelSerializer):
-    username = serializers.CharField(source="user.username", read_only=True)
+    username = serializers.CharField(source="user.username", read_only=True, default=None, help_text="Null while it waits for its address to be verified.")
+    email = serializers.CharField(read_only=True, help_text="The address invited; empty when invited by username.")
     invited_by = serializers.CharField(source="invited_by.username", read_only=True, default=None)
+    waits_for_verification = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = Invitation
-        fields = ["id", "username", "invited_by", "state", "created_at", "expires_at"]
+        fields = ["id", "username", "email", "invited_by", "state", "waits_for_verification", "created_at", "expires_at"]
 
 
 class InviteSerializer(serializers.Serializer):
-    user = serializers.CharField(max_length=254, help_text="Username or email of an existing user.")
+    user = serializers.CharField(max_length=254, help_text="Username of an existing user, or an email address (verified, or the invitation waits).")
 
 
 class TokenSerializer(serializers.Serializer):
@@ -95,10 +98,17 @@ class InvitationViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     @extend_schema(request=InviteSerializer, responses={201: InvitationSerializer})
     def create(self, request):
-        """Invite a user; the answer holds the link (`url`) once: only its hash is kept."""
+        """Invite a user; the answer holds the link (`url`) once: only its hash is kept.
+
+        An address nobody has verified gets an invitation that waits (`url` and `token` null):
+        it is mailed to whoever verifies that address, and goes to them.
+        """
         payload = InviteSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         invitation, raw = actions.invite_member(request_project(request), request.user, payload.validated_data["user"])
+        if raw is None:
+            return Response({**InvitationSerializer(invitation).data, "url": None, "token": None}, status=status.HTTP_201_CREATED)
+        send_invitation(request, invitation, raw)
         url = request.build_absolute_uri(reverse("invitation", args=[raw]))
         return Response({**InvitationSerializer(invitation).data, "url": url, "token": raw}, status=status.HTTP_201_CREATED)
 

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from . import actions
 from .decorators import owner_required
+from .email_views import send_invitation
 from .errors import TeamError
 from .forms import DeleteProjectForm, InviteForm, ProjectForm
 from .middleware import choose_project
@@ -33,9 +34,15 @@ def members(request):
             except TeamError as exc:
                 form.add_error("who", str(exc))
             else:
-                # Rendered, not redirected: the link is shown once and only its hash is kept.
-                link = invitation_url(request, raw)
-                messages.success(request, f"Invitation for {invitation.user.username} created. Send them the link below.")
+                if raw is None:
+                    messages.success(
+                        request, f"Invitation for {invitation.email} created. It is mailed there once someone verifies that address, and goes to them."
+                    )
+                else:
+                    # Rendered, not redirected: the link is shown once and only its hash is kept.
+                    link = invitation_url(request, raw)
+                    send_invitation(request, invitation, raw)
+                    messages.success(request, f"Invitation for {invitation.user.username} created. Send them the link below.")
                 form = InviteForm()
     context = {
         "memberships": Membership.objects.filter(project=project).select_related("user").order_by("-role", "user__username"),

@@ -113,3 +113,9 @@ class IngestThrottle(BaseThrottle):
 
     def wait(self):
         return seconds_to_next_window()
+
+
+def allow_mail_to(address: str) -> bool:
+    """Mail the platform sends on a stranger's request (verification links,
+    password resets): a few a minute per address, so nobody floods an inbox."""
+    return allow_attempt("mail-to", address.lower()[:254], settings.MAILS_PER_ADDRESS_PER_MINUTE)

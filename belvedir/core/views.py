@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from .actions import create_account, save_secret
 from .decorators import owner_required
+from .email_views import check_inbox, send_verification
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, Membership, ProjectSecret
 from .throttle import allow_login_attempt
@@ -24,9 +25,14 @@ def signup(request):
             username=form.cleaned_data["username"],
             email=form.cleaned_data["email"],
             password=form.cleaned_data["password1"],
+            verified=False,
         )
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        messages.success(request, "Welcome to Belvedir. Your project is ready.")
+        # The same answer whether the address is new or another account's
+        # (whose owner is mailed instead): sign-up tells nobody who is registered.
+        send_verification(request, user)
+        welcome = "Welcome to Belvedir. Your project is ready."
+        messages.success(request, f"{welcome} {check_inbox(user.email)}" if user.email else welcome)
         return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
 

@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from belvedir.core.actions import create_account, ensure_default_project
-from belvedir.core.models import ApiKey
+from belvedir.core.models import ApiKey, VerifiedEmail
+from belvedir.core.verification import is_verified
 
 DEMO_USERNAME = "demo"
 DEMO_KEY_NAME = "demo (make run)"
@@ -24,6 +25,9 @@ class Command(BaseCommand):
         else:
             user.set_password(password)
             user.save(update_fields=["password"])
+        # The demo's address is the platform's own: verified, so invitations and resets to it work in `make run`.
+        if user.email and not is_verified(user):
+            VerifiedEmail.objects.update_or_create(user=user, defaults={"email": user.email})
         user.is_staff = user.is_superuser = True
         user.save(update_fields=["is_staff", "is_superuser"])
         project = ensure_default_project(user)
