@@ -20,6 +20,12 @@ settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 # backend, the migrated `local` host included: set before the test database is made.
 settings.SANDBOX_ALLOW_FAKE_BACKEND = True
 settings.SANDBOX_DEFAULT_BACKEND = os.environ.get("BELVEDIR_TEST_SANDBOX_BACKEND", settings.SANDBOX_DEFAULT_BACKEND)
+# pytest-xdist workers each have a test database of their own, so two of them
+# number their runs and evals alike: their sandboxes get an instance label of
+# their own too, or a worker's `eval:1` would take the other's container name
+# and its reaper the other's containers.
+if worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    settings.SANDBOX_INSTANCE = f"{settings.SANDBOX_INSTANCE}-{worker}"
 
 
 # A test using one of these starts a server or the platform's own processes: marked `processes`, out of the fast tier.
