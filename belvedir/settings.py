@@ -235,6 +235,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "belvedir.core.pagination.Pagination",
     "PAGE_SIZE": 50,
     "UNAUTHENTICATED_USER": None,
+    # JSON bodies: an object, with finite numbers, no NUL, bounded depth (belvedir/core/jsonvalues.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "belvedir.core.jsonvalues.JsonBodyParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # Domain errors carry their status (402, 409…); this maps them, once.
     "EXCEPTION_HANDLER": "belvedir.core.api_errors.exception_handler",
 }

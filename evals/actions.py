@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from belvedir.core import jsonvalues
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks, queue
@@ -89,6 +90,13 @@ def plan_eval(
     epochs=1,
 ) -> dict:
     """An eval's fields, every rule checked; EvalConfigError (400) naming the first one broken. Nothing is created."""
+    for what, value in (("benchmark_options", benchmark_options), ("generation", generation), ("scorers", scorers)):
+        try:
+            jsonvalues.check(value, what)
+        except jsonvalues.JsonValueError as exc:
+            raise EvalConfigError(exc.message) from None
+    if seed is not None and not jsonvalues.INT_MIN <= seed <= jsonvalues.INT_MAX:
+        raise EvalConfigError("seed is a whole number that fits 64 bits (its column's type).")
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, dataset_version, sample_limit, seed, scorers = _rows_of(

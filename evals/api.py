@@ -8,6 +8,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
 
+from belvedir.core import jsonvalues
 from belvedir.core.api_errors import Conflict
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
@@ -174,7 +175,7 @@ class EvalCreateSerializer(serializers.Serializer):
     deployment = serializers.CharField(help_text="Deployment name or id.")
     scorers = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
     sample_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
-    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    seed = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=jsonvalues.INT_MIN, max_value=jsonvalues.INT_MAX)
     generation = serializers.DictField(required=False, default=dict)
     same_rows_as = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Score exactly the rows of this eval.")
     samples_per_problem = serializers.IntegerField(required=False, min_value=1, max_value=20, default=1, help_text="Completions per problem, for pass@k.")

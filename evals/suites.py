@@ -20,6 +20,7 @@ import yaml
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
+from belvedir.core import jsonvalues
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks
@@ -54,6 +55,10 @@ BUILTIN_DESCRIPTIONS = {
 
 def parse_entries(data) -> list[dict]:
     """A suite's entries checked: a list of benchmark names or mappings {benchmark, sample_limit, mode, options}."""
+    try:
+        jsonvalues.check(data, "entries")
+    except jsonvalues.JsonValueError as exc:
+        raise SuiteError(exc.message) from None
     if not isinstance(data, list) or not data:
         raise SuiteError("A suite lists at least one benchmark: benchmarks: [mmlu, {benchmark: gsm8k, sample_limit: 200}].")
     entries, seen = [], set()

@@ -2,9 +2,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 
+from belvedir.core.jsonvalues import JsonBodyParser
 from belvedir.core.permissions import request_project
 from belvedir.sandbox.models import ComputeType
 from harnesses.api import RunSerializer, start_run_response
@@ -38,7 +39,7 @@ class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     # Only names the model for the OpenAPI schema; get_queryset scopes every request.
     queryset = FineTunedModel.objects.none()
     pagination_class = None
-    parser_classes = [JSONParser, MultiPartParser]
+    parser_classes = [JsonBodyParser, MultiPartParser]
 
     def get_queryset(self):
         return FineTunedModel.objects.for_user(self.request.user, request_project(self.request))

@@ -57,6 +57,13 @@ class HarnessSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "created_at"]
 
     def validate_env_vars(self, env_vars):
+        if self.partial:
+            # The list replaces every variable, so each is whole in a PATCH too (DRF's partial reaches nested
+            # fields: a variable without a name was a KeyError, a 500).
+            whole = EnvVarSerializer(data=self.initial_data["env_vars"], many=True)
+            if not whole.is_valid():
+                raise serializers.ValidationError(whole.errors)
+            env_vars = whole.validated_data
         names = [v["name"] for v in env_vars]
         if len(names) != len(set(names)):
             raise serializers.ValidationError("Each variable name may appear once.")

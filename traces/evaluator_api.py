@@ -7,6 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
+from belvedir.core import jsonvalues
 from belvedir.core.permissions import request_project
 from evals.models import Deployment
 from harnesses.models import Harness
@@ -56,7 +57,7 @@ class EvaluatorWriteSerializer(serializers.Serializer):
     source = serializers.ChoiceField(choices=Evaluator.Source.choices, default=Evaluator.Source.ANY)
     harness = serializers.IntegerField(required=False, allow_null=True, default=None)
     sample_rate = serializers.FloatField(min_value=0, max_value=1, default=1.0)
-    seed = serializers.IntegerField(required=False, allow_null=True, default=None)
+    seed = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=jsonvalues.INT_MIN, max_value=jsonvalues.INT_MAX)
     kind = serializers.ChoiceField(choices=Evaluator.Kind.choices)
     config = serializers.DictField(required=False, default=dict, help_text="The scorer's settings (traces.evaluators.check_config lists them).")
     judge = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None, help_text="A judge evaluator's deployment, name or id.")

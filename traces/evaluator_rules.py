@@ -9,6 +9,7 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from belvedir.core import jsonvalues
 from evals import statistics
 from evals.judges import judge_key
 from evals.models import Deployment
@@ -41,6 +42,13 @@ def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None
     metadata = data.get("metadata") or {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise EvaluatorError("The metadata filter is a mapping of keys to text values.")
+    try:
+        jsonvalues.check(metadata, "metadata")
+    except jsonvalues.JsonValueError as exc:
+        raise EvaluatorError(exc.message) from None
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not jsonvalues.INT_MIN <= seed <= jsonvalues.INT_MAX):
+        raise EvaluatorError("The seed is a whole number that fits 64 bits (its column's type).")
     budget = data.get("daily_budget")
     if budget is not None and Decimal(budget) < 0:
         raise EvaluatorError("The daily budget must not be negative.")

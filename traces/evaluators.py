@@ -16,6 +16,7 @@ A judge stops at its daily budget: what is left that day is marked skipped.
 import asyncio
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -26,6 +27,7 @@ from django.db.models import Avg, Q, Sum
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from belvedir.core import jsonvalues
 from evals.judges import Judge, Rubric, correct_or_incorrect, rating_1_to_10
 from evals.scoring import DATASET_SCORERS, ScoringError, compile_pattern, timed_regex
 
@@ -42,6 +44,7 @@ DEFAULT_JUDGE_PROMPT = (
 MAX_ATTEMPTS = 5  # a judge error is retried this many times in all, then left as an error
 RETRY_AFTER = timedelta(minutes=2)
 BATCH = 200  # sessions per queue task
+MAX_TRAJECTORY_LIMIT = 1_000_000  # steps, tool errors or dollars: beyond any session this platform stores
 
 
 class EvaluatorError(ValueError):
@@ -59,6 +62,10 @@ def check_config(kind: str, config, judge, daily_budget) -> dict:
     """
     if not isinstance(config, dict):
         raise EvaluatorError("The scorer's settings are a mapping.")
+    try:
+        jsonvalues.check(config, "config")
+    except jsonvalues.JsonValueError as exc:
+        raise EvaluatorError(exc.message) from None
     if kind == Evaluator.Kind.CODE:
         check = config.get("check")
         if check not in CODE_CHECKS:
@@ -90,9 +97,14 @@ def check_config(kind: str, config, judge, daily_budget) -> dict:
         if not limits:
             raise EvaluatorError("A trajectory check needs at least one of max_steps, max_tool_errors, max_cost.")
         try:
-            return {k: (float(v) if k == "max_cost" else int(v)) for k, v in limits.items()}
-        except (TypeError, ValueError):
-            raise EvaluatorError("max_steps and max_tool_errors are whole numbers, max_cost a number of dollars.") from None
+            checked = {k: (float(v) if k == "max_cost" else int(v)) for k, v in limits.items() if not isinstance(v, bool)}
+        except (TypeError, ValueError, OverflowError):
+            checked = {}
+        # A limit is compared with a session's figures: NaN compares false with all of them, and a negative or
+        # astronomic one is a typo; "nan" and "1e999" arrive as text, past the JSON parser's check.
+        if len(checked) != len(limits) or not all(math.isfinite(v) and 0 <= v <= MAX_TRAJECTORY_LIMIT for v in checked.values()):
+            raise EvaluatorError(f"max_steps and max_tool_errors are whole numbers, max_cost a number of dollars, each from 0 to {MAX_TRAJECTORY_LIMIT:,}.")
+        return checked
     raise EvaluatorError(f"Unknown scorer {kind!r}; choose {', '.join(Evaluator.Kind.values)}.")
 
 

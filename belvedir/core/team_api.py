@@ -4,7 +4,7 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
 from . import actions
@@ -144,8 +144,14 @@ class SecretSerializer(serializers.ModelSerializer):
 
 
 class SecretWriteSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    value = serializers.CharField(write_only=True)
+    # The dashboard form's rules (forms.SecretForm), stated here so that the schema says them too.
+    name = serializers.RegexField(
+        SecretForm.base_fields["name"].regex.pattern,
+        max_length=100,
+        help_text="An env name, e.g. HF_TOKEN.",
+        error_messages={"invalid": SecretForm.base_fields["name"].error_messages["invalid"]},
+    )
+    value = serializers.CharField(write_only=True, help_text="Stored for runs; never shown again.")
 
 
 class SecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
@@ -163,8 +169,7 @@ class SecretViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Ge
     @extend_schema(request=SecretWriteSerializer, responses={201: SecretSerializer})
     def create(self, request):
         """Create or replace a secret by name (the dashboard's form and rules)."""
-        form = SecretForm(request.data)
-        if not form.is_valid():
-            raise ValidationError(form.errors)
-        secret = actions.save_secret(request_project(request), form.cleaned_data["name"], form.cleaned_data["value"])
+        payload = SecretWriteSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        secret = actions.save_secret(request_project(request), payload.validated_data["name"], payload.validated_data["value"])
         return Response(SecretSerializer(secret).data, status=status.HTTP_201_CREATED)
