@@ -9,6 +9,9 @@
 # that needs it and is not marked fails instead of quietly using it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The setup commands below run in development mode (DEBUG is off unless set,
+# and then they would need a SECRET_KEY); pytest.ini pins the suite's own.
+export DEBUG=1
 started=$SECONDS
 fast=0
 if [ "${1:-}" = "--fast" ]; then

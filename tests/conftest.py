@@ -251,16 +251,15 @@ def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_facto
     Its platform origin is the live server, so sandboxes reach FRACTAL_BASE_URL
     through it exactly as in production.
     """
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from .servers import subprocess_environ
+
     socket_dir = tmp_path_factory.mktemp("egress")
-    db = settings.DATABASES["default"]
     env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        **subprocess_environ(),
         "BELVEDIR_EGRESS_SOCKET_DIR": str(socket_dir),
         "BELVEDIR_BASE_URL": live_server.url,
         "BELVEDIR_EGRESS_ALLOW_NETWORKS": f"{OUTSIDE_ADDRESS}/32",
