@@ -48,6 +48,16 @@ def _trace_batches_stored_inline(settings):
 
 
 @pytest.fixture
+def loopback_deployments(settings):
+    """Deployments and judges on loopback allowed, as `make run` allows them: the fake model servers listen on 127.0.0.1.
+
+    Off otherwise (the production default, pinned in pytest.ini), so a test
+    that does not ask for it sees the refusal.
+    """
+    settings.EVAL_ALLOW_PRIVATE_URLS = True
+
+
+@pytest.fixture
 def owner(db):
     return create_account(username="alice", password="pw-alice-123", email="alice@example.com")
 
