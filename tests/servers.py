@@ -25,19 +25,32 @@ COMMANDS = {
         [sys.executable, "-m", "gunicorn", "belvedir.wsgi"],
         {"DEBUG": "0", "SECRET_KEY": "production-test-" + "k" * 40, "SECURE_SSL_REDIRECT": "0"},
     ),
-    "make-run": ([str(REPO / "scripts" / "web.sh")], {"DEBUG": "1"}),
+    "make-run": ([str(REPO / "scripts" / "web.sh")], {"DEBUG": "1", "BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS": "1"}),
 }
 
 
 def subprocess_environ() -> dict:
     """Environment for a subprocess of this installation that works on the test database
-    (which it sees only with `django_db(transaction=True)`: no open transaction)."""
+    (which it sees only with `django_db(transaction=True)`: no open transaction).
+
+    Of the variables belvedir/settings.py reads, the child gets only those
+    named here (and what its caller adds): whatever this process's
+    environment holds (a developer's STRIPE_SECRET_KEY, a test's setenv) never
+    reaches it, so it runs on the production defaults as the suite does
+    (pytest.ini), with DEBUG on.
+    """
     db = settings.DATABASES["default"]
     return {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if name not in settings.ENV_VARIABLES},
+        "DEBUG": "1",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         # The same installation as this process (it is named after the database URL it was started with).
         "BELVEDIR_INSTANCE": settings.SANDBOX_INSTANCE,
+        # Where things are: the same engine, files and benchmark data as this process.
+        "DOCKER_HOST": settings.SANDBOX_DOCKER_URL,
+        "BELVEDIR_VAR_DIR": str(settings.VAR_DIR),
+        "BELVEDIR_BENCHMARK_DATA_DIR": str(settings.BENCHMARK_DATA_DIR),
+        "BELVEDIR_BENCHMARK_WHEEL_DIR": str(settings.BENCHMARK_WHEEL_DIR),
     }
 
 

@@ -20,6 +20,9 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
+# The fake model servers listen on loopback, which production refuses (the suite's default).
+pytestmark = pytest.mark.usefixtures("loopback_deployments")
+
 ROWS = {
     "simple_python": 400,
     "multiple": 200,

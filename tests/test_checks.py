@@ -109,6 +109,35 @@ def test_env_helpers_parse_or_record_an_error(monkeypatch, helper, raw, default,
     assert bool(settings_module.CONFIG_ERRORS) is error
 
 
+def _settings_read_from(monkeypatch, tmp_path, **env):
+    """belvedir/settings.py run afresh (not the suite's settings) in an environment holding only `env`."""
+    import runpy
+
+    from django.conf import settings as django_settings
+
+    for name in django_settings.ENV_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"BELVEDIR_VAR_DIR": str(tmp_path), **env}.items():
+        monkeypatch.setenv(name, value)
+    return runpy.run_path(str(django_settings.BASE_DIR / "belvedir" / "settings.py"))
+
+
+def test_debug_is_off_unless_set(monkeypatch, tmp_path):
+    production = _settings_read_from(monkeypatch, tmp_path)
+    assert production["DEBUG"] is False and production["SECRET_KEY"] == "" and production["SECURE_SSL_REDIRECT"] is True
+    assert _settings_read_from(monkeypatch, tmp_path, DEBUG="1")["DEBUG"] is True
+
+
+def test_private_deployments_are_off_unless_set_whatever_debug_says(monkeypatch, tmp_path):
+    assert _settings_read_from(monkeypatch, tmp_path)["EVAL_ALLOW_PRIVATE_URLS"] is False
+    assert _settings_read_from(monkeypatch, tmp_path, DEBUG="1")["EVAL_ALLOW_PRIVATE_URLS"] is False
+    assert _settings_read_from(monkeypatch, tmp_path, BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS="1")["EVAL_ALLOW_PRIVATE_URLS"] is True
+
+
+def _production_section(readme):
+    return readme.split("\n## Production\n", 1)[1].split("\n## ", 1)[0]
+
+
 def test_the_readme_production_recipe_passes_check_deploy(subprocess_env):
     import re
     import subprocess
@@ -116,14 +145,33 @@ def test_the_readme_production_recipe_passes_check_deploy(subprocess_env):
 
     from django.conf import settings as django_settings
 
-    readme = (django_settings.BASE_DIR / "README.md").read_text()
-    recipe = next(line for line in readme.splitlines() if line.startswith("These processes, from the repository root"))
-    recipe += readme.split(recipe, 1)[1].split("\n\n", 1)[0]
+    section = _production_section((django_settings.BASE_DIR / "README.md").read_text())
+    recipe = section.strip().split("\n\n", 1)[0]
     names = re.findall(r"`([A-Z_]+)(?:=([^`]*))?`", recipe)
-    assert {name for name, _ in names} >= {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL"}, recipe
+    assert {name for name, _ in names} >= {"DEBUG", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ALLOWED_HOSTS", "BELVEDIR_BASE_URL"}, recipe
     values = {"SECRET_KEY": "production-check-" + "x" * 50, "DATABASE_URL": subprocess_env["DATABASE_URL"], "REDIS_URL": "redis://127.0.0.1:6379/15"}
-    env = {key: value for key, value in subprocess_env.items() if not key.startswith(("SECURE_", "CSRF_", "DEBUG"))}
+    # Exactly the recipe's variables: none of the others settings.py reads.
+    env = {key: value for key, value in subprocess_env.items() if key not in django_settings.ENV_VARIABLES}
     env.update({name: value or values[name] for name, value in names})
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
+    assert not re.search(r"WARNING|\?: \(", result.stdout + result.stderr), result.stdout + result.stderr
+
+
+def test_the_readme_production_section_runs_every_setup_command_make_run_does():
+    """Each `manage.py` command scripts/run.sh runs is in the Production section's commands, but the demo's."""
+    import re
+
+    from django.conf import settings as django_settings
+
+    run_sh = (django_settings.BASE_DIR / "scripts" / "run.sh").read_text()
+    ran = set(re.findall(r"manage\.py (\w+)", run_sh))
+    assert {"install_benchmark_data", "migrate", "build_sandbox_image", "qcluster", "egress_proxy"} <= ran, run_sh
+    section = _production_section((django_settings.BASE_DIR / "README.md").read_text())
+    blocks = "\n".join(re.findall(r"```sh\n(.*?)```", section, re.S))
+    listed = set(re.findall(r"manage\.py (\w+)", blocks))
+    # demo_setup makes the demo account `make run` prints: a production has none.
+    assert ran - {"demo_setup"} <= listed, ran - listed
+    # The web server scripts/run.sh starts (scripts/web.sh) and the compiled modules scripts/venv.sh builds.
+    assert "gunicorn belvedir.wsgi" in blocks and "scripts/compile.py" in blocks

@@ -15,7 +15,7 @@ from harnesses.models import Harness
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import fund, make_repo
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 from .eval_pairs import ROWS, PairedEvals, questions
 from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 @pytest.fixture

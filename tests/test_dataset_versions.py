@@ -16,7 +16,7 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_deployments")]
 
 
 def jsonl(*pairs) -> bytes:

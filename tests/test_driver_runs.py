@@ -16,7 +16,7 @@ from traces.models import Span
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 FAKE_TOOL = Path(__file__).resolve().parent / "fakes" / "upstream_tool.py"
 RUN_ID = "4242"

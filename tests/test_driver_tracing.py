@@ -13,7 +13,7 @@ from traces.models import Span
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 spec = importlib.util.spec_from_file_location("belvedir_driver", drivers.SOURCE / "_shared" / "belvedir_driver.py")
 belvedir_driver = importlib.util.module_from_spec(spec)

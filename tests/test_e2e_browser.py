@@ -16,7 +16,7 @@ from .harness_fixtures import make_repo
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).resolve().parent.parent / "artefacts" / "screenshots"
-pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.docker, pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 HARNESS_RUN = """
 import json, os, time, urllib.request

@@ -11,7 +11,7 @@ from .test_e2e_browser import shot
 from .test_e2e_comparison import signed_in_page
 from .test_eval_categories import stem_only
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 def test_a_person_runs_mmlu_from_the_catalog_and_reads_it_by_subject(live_server, client, project, owner, worker):

@@ -9,7 +9,7 @@ from playwright import sync_api as playwright_api
 from .eval_pairs import PairedEvals, questions
 from .test_e2e_browser import CHROMIUM, shot
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from .test_e2e_comparison import signed_in_page
 from .test_mt_bench import judge_reply, model_reply
 from .test_suites import answer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 def test_a_person_runs_a_suite_on_two_deployments_and_compares_them(live_server, client, project, owner, worker):

@@ -16,7 +16,7 @@ from evals.tasks import run_eval
 from .fakes.openai_server import FakeOpenAI
 from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 SEED = 5
 QUESTIONS = [gsm8k.rows()[i] for i in select_rows(len(gsm8k.rows()), 4, SEED)]
 # Each row's answers over three epochs (1 right, 0 wrong), in the order asked.

@@ -14,7 +14,7 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 ROWS = {row.input: row for row in mmlu.BENCHMARK.rows()}
 
 

@@ -10,7 +10,7 @@ from evals.tasks import run_eval
 
 from .eval_pairs import ROWS, SEED, PairedEvals, questions
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from evals.tasks import resume_stale_evals, run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 @pytest.fixture

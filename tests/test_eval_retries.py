@@ -15,7 +15,7 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 REFERENCES = {row.input: row.reference for row in gsm8k.rows()}
 CAPITALS = b'{"input": "Capital of France?", "expected": "Paris"}\n{"input": "Capital of Spain?", "expected": "Madrid"}\n{"input": "Capital of Peru?", "expected": "Lima"}\n'
 

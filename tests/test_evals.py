@@ -16,6 +16,9 @@ from .concurrency import start_thread
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import wait_for
 
+# The fake model servers listen on loopback, which production refuses (the suite's default).
+pytestmark = pytest.mark.usefixtures("loopback_deployments")
+
 REFERENCES = {row["input"]: row["reference"] for row in gsm8k.rows()}
 
 

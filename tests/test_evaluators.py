@@ -23,7 +23,7 @@ from .fakes.openai_server import FakeOpenAI
 from .otlp_builders import body, span
 from .test_trajectory import tool_span
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 def exchange(session_id, question, answer, start_s, *, user="", **properties):

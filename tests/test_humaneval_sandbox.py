@@ -14,7 +14,7 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("loopback_deployments")]
 
 CANONICAL = {row["input"]: row["reference"] for row in humaneval.rows()}
 

@@ -22,6 +22,9 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
+# The fake model servers listen on loopback, which production refuses (the suite's default).
+pytestmark = pytest.mark.usefixtures("loopback_deployments")
+
 BENCHMARK = ifbench.BENCHMARK
 ROWS = {row.input: row for row in BENCHMARK.rows()}
 

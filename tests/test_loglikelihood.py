@@ -17,6 +17,9 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import BOS, FakeOpenAI
 
+# The fake model servers listen on loopback, which production refuses (the suite's default).
+pytestmark = pytest.mark.usefixtures("loopback_deployments")
+
 MULTIPLE_CHOICE = ["mmlu", "arc_challenge", "hellaswag", "winogrande"]
 
 

@@ -36,7 +36,7 @@ from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import fund, harness, make_repo, wait_for
 from .workers import EVALS, RUNS, WorkerMachine
 
-pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.docker, pytest.mark.redis, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 REDIS_URL = os.environ.get("BELVEDIR_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 QUEUE_KEYS = [f"django_q:{queue}:q" for queue in (RUNS, EVALS)]

@@ -16,7 +16,7 @@ from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("loopback_deployments")]
 
 ROWS = {row.id: row for row in mbpp.rows()}
 REFERENCE = {row.input: row.reference for row in mbpp.rows()}

@@ -17,7 +17,7 @@ from evals.tasks import run_eval
 from .fakes.openai_server import FakeOpenAI
 from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 ROWS = mt_bench.BENCHMARK.rows()
 UNRATED = ROWS[3].input  # the judge answers this question's first turn without a rating
 

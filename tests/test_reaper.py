@@ -17,6 +17,9 @@ from evals.models import Deployment, Eval
 
 from .fakes.openai_server import FakeOpenAI
 
+# The fake model servers listen on loopback, which production refuses (the suite's default).
+pytestmark = pytest.mark.usefixtures("loopback_deployments")
+
 CANONICAL = {row["input"]: row["reference"] for row in humaneval.rows()}
 
 

@@ -19,7 +19,7 @@ from .conftest import OUTSIDE_ADDRESS
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import fund, wait_for
 
-pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 TASKS = """\
 Write hi into hello.txt :: test "$(cat hello.txt)" = hi

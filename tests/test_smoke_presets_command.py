@@ -15,7 +15,7 @@ from .conftest import OUTSIDE_ADDRESS
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import fund
 
-pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 
 def does_the_smoke_task(body):

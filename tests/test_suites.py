@@ -18,7 +18,7 @@ from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import wait_for
 from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 GSM8K = {row.input: row.reference for row in gsm8k.rows()}
 MMLU = {row.input: row.reference for row in mmlu.BENCHMARK.rows()}
 ENTRIES = [{"benchmark": "gsm8k", "sample_limit": 40}, {"benchmark": "mmlu", "sample_limit": 30}]

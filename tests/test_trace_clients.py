@@ -27,7 +27,7 @@ from .servers import batches_stored, web_server
 
 # Through the asynchronous path, as deployed: each server has the real
 # `process_trace_batches` beside it (tests/servers.py), nothing inline.
-pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
 
 TESTS = Path(__file__).resolve().parent
 QUESTION = "What is the weather in Lisbon?"
