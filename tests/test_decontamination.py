@@ -254,3 +254,32 @@ def test_the_index_is_built_once_per_catalog_version_and_reused(settings, tmp_pa
     tiny.data_version = "v2"
     second = contamination.current()
     assert second is not index and second.directory != first and not first.exists()
+
+
+class Twenty(Tiny):
+    name = "twenty"
+
+    def load(self):
+        return [Row("words", " ".join(WORDS), "")]
+
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango".split()
+
+
+def test_thirteen_words_in_a_row_are_an_overlap_and_twelve_are_not(settings, tmp_path, monkeypatch):
+    settings.BENCHMARK_DATA_DIR = tmp_path / "benchmarks"
+    monkeypatch.setattr(benchmarks, "CATALOG", {"twenty": Twenty()})
+    index = contamination.current()
+
+    def around(words):
+        return f"before {' '.join(words)} after"  # other words either side: only the run itself can match
+
+    for start in (0, 7):  # at the row's start, and inside it up to its last word
+        assert index.find([("user", around(WORDS[start : start + 12]))]) is None
+        assert index.find([("user", around(WORDS[start : start + 13]))]) == contamination.Overlap(
+            "twenty", "words", "13-gram", "user", " ".join(WORDS[start : start + 13])
+        )
+    # Two runs of twelve that together hold every word of the row, broken by one word: no 13 in a row.
+    assert index.find([("user", around([*WORDS[:12], "zulu", *WORDS[12:]]))]) is None
+    # Thirteen words split between two messages are no run: a 13-gram never spans two texts.
+    assert index.find([("user", " ".join(WORDS[:7])), ("assistant", " ".join(WORDS[7:13]))]) is None

@@ -87,3 +87,25 @@ def test_epochs_do_not_mix_with_pass_at_k_or_log_likelihoods(project, owner):
         completions = Deployment.objects.create(project=project, name="b", base_url=server.url, model="b", api_style="completions")
         with pytest.raises(EvalConfigError, match="epochs apply to generative evals"):
             create_eval(project, owner, deployment=completions, benchmark="mmlu", mode="loglikelihood", epochs=2)
+
+
+# A steady A (one row flips, in one epoch of three) and a B right on every row of every epoch.
+PATTERN_STEADY = [[0, 0, 0], [0, 0, 0], [0, 1, 0], [0, 0, 0]]
+PATTERN_RIGHT = [[1, 1, 1]] * 4
+
+
+def test_a_delta_beyond_the_noise_floor_is_above_it_and_one_inside_is_not(project, owner):
+    steady = run(project, owner, "steady", PATTERN_STEADY)
+    right = run(project, owner, "right", PATTERN_RIGHT, same_rows_as=steady)
+    # By hand: row variances 0, 0, 1/3, 0, so the floor is 1.96 · √2 · √(1/3) / 4 ≈ 0.40; B's own floor is 0.
+    floor = 1.959964 * math.sqrt(2) * math.sqrt(1 / 3) / 4
+    up = compare_evals(steady, right)
+    assert up["delta"] == pytest.approx(1 - 1 / 12) and up["noise"]["noise_floor"] == pytest.approx(floor, abs=1e-5)
+    assert up["noise"]["eval"] == steady.pk and up["noise"]["above"] is True
+    down = compare_evals(right, steady)  # the same distance the other way: beyond the floor too
+    assert down["delta"] == pytest.approx(1 / 12 - 1) and down["noise"]["above"] is True
+    # PATTERN_A's floor (≈ 0.57) holds a delta of 0.5: what rerunning A could produce, not above.
+    flaky = run(project, owner, "flaky", PATTERN_A)
+    inside = compare_evals(flaky, run(project, owner, "right-again", PATTERN_RIGHT, same_rows_as=flaky))
+    assert inside["delta"] == pytest.approx(0.5) and inside["noise"]["noise_floor"] == pytest.approx(0.5657, abs=1e-4)
+    assert inside["noise"]["above"] is False

@@ -2,7 +2,10 @@
 category, an unparseable verdict counted as an error, the judge's tokens in the cost, a judge grading itself warned, and
 the labels that make a judge's calibration card."""
 
+import hashlib
 import json
+import threading
+from collections import Counter
 from decimal import Decimal
 
 import pytest
@@ -187,3 +190,33 @@ def test_an_unreachable_judge_refuses_the_eval(project, owner, deployments, sett
     with pytest.raises(EvalConfigError, match="The judge deployment down cannot be reached"):
         create_eval(project, owner, deployment=deployment, benchmark="mt_bench", judge=down)
     assert not Eval.objects.exists()
+
+
+def test_a_judge_that_changes_its_mind_shows_the_share_of_repeats_it_agreed_with(project, owner, model):
+    # The rows judged twice (one in ten, by their id's hash); on the first three of them the judge grades turn 2
+    # a 6 the first time it is asked and a 3 the second: 3 of the repeats' pairs disagree.
+    repeated = [row for row in ROWS if int(hashlib.sha256(row.id.encode()).hexdigest(), 16) % mt_bench.REPEAT_EVERY == 0]
+    fickle = {row["turns"][0] for row in repeated[:3]}
+    asked, lock = Counter(), threading.Lock()
+
+    def changes_its_mind(body):
+        prompt = body["messages"][-1]["content"]
+        if "<|The Start of Assistant A's Conversation with User|>" not in prompt:
+            return {"role": "assistant", "content": "Rating: [[8]]"}
+        with lock:
+            asked[prompt] += 1
+            again = asked[prompt] > 1
+        mind_changed = again and any(question in prompt for question in fickle)
+        return {"role": "assistant", "content": "Rating: [[3]]" if mind_changed else "Rating: [[6]]"}
+
+    with FakeOpenAI(reply=changes_its_mind) as judge_server:
+        deployment = Deployment.objects.create(project=project, name="model", base_url=model.url, model="m")
+        judge = Deployment.objects.create(project=project, name="fickle", base_url=judge_server.url, model="j")
+        ev = create_eval(project, owner, deployment=deployment, benchmark="mt_bench", judge=judge)
+        run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert ev.error_count == 0 and len(repeated) == 9
+    repeats = card(project, judge_key_of(ev))["self_consistency"]
+    assert repeats["n"] == 18  # both turns of each repeated row
+    assert repeats["exact_agreement"] == pytest.approx(15 / 18)
+    assert repeats["kappa"] < 1

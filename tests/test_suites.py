@@ -188,3 +188,24 @@ def test_summary_names_categories_that_moved_inside_an_undecided_benchmark():
         {"benchmark": "gsm8k", "corrected_verdict": "not decisive", "delta": 0.0, "by_category": {}},
     ]
     assert summary(rows) == "worse on mbpp (−6.2 points, significant), better on mmlu/stem, nothing else decisive"
+
+
+def test_a_benchmark_significant_alone_is_not_after_holm_and_the_gate_passes(worker, project, owner, servers):
+    # B gets wrong six gsm8k rows A got right, and nothing else changes: McNemar's exact p is 2 / 2**6 = 0.031,
+    # below α alone, but Holm over the two benchmarks doubles it to 0.0625, and mmlu (unchanged, p = 1) does not help.
+    wrong = set()
+    reply = answer(False)
+    with FakeOpenAI(answer=lambda text: "#### -1" if text in wrong else reply(text)) as six:
+        strong = Deployment.objects.create(project=project, name="strong", base_url=servers["strong"].url, model="strong", max_in_flight=4)
+        slipping = Deployment.objects.create(project=project, name="six", base_url=six.url, model="six", max_in_flight=4)
+        first = finished(create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[strong]).pk)
+        wrong.update(sorted(Sample.objects.filter(eval__suite_run=first, eval__benchmark="gsm8k").values_list("input", flat=True))[:6])
+        second = finished(create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[slipping], same_rows_as=first).pk)
+    result = compare_suite_runs(first, second)
+    rows = {row["benchmark"]: row for row in result["benchmarks"]}
+    gsm = rows["gsm8k"]
+    assert (gsm["flips"]["right_to_wrong"], gsm["flips"]["wrong_to_right"]) == (6, 0)
+    assert gsm["p_value"] == pytest.approx(0.03125) and gsm["verdict"] == "worse"  # the raw p-value would fail the gate
+    assert gsm["p_adjusted"] == pytest.approx(0.0625) and gsm["corrected_verdict"] == "not decisive"
+    assert rows["mmlu"]["corrected_verdict"] == "not decisive"
+    assert (result["worse"], result["gate"], result["summary"]) == ([], "pass", "nothing decisive")
