@@ -14,7 +14,8 @@ from .benchmarks.base import DataMissing, OptionError
 from .connection import test_connection
 from .engine import refresh_counters
 from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
-from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
+from .patterns import PatternError, compile_pattern
+from .scoring import DATASET_SCORERS, LLM_JUDGE
 from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
@@ -264,9 +265,9 @@ def _check_scorers(project, scorers) -> list:
                 raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
             if name == "regex":
                 try:
-                    compile_pattern(str(options["pattern"]).replace("{expected}", "x"))
-                except timed_regex.error as exc:
-                    raise EvalConfigError(f"The regex scorer's pattern is invalid: {exc}.") from None
+                    compile_pattern(str(options["pattern"]), expected="x")
+                except PatternError as exc:
+                    raise EvalConfigError(f"The regex scorer's pattern {exc}.") from None
             checked.append({"name": name, "options": options} if options else name)
         else:
             raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
