@@ -1,12 +1,12 @@
 import asyncio
 import secrets
 
-import yaml
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from belvedir_cli import yamlsafe
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks, queue
@@ -452,9 +452,9 @@ CONFIG_FIELDS = {
 def parse_config(text: str) -> dict:
     """An eval config file (YAML, or JSON, which is YAML) into the API's fields."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise EvalConfigError(f"The config is not valid YAML or JSON: {exc}") from None
+        data = yamlsafe.load(text)
+    except yamlsafe.YAMLRefused as exc:
+        raise EvalConfigError(f"The config {exc}.") from None
     if not isinstance(data, dict):
         raise EvalConfigError("The config must be a mapping of fields (benchmark, deployment, sample_limit, …).")
     unknown = set(data) - CONFIG_FIELDS
