@@ -4,10 +4,10 @@ import functools
 import json
 
 import click
-import yaml
 from rich.console import Console
 from rich.table import Table
 
+from . import yamlsafe
 from .client import ApiError, Client
 
 console = Console()
@@ -60,9 +60,9 @@ def id_by_name(path: str, name_or_id: str, missing: str) -> int:
 def read_config_file(path) -> dict:
     """A YAML (or JSON) file of fields, as `-f` and `--config` take; ApiError (exit 2) when it cannot be read or is not a mapping."""
     try:
-        data = yaml.safe_load(open(path).read())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ApiError(f"Cannot read {path}: {exc}") from None
+        data = yamlsafe.load_file(path)
+    except (OSError, yamlsafe.YAMLRefused) as exc:
+        raise ApiError(f"Cannot read {path}: it {exc}" if isinstance(exc, yamlsafe.YAMLRefused) else f"Cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
         raise ApiError(f"{path} must hold a mapping of fields.")
     return data

@@ -1,13 +1,13 @@
 import asyncio
 import secrets
 
-import yaml
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from belvedir.core import jsonvalues
+from belvedir_cli import yamlsafe
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks, queue
@@ -15,7 +15,8 @@ from .benchmarks.base import DataMissing, OptionError
 from .connection import test_connection
 from .engine import refresh_counters
 from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
-from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
+from .patterns import PatternError, compile_pattern
+from .scoring import DATASET_SCORERS, LLM_JUDGE
 from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
@@ -272,9 +273,9 @@ def _check_scorers(project, scorers) -> list:
                 raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
             if name == "regex":
                 try:
-                    compile_pattern(str(options["pattern"]).replace("{expected}", "x"))
-                except timed_regex.error as exc:
-                    raise EvalConfigError(f"The regex scorer's pattern is invalid: {exc}.") from None
+                    compile_pattern(str(options["pattern"]), expected="x")
+                except PatternError as exc:
+                    raise EvalConfigError(f"The regex scorer's pattern {exc}.") from None
             checked.append({"name": name, "options": options} if options else name)
         else:
             raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
@@ -459,9 +460,9 @@ CONFIG_FIELDS = {
 def parse_config(text: str) -> dict:
     """An eval config file (YAML, or JSON, which is YAML) into the API's fields."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise EvalConfigError(f"The config is not valid YAML or JSON: {exc}") from None
+        data = yamlsafe.load(text)
+    except yamlsafe.YAMLRefused as exc:
+        raise EvalConfigError(f"The config {exc}.") from None
     if not isinstance(data, dict):
         raise EvalConfigError("The config must be a mapping of fields (benchmark, deployment, sample_limit, …).")
     unknown = set(data) - CONFIG_FIELDS

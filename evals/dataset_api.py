@@ -7,6 +7,7 @@ from rest_framework.decorators import action
 from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 
+from belvedir.core.pagination import MAX_LIMIT, next_link, window
 from belvedir.core.permissions import request_project
 
 from .api import delete_protected
@@ -152,7 +153,8 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
         parameters=[
             OpenApiParameter("version", int, description="The newer version; the latest by default."),
             OpenApiParameter("base", int, description="The older version; the one before `version` by default (0: before the first)."),
-            OpenApiParameter("limit", int, description=f"Rows listed per kind; {DIFF_LIMIT} by default."),
+            OpenApiParameter("limit", int, description=f"Rows listed per kind; {DIFF_LIMIT} by default, {MAX_LIMIT} at most."),
+            OpenApiParameter("offset", int, description="Rows of each kind to skip: `next` gives the following page."),
         ],
         responses={200: dict},
     )
@@ -164,8 +166,9 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
         number = version_of(dataset, params.get("version") or dataset.version).number
         base = params.get("base", "")
         base = None if base == "" else 0 if base == "0" else version_of(dataset, base).number
-        limit = int(params["limit"]) if params.get("limit", "").isdecimal() else DIFF_LIMIT
+        limit, offset = window(params, DIFF_LIMIT)
         changes = diff_versions(dataset, number, base)
+        page = slice(offset, offset + limit)
         row = DatasetRowSerializer
         return Response(
             {
@@ -173,8 +176,11 @@ class DatasetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
                 "base": changes.base,
                 "version": changes.number,
                 "counts": changes.counts,
-                "added": row(changes.added[:limit], many=True).data,
-                "edited": [{"before": row(old).data, "after": row(new).data} for old, new in changes.edited[:limit]],
-                "removed": row(changes.removed[:limit], many=True).data,
+                "limit": limit,
+                "offset": offset,
+                "next": next_link(request, limit, offset, max(changes.counts.values(), default=0)),
+                "added": row(changes.added[page], many=True).data,
+                "edited": [{"before": row(old).data, "after": row(new).data} for old, new in changes.edited[page]],
+                "removed": row(changes.removed[page], many=True).data,
             }
         )

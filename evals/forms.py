@@ -1,7 +1,8 @@
 from decimal import Decimal
 
-import yaml
 from django import forms
+
+from belvedir_cli import yamlsafe
 
 from . import benchmarks, statistics
 from .models import Dataset, Deployment, Eval, Suite, SuiteRun
@@ -206,9 +207,9 @@ class SuiteForm(forms.Form):
 
     def clean_entries(self):
         try:
-            return yaml.safe_load(self.cleaned_data["entries"])
-        except yaml.YAMLError as exc:
-            raise forms.ValidationError(f"Not valid YAML: {exc}") from None
+            return yamlsafe.load(self.cleaned_data["entries"])
+        except yamlsafe.YAMLRefused as exc:
+            raise forms.ValidationError(f"The benchmarks' YAML {exc}.") from None
 
 
 class SuiteCompareForm(forms.Form):

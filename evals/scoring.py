@@ -1,15 +1,12 @@
 """Answer extraction and the dataset scorers."""
 
-import functools
 import re
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
-# The third-party `regex` engine for users' patterns: unlike `re`, it takes a
-# timeout, so a catastrophic pattern such as ^(a+)+$ stops within it instead
-# of holding the eval engine's event loop for seconds (or forever).
-import regex as timed_regex
 from django.conf import settings
+
+from .patterns import PatternError, compile_pattern
 
 NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?|-?\$?\s?\.\d+")
 FENCE = re.compile(r"```[ \t]*[\w+#.-]*[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -84,21 +81,19 @@ class ScoringError(Exception):
         self.usage = usage
 
 
-@functools.lru_cache(maxsize=256)
-def compile_pattern(source: str):
-    return timed_regex.compile(source)
-
-
 def regex(output: str, expected: str, *, pattern: str = "", **_) -> float:
-    # The pattern may refer to the expected answer as {expected}.
-    source = pattern.replace("{expected}", re.escape(expected.strip())) if pattern else re.escape(expected.strip())
+    # The pattern may refer to the expected answer as {expected}. Compiled for
+    # each sample, never cached: a cache of bounded patterns is still a worker's
+    # memory times its size, and compiling a bounded one takes microseconds.
     limit = settings.EVAL_REGEX_TIMEOUT_SECONDS
     try:
-        return float(bool(compile_pattern(source).search(output, timeout=limit)))
+        # `regex` patterns take a timeout, so a catastrophic one such as ^(a+)+$ stops within it
+        # instead of holding the eval engine's event loop for seconds (or forever).
+        return float(bool(compile_pattern(pattern or "{expected}", expected.strip()).search(output, timeout=limit)))
     except TimeoutError:
         raise ScoringError(f"The regex scorer's pattern took longer than {limit * 1000:g} ms on this output; the sample was not scored.") from None
-    except timed_regex.error as exc:
-        raise ScoringError(f"The regex scorer's pattern is invalid: {exc}.") from None
+    except PatternError as exc:
+        raise ScoringError(f"The regex scorer's pattern {exc}; the sample was not scored.") from None
 
 
 def last_number_match(output: str, expected: str, **_) -> float:

@@ -14,13 +14,14 @@ run side by side. A suite run charges nothing of its own; its evals cost what
 evals cost, and `max_cost` bounds them together (engine.stop_suite_at_budget).
 """
 
+import json
 import secrets
 
-import yaml
 from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from belvedir.core import jsonvalues
+from belvedir_cli import yamlsafe
 from billing.actions import refuse_if_in_debt
 
 from . import benchmarks
@@ -30,6 +31,10 @@ from .queue import advance
 
 QUICK_ROWS = 100  # "for quick checkpoint comparisons, 50-100 samples is usually enough"
 ENTRY_FIELDS = {"benchmark", "sample_limit", "mode", "options"}
+# A suite lists each benchmark once, so the catalog bounds its count; the size
+# bounds what `options` may hold (the 351-byte aliased post stored 5.8 MB).
+MAX_ENTRIES = 100
+MAX_ENTRIES_BYTES = 64 * 1024
 CONFIG_FIELDS = {"suite", "name", "benchmarks", "deployments", "judge", "max_cost", "epochs", "same_rows_as"}
 
 
@@ -61,6 +66,8 @@ def parse_entries(data) -> list[dict]:
         raise SuiteError(exc.message) from None
     if not isinstance(data, list) or not data:
         raise SuiteError("A suite lists at least one benchmark: benchmarks: [mmlu, {benchmark: gsm8k, sample_limit: 200}].")
+    if len(data) > MAX_ENTRIES:
+        raise SuiteError(f"A suite lists at most {MAX_ENTRIES} benchmarks, not {len(data):,}.")
     entries, seen = [], set()
     for item in data:
         entry = {"benchmark": item} if isinstance(item, str) else item
@@ -89,6 +96,8 @@ def parse_entries(data) -> list[dict]:
         if not isinstance(options, dict):
             raise SuiteError(f"{name}: options must be a mapping of option names to values.")
         entries.append({"benchmark": name, "sample_limit": limit, "mode": mode, "options": options})
+    if (size := len(json.dumps(entries, default=str))) > MAX_ENTRIES_BYTES:
+        raise SuiteError(f"A suite's benchmarks take {size:,} bytes as JSON (limit {MAX_ENTRIES_BYTES:,}): keep their options short.")
     return entries
 
 
@@ -122,9 +131,9 @@ def save_suite(project, user, name: str, entries, description: str = "", suite: 
 def parse_config(text: str) -> dict:
     """A suite run's YAML (or JSON) file: `suite` (a name) or `benchmarks` (entries), plus deployments, judge, max_cost, epochs, same_rows_as."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SuiteError(f"The suite config is not valid YAML or JSON: {exc}") from None
+        data = yamlsafe.load(text)
+    except yamlsafe.YAMLRefused as exc:
+        raise SuiteError(f"The suite config {exc}.") from None
     if not isinstance(data, dict):
         raise SuiteError("The suite config must be a mapping (suite or benchmarks, deployments, ...).")
     if unknown := set(data) - CONFIG_FIELDS:

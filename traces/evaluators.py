@@ -29,7 +29,8 @@ from django_q.tasks import async_task
 
 from belvedir.core import jsonvalues
 from evals.judges import Judge, Rubric, correct_or_incorrect, rating_1_to_10
-from evals.scoring import DATASET_SCORERS, ScoringError, compile_pattern, timed_regex
+from evals.patterns import PatternError, compile_pattern
+from evals.scoring import DATASET_SCORERS, ScoringError
 
 from . import trajectory
 from .models import Evaluator, EvaluatorScore, Span, Task, TraceSession
@@ -73,12 +74,12 @@ def check_config(kind: str, config, judge, daily_budget) -> dict:
         if check in ("exact_match", "contains", "last_number") and not str(config.get("expected", "")).strip():
             raise EvaluatorError(f"The {check} check needs the expected text (expected).")
         if check == "regex":
-            try:
-                compile_pattern(str(config.get("pattern") or ""))
-            except timed_regex.error as exc:
-                raise EvaluatorError(f"The regex is invalid: {exc}.") from None
             if not config.get("pattern"):
                 raise EvaluatorError("The regex check needs a pattern.")
+            try:
+                compile_pattern(str(config["pattern"]))
+            except PatternError as exc:
+                raise EvaluatorError(f"The regex {exc}.") from None
         return {k: config[k] for k in ("check", "expected", "pattern") if k in config}
     if kind == Evaluator.Kind.JUDGE:
         if judge is None:
