@@ -364,6 +364,11 @@ EGRESS_ALLOW_NETWORKS = env_networks("BELVEDIR_EGRESS_ALLOW_NETWORKS")
 # into every egress sandbox.
 EGRESS_SOCKET_DIR = Path(env_str("BELVEDIR_EGRESS_SOCKET_DIR", str(VAR_DIR / "egress")))
 EGRESS_MAX_BYTES = env_int("BELVEDIR_EGRESS_MAX_MB", 2048, minimum=1) * 1024 * 1024
+# A plain-HTTP request (headers and body) is read whole before it is checked
+# and sent on, so the proxy holds at most this much per connection; past it
+# the request is refused (413). HTTPS streams through its tunnel and is not
+# bounded by it. 32 MB is the largest request Anthropic's Messages API takes.
+EGRESS_MAX_REQUEST_BYTES = env_int("BELVEDIR_EGRESS_MAX_REQUEST_MB", 32, minimum=1) * 1024 * 1024
 # An operator CA (PEM) that sandboxes trust beside the image's bundle, for
 # networks that intercept TLS.
 EGRESS_EXTRA_CA_FILE = env_str("BELVEDIR_EGRESS_CA_FILE")

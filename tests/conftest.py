@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 import pytest
@@ -260,39 +261,50 @@ def worker(monkeypatch):
 OUTSIDE_ADDRESS = "127.0.0.2"
 
 
-@pytest.fixture(scope="session")
-def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_factory):
-    """The real egress proxy (`manage.py egress_proxy`), on the test database, for the whole session.
+@contextlib.contextmanager
+def egress_proxy_process(socket_dir, base_url: str, **env):
+    """A real egress proxy (`manage.py egress_proxy`) on the test database, its socket in socket_dir; yields its Popen.
 
-    Its platform origin is the live server, so sandboxes reach FRACTAL_BASE_URL
-    through it exactly as in production.
+    `env` sets the proxy's settings (BELVEDIR_* variables) over the test's own environment.
     """
     import subprocess
     import sys
+    import threading
     from pathlib import Path
 
     from .servers import subprocess_environ
 
-    socket_dir = tmp_path_factory.mktemp("egress")
     env = {
         **subprocess_environ(),
         "BELVEDIR_EGRESS_SOCKET_DIR": str(socket_dir),
-        "BELVEDIR_BASE_URL": live_server.url,
+        "BELVEDIR_BASE_URL": base_url,
         "BELVEDIR_EGRESS_ALLOW_NETWORKS": f"{OUTSIDE_ADDRESS}/32",
+        **env,
     }
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen([sys.executable, "manage.py", "egress_proxy"], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    line = proc.stdout.readline()
-    while line and "Egress proxy listening" not in line:
+    try:
         line = proc.stdout.readline()
-    assert proc.poll() is None, f"the egress proxy did not start: {line}"
-    # Keep reading its output so it never blocks on a full pipe.
-    import threading
+        while line and "Egress proxy listening" not in line:
+            line = proc.stdout.readline()
+        assert proc.poll() is None, f"the egress proxy did not start: {line}"
+        # Keep reading its output so it never blocks on a full pipe.
+        threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(15)
 
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
-    yield socket_dir
-    proc.terminate()
-    proc.wait(15)
+
+@pytest.fixture(scope="session")
+def egress_proxy(live_server, django_db_setup, django_db_blocker, tmp_path_factory):
+    """The real egress proxy for the whole session; its platform origin is the live server,
+    so sandboxes reach FRACTAL_BASE_URL through it exactly as in production.
+    """
+    socket_dir = tmp_path_factory.mktemp("egress")
+    # The tests' uploads (16 MB) fit a plain request's limit; the limit itself has its own proxy in test_egress.py.
+    with egress_proxy_process(socket_dir, live_server.url, BELVEDIR_EGRESS_MAX_REQUEST_MB="32"):
+        yield socket_dir
 
 
 @pytest.fixture

@@ -11,18 +11,20 @@ import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from belvedir.sandbox.egress import SOCKET_NAME
-from belvedir.sandbox.models import SandboxHost
+from belvedir.sandbox.egress import SOCKET_NAME, issue_grant, proxy_url
+from belvedir.sandbox.models import EgressGrant, SandboxHost
+from belvedir.sandbox.owners import Owner
 from harnesses.actions import cancel_run, start_run
 from harnesses.execution import execute_run
 from traces.models import TraceSession
 
 from .concurrency import start_thread
-from .conftest import OUTSIDE_ADDRESS
+from .conftest import OUTSIDE_ADDRESS, egress_proxy_process
 from .harness_fixtures import fund, harness, make_repo, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
@@ -458,3 +460,83 @@ json.dump({{"score": 0, "outcome": outcome}}, open("results.json", "w"))
         assert all(received < 4 * MB for received in RECEIVED.get(f"/upload-{scheme}", [])), RECEIVED
     grant = wait_for(lambda: (g := run.egress_grant()) and g.cap_reached_at and g)
     assert grant.bytes_up > 1 * MB and grant.bytes_down < 1 * MB
+
+
+def proxy_memory(pid: int) -> dict[int, tuple[int, int]]:
+    """(VmRSS, VmHWM) in bytes of the proxy process and every process below it (proxy.py forks its acceptor)."""
+    memory, pending = {}, [pid]
+    while pending:
+        current = pending.pop()
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{current}/status").read_text().splitlines() if ":" in line)
+        memory[current] = tuple(int(fields[name].split()[0]) * 1024 for name in ("VmRSS", "VmHWM"))
+        for task in Path(f"/proc/{current}/task").iterdir():
+            try:
+                pending += [int(child) for child in (task / "children").read_text().split()]
+            except FileNotFoundError:
+                pass  # a thread that ended meanwhile
+    return memory
+
+
+def post_through_the_proxy(socket_dir, proxy: str, url: str, size: int, chunked: bool, after_a_get: bool = False) -> tuple[int | None, str]:
+    """POST `size` bytes, sent in 64 KB pieces (never held whole here), framed by Content-Length or chunked,
+    after a GET on the same connection when `after_a_get`; the reply, (None, "closed") when the proxy hung up."""
+    connection = ProxyConnection(socket_dir, proxy)
+    conn, replies = connection.conn, connection.replies
+    conn.settimeout(60)
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"
+    piece = b"u" * 65536
+    try:
+        if after_a_get:
+            assert connection.get(f"http://{urlsplit(url).netloc}/hello") == 200
+        conn.sendall(f"POST {url} HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\nProxy-Authorization: Basic {connection.auth}\r\n{framing}\r\n\r\n".encode())
+        for _ in range(size // len(piece)):
+            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+        if chunked:
+            conn.sendall(b"0\r\n\r\n")
+        if not (status := replies.readline()):
+            return None, "closed"
+        length = 0
+        while (line := replies.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            if name.lower() == "content-length":
+                length = int(value)
+        return int(status.split()[1]), replies.read(length).decode()
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def small_request_proxy(live_server, tmp_path):
+    """A proxy of this test's own, so its memory is this test's alone, with a 2 MB limit on a plain request."""
+    with egress_proxy_process(tmp_path, live_server.url, BELVEDIR_EGRESS_MAX_REQUEST_MB="2") as proc:
+        yield tmp_path, proc.pid
+
+
+@pytest.mark.parametrize(
+    "chunked, after_a_get",
+    [(False, False), (True, False), (False, True)],
+    # proxy.py reads a connection's first request in its handler and each later one in its proxy plugin: both are bounded.
+    ids=["content-length", "chunked", "after-a-get-on-the-connection"],
+)
+def test_a_plain_request_past_the_size_limit_is_refused_without_being_held(small_request_proxy, outside, chunked, after_a_get):
+    """A 48 MB plain-HTTP POST against a 2 MB limit: 413 with the limit named, the proxy's memory flat, every byte counted."""
+    socket_dir, pid = small_request_proxy
+    grant, token = issue_grant(Owner("run", f"big-post-{chunked}-{after_a_get}"), max_bytes=1024 * MB)
+    proxy = proxy_url(grant.owner, token)
+    base = f"http://{OUTSIDE_ADDRESS}:{outside['http']}"
+    # Warm: the recorder's threads and database connection exist before the measure.
+    assert through_the_proxy(socket_dir, proxy, f"{base}/hello") == 200
+    assert post_through_the_proxy(socket_dir, proxy, f"{base}/small", 1 * MB, chunked=False)[0] == 200
+    before = proxy_memory(pid)
+
+    status, body = post_through_the_proxy(socket_dir, proxy, f"{base}/big-{chunked}-{after_a_get}", 48 * MB, chunked, after_a_get)
+
+    after = proxy_memory(pid)
+    # The peak (VmHWM) of each process: a body held even for a moment shows in it.
+    growth = {p: after[p][1] - before[p][1] for p in before if p in after}
+    assert max(growth.values()) < 8 * MB, {p: (before[p], after.get(p)) for p in before}
+    assert status == 413 and "2 MB" in body and "HTTPS" in body, (status, body)
+    assert f"/big-{chunked}-{after_a_get}" not in RECEIVED
+    # What the sandbox sent counts against its egress, and the refusal is on the run's record.
+    recorded = wait_for(lambda: (g := EgressGrant.objects.get(pk=grant.pk)).bytes_up >= 48 * MB and g)
+    assert recorded.destinations.get(reason__contains="2 MB").requests == 1

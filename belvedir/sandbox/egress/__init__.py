@@ -6,7 +6,8 @@ uid the workload cannot signal) relays 127.0.0.1:3128 inside the sandbox to
 that socket. The proxy (proxy.py, run by `manage.py egress_proxy`, one per
 sandbox host) authenticates each connection by the workload's grant, applies
 belvedir/core/netpolicy.py on the address it connects to, counts bytes per
-destination and enforces the grant's byte cap.
+destination and enforces the grant's byte cap; its connection handler
+(handler.py) bounds what one plain-HTTP request may make it hold.
 """
 
 import base64

@@ -15,13 +15,35 @@ from .recorder import recorder
 logger = logging.getLogger(__name__)
 
 
-def _reject(status: int, message: str) -> HttpRequestRejected:
+REASONS = {
+    403: b"Forbidden",
+    407: b"Proxy Authentication Required",
+    413: b"Content Too Large",
+    431: b"Request Header Fields Too Large",
+}
+
+
+def reject(status: int, message: str) -> HttpRequestRejected:
+    """A refusal the sandbox reads: the status, and the message as a plain-text body."""
     return HttpRequestRejected(
         status_code=status,
-        reason=b"Forbidden" if status == 403 else b"Proxy Authentication Required",
+        reason=REASONS[status],
         headers={b"Content-Type": b"text/plain", **({b"Proxy-Authenticate": b'Basic realm="belvedir egress"'} if status == 407 else {})},
         body=f"Belvedir egress: {message}\n".encode(),
     )
+
+
+NO_GRANT = "this sandbox's egress credential is missing or no longer valid."
+
+
+def cap_reached(grant) -> str:
+    return f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached."
+
+
+def grant_of(request):
+    """The grant behind a request's Proxy-Authorization (read fresh), or None."""
+    token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
+    return recorder().grant(hash_token(token)) if token else None
 
 
 class EgressPolicyPlugin(HttpProxyBasePlugin):
@@ -52,28 +74,27 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
     def before_upstream_connection(self, request):
         rec = recorder()
         host, port = force_str(request.host or b"").strip("[]"), request.port
-        token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
-        grant = rec.grant(hash_token(token)) if token else None
+        grant = grant_of(request)
         if grant is None or grant.revoked:
-            raise _reject(407, "this sandbox's egress credential is missing or no longer valid.")
+            raise reject(407, NO_GRANT)
         self.grant = grant
         if grant.capped:
             rec.denied(grant, host, port, "Egress byte cap reached.")
-            raise _reject(403, f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached.")
+            raise reject(403, cap_reached(grant))
         try:
             addresses = egress_policy(grant.domains).resolve(host, port)
         except Refused as exc:
             rec.denied(grant, host, port, str(exc))
             logger.info("egress denied for %s: %s:%s (%s)", grant.owner, host, port, exc)
-            raise _reject(403, str(exc)) from None
+            raise reject(403, str(exc)) from None
         self.target, self.address = (host, port), addresses[0]
         rec.allowed(grant, host, port)
         # The request itself, body included, went up too: proxy.py reads it
-        # whole before this plugin exists, so no recv of ours saw it. Past
-        # the cap, it is not forwarded.
+        # whole (within EGRESS_MAX_REQUEST_BYTES, see handler.py) before this
+        # plugin exists, so no recv of ours saw it. Past the cap, it is not forwarded.
         if not rec.transfer(grant, host, port, up=request.total_size + self.early_up):
             rec.denied(grant, host, port, "Egress byte cap reached.")
-            raise _reject(403, f"the run's egress cap of {grant.max_bytes // (1024 * 1024)} MB is reached.")
+            raise reject(403, cap_reached(grant))
         return request
 
     def handle_client_request(self, request):
@@ -81,13 +102,12 @@ class EgressPolicyPlugin(HttpProxyBasePlugin):
         # one a kept-alive connection carries: each is checked again, so a
         # connection opened before the run's end carries nothing after it.
         if self.requests and not self._still_granted(request):
-            raise _reject(407, "this sandbox's egress credential is missing or no longer valid.")
+            raise reject(407, NO_GRANT)
         self.requests += 1
         return request
 
     def _still_granted(self, request) -> bool:
-        token = decode_proxy_authorization(request.header(b"proxy-authorization") if request.has_header(b"proxy-authorization") else None)
-        grant = recorder().grant(hash_token(token)) if token else None
+        grant = grant_of(request)
         return grant is not None and grant.id == self.grant.id and not grant.revoked
 
     def resolve_dns(self, host, port):

@@ -134,10 +134,11 @@ class Recorder:
         with self._lock:
             self._pending[(grant.id, host, port, "")][0] += 1
 
-    def transfer(self, grant: GrantState, host: str, port: int, up: int = 0, down: int = 0) -> bool:
-        """Count bytes; False once the grant's cap is passed (the caller closes the connection)."""
+    def transfer(self, grant: GrantState, host: str, port: int, up: int = 0, down: int = 0, reason: str = "") -> bool:
+        """Count bytes (beside a denial when `reason` says why the request was refused);
+        False once the grant's cap is passed (the caller closes the connection)."""
         with self._lock:
-            entry = self._pending[(grant.id, host, port, "")]
+            entry = self._pending[(grant.id, host, port, reason)]
             entry[1] += up
             entry[2] += down
             grant.used += up + down

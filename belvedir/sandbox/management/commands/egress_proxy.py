@@ -38,6 +38,9 @@ class Command(BaseCommand):
             "--threaded",
             "--num-acceptors",
             "1",
+            # proxy.py's handler with a bound on what one request holds (egress/handler.py).
+            "--work-klass",
+            "belvedir.sandbox.egress.handler.BoundedRequestHandler",
             "--plugins",
             "belvedir.sandbox.egress.plugin.EgressPolicyPlugin",
             "--log-level",
