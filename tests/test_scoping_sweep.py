@@ -45,12 +45,14 @@ PLACEHOLDERS = {
     "what": "cancel",
     # A dataset row's place: the owner's dataset has one at 0.
     "position": "0",
+    # A password reset link's user, in Django's base64 form.
+    "uidb64": "MQ",
 }
 CONVERTER = re.compile(r"<(?:(\w+):)?(\w+)>")
 REGEX_GROUP = re.compile(r"\(\?P<(\w+)>[^)]*\)")
 ID_NAMES = {"pk", "run_id", "session_id"}
 # Sign-in pages, the Stripe webhook and the schema are nobody's project.
-NOT_PROJECT_ROUTES = ("signup/", "login/", "logout/", "billing/stripe/webhook", "invitations/")
+NOT_PROJECT_ROUTES = ("signup/", "login/", "logout/", "billing/stripe/webhook", "invitations/", "password-reset/", "reset/", "verify-email/")
 # Routes that name their objects in the query string: the owner's session, twice.
 QUERIES = {"api/v1/session-diff": "?a=owner-session&b=owner-session", "traces/diff/": "?s=owner-session&s=owner-session"}
 # (route prefix, methods): owner-only; an empty set means every method, a trailing $ this route alone.
@@ -235,6 +237,11 @@ PUBLIC = {
     "drivers/<slug:name>.git/<path:rest>": "the shipped driver repos: public and read-only",
     "api/schema/": "describes the API, holds no data",
     "api/docs/": "describes the API, holds no data",
+    "verify-email/<str:token>/": "a mailed link: its signed token names the account and address",
+    "password-reset/": "the way back in: says the same whether an address is known",
+    "password-reset/sent/": "the way back in",
+    "reset/<uidb64>/<token>/": "the way back in: Django's signed reset link",
+    "reset/done/": "the way back in",
 }
 ANONYMOUS_VALUES = {**PLACEHOLDERS, "name": "reference-agent", "rest": "info/refs", "app_label": "core", "url": "core/apikey/"}
 OBJECT_ID_NAMES = {"pk", "run_id", "other", "id", "object_id"}
