@@ -316,7 +316,7 @@ print("done", flush=True)
 """
 
 
-def test_no_secret_a_run_writes_is_stored_and_its_canary_is_reported(tmp_path, owner, funded, api, owner_client):
+def test_no_secret_a_run_writes_is_stored_and_each_is_reported_by_name(tmp_path, owner, funded, api, owner_client):
     import base64
     import json
     from urllib.parse import quote
@@ -358,3 +358,27 @@ def test_no_secret_a_run_writes_is_stored_and_its_canary_is_reported(tmp_path, o
     page = owner_client.get(f"/runs/{run.pk}/").content.decode()
     report = "; ".join(f"{name} in log, results.json, spans" for name in sorted([RUN_KEY_ENV, CANARY_ENV, "HF_TOKEN", "MY_TOKEN"]))
     assert run.secrets_report == report and f"A secret reached its output: {report}." in page
+
+
+def test_a_run_that_prints_its_secret_in_hex_on_two_lines_stores_none_of_it_and_is_reported(tmp_path, owner, funded, api, owner_client):
+    token = "tok_Live/Secret+Value=42"
+    program = """
+import os, sys, time
+hexed = os.environ["API_TOKEN"].encode().hex().upper()
+sys.stdout.write("token, in hex: " + hexed[:20] + "\\n"); sys.stdout.flush(); time.sleep(0.3)
+sys.stdout.write(hexed[20:] + " (the rest)\\n"); sys.stdout.flush()
+print("done")
+"""
+    make_repo(tmp_path / "repo", {"run.py": program})
+    h = harness(funded, owner, tmp_path / "repo")
+    HarnessEnvVar.objects.create(harness=h, name="API_TOKEN", value=token, secret=True)
+
+    run = launch(h, owner)
+
+    assert "done" in run.log_tail, (run.status, run.status_message, run.log_tail)
+    assert f"token, in hex: {MASK}\n{MASK} (the rest)\n" in run.log_tail
+    hexed, log = token.encode().hex(), run.log_tail.lower()
+    assert not any(hexed[i : i + 8] in log for i in range(len(hexed) - 7))
+    assert run.secrets_report == "API_TOKEN in log"
+    assert api.get(f"/api/v1/runs/{run.pk}").json()["secrets_reached_output"] == [{"name": "API_TOKEN", "places": ["log"]}]
+    assert "A secret reached its output: API_TOKEN in log." in owner_client.get(f"/runs/{run.pk}/").content.decode()
