@@ -42,7 +42,7 @@ from functools import lru_cache
 from urllib.parse import quote, quote_plus
 
 import orjson
-from ahocorasick_rs import BytesAhoCorasick, MatchKind
+from ahocorasick_rs import BytesAhoCorasick, Implementation, MatchKind
 
 MASK = "********"
 MASK_BYTES = MASK.encode()
@@ -50,7 +50,7 @@ MIN_LENGTH = 8
 ELLIPSIS = "…".encode()
 _URLSAFE = str.maketrans("+/", "-_")
 # What a program puts between a secret's characters to spell it out ("s k - l i v e", one a line).
-_SEPARATORS = (" ", "-", "_", ".", ":", ",", "\t", "\n", "\r\n")
+_SEPARATORS = (" ", "-", "\n", "\r\n")
 _LINE_ENDS = (b"\n", b"\r")
 
 
@@ -269,7 +269,10 @@ def _compiled(secrets: frozenset[str]) -> _Compiled:
     forms = list(origin)
     automaton = BytesAhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
     grams = {form[i : i + MIN_LENGTH]: secret for form, secret in origin.items() for i in range(len(form) - MIN_LENGTH + 1)}
-    gram_automaton = BytesAhoCorasick(list(grams) or [b"\0" * MIN_LENGTH])
+    # A DFA: thousands of grams leave the automaton no prefilter, and a 2 MB body
+    # took ~14 ms through the default (an NFA) against ~6 ms through a DFA,
+    # which costs ~0.2 s to build once per secret set and process.
+    gram_automaton = BytesAhoCorasick(list(grams) or [b"\0" * MIN_LENGTH], implementation=Implementation.DFA)
     return _Compiled(list(origin.values()), automaton, _Hiding(secrets, forms), gram_automaton, list(grams.values()), max(map(len, forms), default=1))
 
 
