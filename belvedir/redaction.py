@@ -8,9 +8,9 @@ value alone decides at each of the three alignments it can sit at inside a
 longer base64 text (so the value's base64 is found inside the base64 of a
 whole file or header, not only on its own); the hex of its bytes (bare, or
 a space or colon between bytes); the value reversed; its characters spelled
-out with a separator between them (space, dash, underscore, dot, colon,
-comma, tab, newline); and each of those as it appears inside a JSON string
-(escaped). Matching ignores ASCII case (every form is matched on lower-cased
+out with a separator between them (space, dash, newline: each separator
+adds a form twice the value's length, and its grams, to every scan); and
+each of those as it appears inside a JSON string (escaped). Matching ignores ASCII case (every form is matched on lower-cased
 text), so upper-case hex and an upper-cased secret are found too.
 
 A value shorter than MIN_LENGTH is not redacted: masking "true" or "1234"
