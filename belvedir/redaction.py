@@ -3,28 +3,35 @@
 One rule for every place a run writes (its log, its results.json, the spans
 it sends with its key): each secret value, and the ways a program commonly
 re-encodes it, becomes MASK. The encodings: the value itself; URL-encoded
-(`quote`, `quote_plus`, either case of hex); base64 and URL-safe base64,
-as the characters the value alone decides at each of the three alignments
-it can sit at inside a longer base64 text (so the value's base64 is found
-inside the base64 of a whole file or header, not only on its own); and
-each of those as it appears inside a JSON string (escaped).
+(`quote`, `quote_plus`); base64 and URL-safe base64, as the characters the
+value alone decides at each of the three alignments it can sit at inside a
+longer base64 text (so the value's base64 is found inside the base64 of a
+whole file or header, not only on its own); the hex of its bytes (bare, or
+a space or colon between bytes); the value reversed; its characters spelled
+out with a separator between them (space, dash, newline: each separator
+adds a form twice the value's length, and its grams, to every scan); and
+each of those as it appears inside a JSON string (escaped). Matching ignores ASCII case (every form is matched on lower-cased
+text), so upper-case hex and an upper-cased secret are found too.
 
 A value shorter than MIN_LENGTH is not redacted: masking "true" or "1234"
 everywhere would wreck the output and protect nothing.
 
-A text cut by a length limit before it reaches the redactor (a span's
-64 KB attribute value, its 500-character name, a 255-character column) can
-end in the beginning of a secret whose rest was cut off, which no whole form
-matches. So a text's end, and the text before its last "…" (how a cut is
-marked), is masked too when it is the beginning of a form, MIN_LENGTH
-characters or longer: what is left of a secret is never a run of MIN_LENGTH
-of its characters, the same bound as for a whole value.
+A piece of a form is masked too, where it touches a boundary: a run of
+MIN_LENGTH or more characters of a form that begins or ends a line, or a
+field (each string of a JSON-like value is one), or a text, or stands before
+its last "…" (how a length limit marks a cut). That is a secret printed
+half on one line and half on the next, split across two JSON fields, or cut
+by a limit before it reached the redactor (a span's 64 KB attribute value,
+its 500-character name, a 255-character column). Inside a line a piece is
+left alone: a secret's first eight characters ("sk-proj-") are common
+words elsewhere.
 
-Matching is one Aho-Corasick automaton over all variants, leftmost-longest
-(so a value that contains another is masked whole), on bytes: text is
-matched as its UTF-8, where a whole character sequence can only match at a
-character boundary. The redactor remembers which values it found, which is
-how a run learns its canary reached its output.
+Matching is one Aho-Corasick automaton over all forms, leftmost-longest (so
+a value that contains another is masked whole), and one over every
+MIN_LENGTH-byte gram of every form, overlapping, for the pieces: on bytes,
+where a whole character sequence can only match at a character boundary.
+The redactor remembers which values it found, which is how a run learns
+which of its secrets reached its output.
 """
 
 import base64
@@ -35,14 +42,16 @@ from functools import lru_cache
 from urllib.parse import quote, quote_plus
 
 import orjson
-from ahocorasick_rs import BytesAhoCorasick, MatchKind
+from ahocorasick_rs import BytesAhoCorasick, Implementation, MatchKind
 
 MASK = "********"
 MASK_BYTES = MASK.encode()
 MIN_LENGTH = 8
 ELLIPSIS = "…".encode()
-_HEX_ESCAPE = re.compile(r"%[0-9A-F]{2}")
 _URLSAFE = str.maketrans("+/", "-_")
+# What a program puts between a secret's characters to spell it out ("s k - l i v e", one a line).
+_SEPARATORS = (" ", "-", "\n", "\r\n")
+_LINE_ENDS = (b"\n", b"\r")
 
 
 # A secret can stand in a request body spelled so that none of its forms
@@ -78,21 +87,25 @@ class _Hiding:
         return source.replace(b"\x00", b"") if b"\x00" in source else source
 
 
-def variants(value: str) -> set[str]:
-    """The texts standing for `value` in the encodings above."""
-    forms = {value, quote(value, safe=""), quote(value), quote_plus(value, safe=""), quote_plus(value)}
-    forms |= {_HEX_ESCAPE.sub(lambda m: m[0].lower(), form) for form in forms}
+def variants(value: str) -> set[bytes]:
+    """The texts standing for `value` in the encodings above, lower-cased (matching is on lower-cased text)."""
     raw = value.encode()
+    forms = {value, quote(value, safe=""), quote(value), quote_plus(value, safe=""), quote_plus(value)}
     for offset in range(3):
         # Only the characters whose six bits all come from the value: the
         # first ones also hold the bytes before it, the last the bytes after.
         encoded = base64.b64encode(b"\0" * offset + raw).decode().rstrip("=")
         decided = encoded[(8 * offset + 5) // 6 : (8 * offset + 8 * len(raw)) // 6]
         forms |= {decided, decided.translate(_URLSAFE)}
-    # As it reads inside a JSON string (a quote or backslash escaped; orjson's
-    # escaping, which is how span and results text is serialised here).
+    pairs = [f"{byte:02x}" for byte in raw]
+    forms |= {"".join(pairs), " ".join(pairs), ":".join(pairs), value[::-1]}
+    forms |= {separator.join(value) for separator in _SEPARATORS}
+    # As it reads inside a JSON string (a quote, backslash or newline
+    # escaped; orjson's escaping, which is how span and results text is
+    # serialised here).
     forms |= {orjson.dumps(form).decode()[1:-1] for form in forms}
-    return forms
+    # bytes.lower(): ASCII only, so a lower-cased text keeps every byte where it was.
+    return {form.encode().lower() for form in forms}
 
 
 class Redactor:
@@ -102,18 +115,24 @@ class Redactor:
         self.secrets = frozenset(s for s in secrets if s and len(s) >= MIN_LENGTH)
         self.found: set[str] = set()
         compiled = _compiled(self.secrets)
-        self._forms, self._origins, self._automaton, self._hiding = compiled.forms, compiled.origins, compiled.automaton, compiled.hiding
-        self._beginnings, self._starts = compiled.beginnings, compiled.starts
+        self._origins, self._automaton, self._hiding = compiled.origins, compiled.automaton, compiled.hiding
+        self._grams, self._gram_origins = compiled.grams, compiled.gram_origins
         # A stream holds back this much (the longest form less a byte): a
-        # form cut by a chunk boundary is whole once the next chunk comes.
-        self.carry = max(map(len, self._forms), default=1) - 1
+        # form cut by a chunk boundary is whole once the next chunk comes,
+        # and so is any piece of one that reaches a line's end.
+        self.carry = compiled.longest - 1
 
     def __bool__(self):
         return self._automaton is not None
 
-    def data(self, data: bytes) -> bytes:
-        """`data` masked, its end too (it may have been cut inside a secret)."""
-        return self._mask_cut_end(self._mask(data, len(data))[0])
+    def data(self, data: bytes, *, line_start: bool = True) -> bytes:
+        """`data` masked, its end a boundary too (it may have been cut inside a secret).
+
+        `line_start`: whether `data` begins a line (or a field); False for
+        the held-back end of a stream, which begins wherever the last chunk
+        was cut.
+        """
+        return self._mask(data, len(data), line_start=line_start, at_end=True)[0]
 
     def text(self, text: str) -> str:
         if self._automaton is None:
@@ -122,7 +141,7 @@ class Redactor:
         return self.data(text.encode("utf-8", "surrogatepass")).decode("utf-8", "surrogatepass")
 
     def value(self, value):
-        """A JSON-like value (dicts, lists, text) with every string masked, keys too."""
+        """A JSON-like value (dicts, lists, text) with every string masked, keys too: each string is a field."""
         if self._automaton is None:
             return value
         if isinstance(value, str):
@@ -147,7 +166,7 @@ class Redactor:
         if self._automaton is None:
             return items
         plain = self._hiding.plain(source) if source is not None else None
-        if plain is not None and not self._automaton.find_matches_as_indexes(plain):
+        if plain is not None and not self._touches(plain):
             return items
         if not self._touched(items):
             return items
@@ -155,69 +174,106 @@ class Redactor:
         return [self.value(item) if self._touched(item) else item for item in items]
 
     def _touched(self, value) -> bool:
-        """Whether `value` holds the start (MIN_LENGTH characters) of a form: a whole one, or one a limit cut."""
-        return bool(self._starts.find_matches_as_indexes(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
+        """Whether `value` holds a piece (MIN_LENGTH characters) of a form: a whole one, or one split or cut."""
+        return self._touches(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
 
-    def stream(self, data: bytes) -> tuple[bytes, bytes]:
+    def _touches(self, data: bytes) -> bool:
+        # One gram anywhere: a whole form holds them, and so does any piece of one.
+        return bool(self._grams.find_matches_as_indexes(data.lower()))
+
+    def stream(self, data: bytes, *, line_start: bool = True) -> tuple[bytes, bytes]:
         """Mask a stream's pending bytes: (what may be written now, what to hold until the next chunk or the end)."""
         if self._automaton is None:
             return data, b""
-        return self._mask(data, max(len(data) - self.carry, 0))
+        return self._mask(data, max(len(data) - self.carry, 0), line_start=line_start, at_end=False)
 
-    def _mask(self, data: bytes, safe: int) -> tuple[bytes, bytes]:
-        """Mask the matches that start before `safe`; (the masked data up to there, the rest as it was).
+    def _mask(self, data: bytes, safe: int, *, line_start: bool, at_end: bool) -> tuple[bytes, bytes]:
+        """Mask what starts before `safe`; (the masked data up to there, the rest as it was).
 
-        A match that starts before the held-back part is whole: from there to
-        the end is at least the longest form's length.
+        Two kinds of match, found on the lower-cased bytes: a whole form
+        (leftmost-longest), and a piece: a run of MIN_LENGTH or more
+        characters each window of which is a MIN_LENGTH-gram of a form (one
+        overlapping scan of the grams), masked where it touches a boundary,
+        that is begins a line (or the text) or ends one (or the text, or
+        stands before its last "…", how a cut is marked). That is a secret
+        split across two lines, or two fields (each string is masked on its
+        own), or cut by a length limit. In a stream (`at_end` False) the
+        data's end is no boundary: a piece that reaches it starts in the held
+        part, since the hold is as long as any form.
         """
         if self._automaton is None:
             return data, b""
-        out, pos = [], 0
-        for index, start, end in self._automaton.find_matches_as_indexes(data):
+        lowered = data.lower()
+        spans = []  # (start, end, secret)
+        for index, start, end in self._automaton.find_matches_as_indexes(lowered):
             if start >= safe:
                 break
-            out += [data[pos:start], MASK_BYTES]
-            self.found.add(self._origins[index])
+            spans.append((start, end, self._origins[index]))
+        ends = {len(data)} if at_end else set()
+        if at_end and (marked := data.rfind(ELLIPSIS)) >= MIN_LENGTH:
+            ends.add(marked)
+        for start, end, index in _runs(self._grams.find_matches_as_indexes(lowered, overlapping=True)):
+            if start >= safe:
+                break
+            begins = data[start - 1 : start] == b"\n" if start else line_start
+            if begins or end in ends or data[end : end + 1] in _LINE_ENDS or (not at_end and end == len(data)):
+                spans.append((start, end, self._gram_origins[index]))
+        if not spans:
+            return data[:safe], data[safe:]
+        out, pos = [], 0
+        for start, end, secret in sorted(spans):
+            self.found.add(secret)
+            if end <= pos:
+                continue  # inside a span already masked
+            if start >= pos:
+                out += [data[pos:start], MASK_BYTES]
             pos = end
         cut = max(pos, safe)
         out.append(data[pos:cut])
         return b"".join(out), data[cut:]
 
-    def _mask_cut_end(self, data: bytes) -> bytes:
-        """`data` with a form's beginning masked where it ends the text or stands before its last "…"."""
-        if self._automaton is None or len(data) < MIN_LENGTH:
-            return data
-        marked = data.rfind(ELLIPSIS)
-        for end in (len(data), marked) if marked >= MIN_LENGTH else (len(data),):
-            low = max(end - self.carry, 0)
-            # Overlapping: the longest beginning that reaches `end` may start inside a shorter one.
-            for _, start, _ in self._starts.find_matches_as_indexes(data[low:end], overlapping=True):
-                if secret := self._beginnings.get(data[low + start : end]):
-                    self.found.add(secret)
-                    data = data[: low + start] + MASK_BYTES + data[end:]
-                    break
-        return data
+
+def _runs(grams):
+    """(start, end, first gram) of each run of grams starting at consecutive positions, from an overlapping scan.
+
+    The grams all have MIN_LENGTH bytes and differ, so at most one starts at
+    a position, and the scan reports them by position.
+    """
+    run_start = run_end = -1
+    first = 0
+    for index, start, end in grams:
+        if start == run_end - MIN_LENGTH + 1:
+            run_end = end
+            continue
+        if run_end >= 0:
+            yield run_start, run_end, first
+        run_start, run_end, first = start, end, index
+    if run_end >= 0:
+        yield run_start, run_end, first
 
 
 @dataclass(frozen=True)
 class _Compiled:
-    forms: list[bytes]
     origins: list[str]  # the secret of each form
     automaton: BytesAhoCorasick | None  # the forms, leftmost-longest
     hiding: _Hiding  # what could hide them in a body
-    beginnings: dict[bytes, str]  # each form's beginnings of MIN_LENGTH bytes or more (not the whole form), and their secret
-    starts: BytesAhoCorasick  # the first MIN_LENGTH bytes of every form: where a form, whole or cut, can begin
+    grams: BytesAhoCorasick  # every MIN_LENGTH bytes of every form: where a piece of one, whole, split or cut, can be
+    gram_origins: list[str]  # the secret of each gram
+    longest: int  # the longest form's length
 
 
 @lru_cache(maxsize=64)
 def _compiled(secrets: frozenset[str]) -> _Compiled:
-    """What masking `secrets` needs: a run's batches all need the same (~1 ms to make)."""
-    origin = {form.encode(): secret for secret in sorted(secrets, key=len) for form in variants(secret)}
+    """What masking `secrets` needs: a run's batches all need the same (~40 ms to make)."""
+    origin = {form: secret for secret in sorted(secrets, key=len) for form in variants(secret)}
     forms = list(origin)
     automaton = BytesAhoCorasick(forms, matchkind=MatchKind.LeftmostLongest) if forms else None
-    beginnings = {form[:length]: secret for form, secret in origin.items() for length in range(MIN_LENGTH, len(form))}
-    starts = BytesAhoCorasick(list({form[:MIN_LENGTH] for form in forms}) or [b"\0" * MIN_LENGTH])
-    return _Compiled(forms, list(origin.values()), automaton, _Hiding(secrets, forms), beginnings, starts)
+    grams = {form[i : i + MIN_LENGTH]: secret for form, secret in origin.items() for i in range(len(form) - MIN_LENGTH + 1)}
+    # A DFA: thousands of grams leave the automaton no prefilter, and a 2 MB body
+    # took ~14 ms through the default (an NFA) against ~6 ms through a DFA,
+    # which costs ~0.2 s to build once per secret set and process.
+    gram_automaton = BytesAhoCorasick(list(grams) or [b"\0" * MIN_LENGTH], implementation=Implementation.DFA)
+    return _Compiled(list(origin.values()), automaton, _Hiding(secrets, forms), gram_automaton, list(grams.values()), max(map(len, forms), default=1))
 
 
 NO_SECRETS = Redactor()

@@ -413,10 +413,12 @@ RUN_COLUMNS = ["id", "harness_name", "status", "score", "model", "price_cents"]
 
 
 def output_run(run: dict):
-    """A run's row, and under it, where its canary showed up: the warning a person reads (--json has the list)."""
+    """A run's row, and under it, which of its secrets its output held and where: the warning a person reads (--json has the list)."""
     output(run, RUN_COLUMNS)
-    if not click.get_current_context().obj.get("json") and run.get("secret_reached_output"):
-        click.echo(f"Warning: a secret reached its output ({', '.join(run['secret_reached_output'])}); it was redacted before storing.")
+    found = run.get("secrets_reached_output") or []
+    if not click.get_current_context().obj.get("json") and found:
+        report = "; ".join(f"{item['name']} in {', '.join(item['places'])}" for item in found)
+        click.echo(f"Warning: a secret reached its output: {report}; it was redacted before storing.")
 
 
 @runs.command("show")

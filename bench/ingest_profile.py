@@ -190,7 +190,7 @@ def measure_run_key(args, project, user):
     for on in ("run key, redacted", "run key, redacted, escapes"):
         print(
             f"  {on}: redaction adds wall {walls[on] / walls[off]:.3f} x, CPU {cpus[on] / cpus[off]:.3f} x to a run key's batch "
-            f"({SECRET_COUNT} secrets, {len(redactor._forms)} forms)"
+            f"({SECRET_COUNT} secrets, {len(redactor._origins)} forms)"
         )
     print("  a project key's batch: nothing added (not scanned)")
     print(

@@ -109,6 +109,13 @@ def start_run_response(harness, user, env_for=None, repeats=None) -> Response:
     return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
+class SecretFoundSerializer(serializers.Serializer):
+    name = serializers.CharField(
+        read_only=True, help_text="The secret's env var name (a harness's secret env, a project secret, or the run's own: its key, its canary)."
+    )
+    places = serializers.ListField(child=serializers.ChoiceField(choices=["log", "results.json", "spans"]), read_only=True)
+
+
 class RunSerializer(serializers.ModelSerializer):
     harness = serializers.PrimaryKeyRelatedField(read_only=True)
     harness_name = serializers.CharField(source="harness.name", read_only=True)
@@ -118,7 +125,12 @@ class RunSerializer(serializers.ModelSerializer):
     secret_reached_output = serializers.ListField(
         child=serializers.CharField(),
         read_only=True,
-        help_text='Where the run\'s canary (a meaningless secret it is given) showed up, redacted: "log", "results.json", "spans". Empty when nowhere.',
+        help_text='Where any of the run\'s secrets (its canary among them) showed up, redacted: "log", "results.json", "spans". Empty when nowhere.',
+    )
+    secrets_reached_output = serializers.ListField(
+        child=SecretFoundSerializer(),
+        read_only=True,
+        help_text="Which of the run's secrets showed up in its output (by env var name, never the value) and where; redacted before storing. Empty when none.",
     )
 
     class Meta:
@@ -145,6 +157,7 @@ class RunSerializer(serializers.ModelSerializer):
             "duration_seconds",
             "session_id",
             "secret_reached_output",
+            "secrets_reached_output",
         ]
 
     def get_duration_seconds(self, run) -> float | None:

@@ -33,7 +33,7 @@ from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
 from . import repo
 from .actions import finish_run, revoke_run_credentials
 from .models import Run
-from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_canary, run_secrets
+from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_found, run_secrets
 from .results import ParsedResults, parse_results
 
 logger = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class RunExecution:
         self.secrets: list[str] = list(run_secrets(run.pk).values)
         self.tail = TailBuffer(settings.HARNESS_LOG_TAIL_BYTES, Redactor(self.secrets))
         self.launch_secrets: RunSecrets | None = None  # with its key and canary, once they are made
+        self.egress_names: dict[str, str] = {}  # its egress token, by the variables that hold it
         self.sandbox: Sandbox | None = None
         self.launched = False
         self._stop = threading.Event()
@@ -84,7 +85,7 @@ class RunExecution:
             revoke_run_credentials(run)  # again: a key issued after a cancel ended the run
             Run.objects.filter(pk=run.pk).update(log_tail=self._log(final=True))
             if self.launch_secrets:
-                note_canary(self.launch_secrets, self.tail.redactor, Place.LOG)  # after the final tail: its held-back end is masked last
+                note_found(self.launch_secrets, self.tail.redactor, Place.LOG, self.egress_names)  # after the final tail: its held-back end is masked last
 
     def _execute(self):
         run, harness = self.run, self.harness
@@ -105,6 +106,7 @@ class RunExecution:
             if settings.HARNESS_SANDBOX_NETWORK == egress.NETWORK:
                 _, token = egress.issue_grant(run.owner, domains=harness.egress_domain_list())
                 self.secrets.append(token)
+                self.egress_names[token] = "HTTPS_PROXY"  # (and HTTP_PROXY, ALL_PROXY: the proxy's URL holds it)
                 env.update(egress.sandbox_env(egress.proxy_url(run.owner, token)))
             self.launch_secrets = run_secrets(run.pk)
             self.secrets += self.launch_secrets.values
@@ -187,7 +189,7 @@ class RunExecution:
             return ParsedResults(error=f"results.json is larger than {settings.HARNESS_RESULTS_MAX_BYTES // 1024} KB; it was not read.")
         redactor = Redactor(self.secrets)
         parsed = parse_results(raw, redactor)
-        note_canary(self.launch_secrets, redactor, Place.RESULTS)
+        note_found(self.launch_secrets, redactor, Place.RESULTS, self.egress_names)
         return parsed
 
     def _advance(self, status, **fields) -> bool:

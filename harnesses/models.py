@@ -151,8 +151,9 @@ class Run(models.Model):
     extra_env = models.JSONField(default=dict, blank=True, help_text="Env added by whoever started the run (e.g. a model benchmark).")
     # Secret env added at start (HF_TOKEN, signed URLs): masked in logs, never shown.
     secret_env = models.JSONField(default=dict, blank=True)
-    # Where the run's canary showed up in its output (harnesses.redaction.Place flags): 0 while it never did.
-    canary_places = models.PositiveSmallIntegerField(default=0, editable=False)
+    # Which of its secrets the run's output held, by env name, and where (harnesses.redaction.Place flags):
+    # {"API_TOKEN": 1}. Never a value. Empty while none did.
+    secret_places = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     # When its message was last sent to the queue (harnesses.tasks.requeue_lost_runs).
     queued_at = models.DateTimeField(default=timezone.now)
@@ -214,11 +215,30 @@ class Run(models.Model):
         return rows
 
     @property
-    def secret_reached_output(self) -> list[str]:
-        """Where a secret reached the run's output ("log", "results.json", "spans"): its canary, found there and redacted."""
+    def secrets_reached_output(self) -> list[dict]:
+        """Which of its secrets reached the run's output and where, found there and redacted: [{"name": "API_TOKEN", "places": ["log"]}]."""
         from .redaction import PLACE_NAMES  # .redaction imports this module
 
-        return [name for place, name in PLACE_NAMES.items() if self.canary_places & place]
+        return [
+            {"name": name, "places": [label for place, label in PLACE_NAMES.items() if flags & place]}
+            for name, flags in sorted(self.secret_places.items())
+            if isinstance(flags, int) and flags
+        ]
+
+    @property
+    def secret_reached_output(self) -> list[str]:
+        """Where any of its secrets reached the run's output ("log", "results.json", "spans")."""
+        from .redaction import PLACE_NAMES
+
+        flags = 0
+        for value in self.secret_places.values():
+            flags |= value if isinstance(value, int) else 0
+        return [label for place, label in PLACE_NAMES.items() if flags & place]
+
+    @property
+    def secrets_report(self) -> str:
+        """The secrets that reached its output, as a person reads them: "API_TOKEN in log; HF_TOKEN in log, spans"."""
+        return "; ".join(f"{found['name']} in {', '.join(found['places'])}" for found in self.secrets_reached_output)
 
     @property
     def owner(self) -> Owner:

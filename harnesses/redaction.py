@@ -1,4 +1,4 @@
-"""A run's secrets: which values are redacted from what it writes, and its canary.
+"""A run's secrets: which values are redacted from what it writes, and which of them it wrote.
 
 Every place a run writes goes through one Redactor built from the same
 list (the log tail, results.json, and the spans its per-run key sends):
@@ -10,6 +10,11 @@ The canary is a fresh random value under a name that looks like a provider
 key, meaning nothing anywhere. A careful workload has no reason to print or
 send it; where it shows up, a careless one would have leaked a real key the
 same way. Redaction masks it like any secret, and says where it found it.
+
+Every secret found is reported the same way, the canary among them: the run
+records which of its secrets (by the name it had in the run's env, never the
+value) its output held, and where (Run.secret_places), and its page, the
+API and `bv` say so. A user wants to know the run printed their key.
 """
 
 import enum
@@ -18,7 +23,6 @@ import secrets
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import F
 
 from belvedir.core.models import ProjectSecret
 from belvedir.redaction import Redactor
@@ -32,7 +36,7 @@ RUN_KEY_ENV = "BELVEDIR_API_KEY"
 
 
 class Place(enum.IntFlag):
-    """Where a run's output held its canary (Run.canary_places)."""
+    """Where a run's output held one of its secrets (the values of Run.secret_places)."""
 
     LOG = 1
     RESULTS = 2
@@ -51,6 +55,7 @@ class RunSecrets:
     run_id: int
     values: tuple[str, ...]
     canary: str
+    names: dict[str, str]  # each value's name in the run's env (a harness's secret env var, a project secret, the run's own)
 
     def redactor(self) -> Redactor:
         return Redactor(self.values)
@@ -65,32 +70,47 @@ def run_secrets(run_id: int) -> RunSecrets | None:
     with connection.cursor() as cursor:
         cursor.execute(_SECRETS_SQL, [run_id] * 3)
         rows = cursor.fetchall()
-    env = [json.loads(value) for kind, value in rows if kind == "run"]
+    env = [json.loads(value) for kind, _, value in rows if kind == "run"]
     if not env:
         return None
-    values = [value for kind, value in rows if kind != "run"] + list(env[0].values())
-    return RunSecrets(run_id, tuple(v for v in values if isinstance(v, str)), env[0].get(CANARY_ENV, ""))
+    # The run's own env last: where a name is given twice, the run has the value it names.
+    named = [(name, value) for kind, name, value in rows if kind != "run"] + list(env[0].items())
+    named = [(name, value) for name, value in named if isinstance(value, str)]
+    return RunSecrets(run_id, tuple(v for _, v in named), env[0].get(CANARY_ENV, ""), {value: name for name, value in named})
 
 
 _SECRETS_SQL = f"""
-    SELECT 'run', CAST(secret_env AS text) FROM {Run._meta.db_table} WHERE id = %s
-    UNION ALL SELECT 'harness', value FROM {HarnessEnvVar._meta.db_table}
+    SELECT 'run', '', CAST(secret_env AS text) FROM {Run._meta.db_table} WHERE id = %s
+    UNION ALL SELECT 'harness', name, value FROM {HarnessEnvVar._meta.db_table}
               WHERE secret AND harness_id = (SELECT harness_id FROM {Run._meta.db_table} WHERE id = %s)
-    UNION ALL SELECT 'project', value FROM {ProjectSecret._meta.db_table}
+    UNION ALL SELECT 'project', name, value FROM {ProjectSecret._meta.db_table}
               WHERE project_id = (SELECT project_id FROM {Run._meta.db_table} WHERE id = %s)
 """
 
+# ORs each name's places into Run.secret_places in one statement: the worker
+# (log, results.json) and the trace workers (spans) mark the same run at
+# once, and PostgreSQL evaluates the new value again on the row another
+# update left, so no place is lost.
+_NOTE_SQL = f"""
+    UPDATE {Run._meta.db_table} SET secret_places = secret_places || (
+        SELECT jsonb_object_agg(found.key, coalesce((secret_places ->> found.key)::int, 0) | found.value::int)
+        FROM jsonb_each_text(%s::jsonb) AS found
+    ) WHERE id = %s
+"""
 
-def note_canary(secrets: RunSecrets, redactor: Redactor, place: Place) -> bool:
-    """Mark the run when `redactor` has masked its canary in `place`; whether it had.
 
-    One conditional update that ORs the place in: the worker (log,
-    results.json) and the trace workers (spans) mark the same run at once.
+def note_found(secrets: RunSecrets, redactor: Redactor, place: Place, extra_names: dict[str, str] | None = None) -> list[str]:
+    """Record on the run which of its secrets `redactor` masked in `place` (by name); their names.
+
+    `extra_names`: values the worker knows by a name the run's rows do not
+    hold (its egress token, in the proxy variables).
     """
-    if not secrets.canary or secrets.canary not in redactor.found:
-        return False
-    Run.objects.filter(pk=secrets.run_id).update(canary_places=F("canary_places").bitor(int(place)))
-    return True
+    names = {**secrets.names, **(extra_names or {})}
+    found = sorted({names[value] for value in redactor.found if value in names})
+    if found:
+        with connection.cursor() as cursor:
+            cursor.execute(_NOTE_SQL, [json.dumps(dict.fromkeys(found, int(place))), secrets.run_id])
+    return found
 
 
 def redact_run_rows(run_id: str, rows: list[dict], source: bytes | None = None) -> list[dict]:
@@ -105,5 +125,5 @@ def redact_run_rows(run_id: str, rows: list[dict], source: bytes | None = None) 
         return rows
     redactor = secrets.redactor()
     redacted = redactor.values(rows, source)
-    note_canary(secrets, redactor, Place.SPANS)
+    note_found(secrets, redactor, Place.SPANS)
     return redacted

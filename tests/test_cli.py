@@ -221,15 +221,24 @@ def test_runs_start_with_repeats_charges_each_run(bv, project):
 
 def test_runs_show_says_where_a_secret_reached_the_runs_output(bv, project):
     from harnesses.models import Run
-    from harnesses.redaction import Place
+    from harnesses.redaction import CANARY_ENV, Place
 
     harness = Harness.objects.create(project=project, name="leaky", repo_url="https://example.org/a/b", install_command="true", run_command="true")
-    leaked = Run.objects.create(project=project, harness=harness, price_cents=50, status="succeeded", score=1, canary_places=Place.LOG | Place.SPANS)
+    leaked = Run.objects.create(
+        project=project,
+        harness=harness,
+        price_cents=50,
+        status="succeeded",
+        score=1,
+        secret_places={"API_TOKEN": int(Place.LOG), CANARY_ENV: int(Place.LOG | Place.SPANS)},
+    )
     careful = Run.objects.create(project=project, harness=harness, price_cents=50, status="succeeded", score=1)
     shown = bv("runs", "show", str(leaked.pk))
     assert shown.exit_code == 0, shown.output
-    assert "leaky" in shown.stdout and "a secret reached its output (log, spans)" in shown.stdout
-    assert json.loads(bv("runs", "show", str(leaked.pk), "--json").stdout)["secret_reached_output"] == ["log", "spans"]
+    assert "leaky" in shown.stdout and f"a secret reached its output: API_TOKEN in log; {CANARY_ENV} in log, spans;" in shown.stdout
+    shown_json = json.loads(bv("runs", "show", str(leaked.pk), "--json").stdout)
+    assert shown_json["secret_reached_output"] == ["log", "spans"]
+    assert shown_json["secrets_reached_output"] == [{"name": "API_TOKEN", "places": ["log"]}, {"name": CANARY_ENV, "places": ["log", "spans"]}]
     quiet = bv("runs", "show", str(careful.pk))
     assert quiet.exit_code == 0 and "leaky" in quiet.stdout and "secret" not in quiet.stdout
     assert bv("runs", "show", "999999").exit_code == 2

@@ -1,5 +1,7 @@
 """Harness runs end to end: real git repos, real containers, the task in-process."""
 
+from hashlib import sha256
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -12,6 +14,7 @@ from billing.models import Account, LedgerEntry
 from harnesses.actions import cancel_run, start_run
 from harnesses.execution import execute_run
 from harnesses.models import HarnessEnvVar, Run
+from harnesses.redaction import CANARY_ENV, RUN_KEY_ENV
 
 from .concurrency import start_thread
 from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
@@ -19,13 +22,13 @@ from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
 CONTRACT_RUN = """
-import json, os, urllib.request, urllib.error
+import hashlib, json, os, urllib.request, urllib.error
 
 names = ["FRACTAL_API_KEY", "FRACTAL_BASE_URL", "FRACTAL_RUN_ID", "BELVEDIR_API_KEY", "BELVEDIR_BASE_URL",
          "BELVEDIR_RUN_ID", "FRACTAL_TASKS_FILE", "MY_SETTING", "MY_TOKEN"]
 env = {name: os.environ.get(name) for name in names}
-# Secrets written as they are come back masked: reversed, they come back whole.
-backwards = {name: os.environ[name][::-1] for name in ("FRACTAL_API_KEY", "BELVEDIR_API_KEY", "MY_TOKEN")}
+# Secrets written as they are (or reversed, hex...) come back masked: their digests come back whole.
+digests = {name: hashlib.sha256(os.environ[name].encode()).hexdigest() for name in ("FRACTAL_API_KEY", "BELVEDIR_API_KEY", "MY_TOKEN")}
 tasks = open(os.environ["FRACTAL_TASKS_FILE"]).read()
 span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "harness.step", "kind": 1,
         "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000000500000000",
@@ -40,7 +43,7 @@ except urllib.error.HTTPError as exc:
     during = exc.code
 print("token is", os.environ["MY_TOKEN"])
 print("installed:", open("installed.txt").read().strip())
-json.dump({"score": 0.75, "model": "tiny-model", "env": env, "backwards": backwards, "tasks": tasks, "during": during,
+json.dump({"score": 0.75, "model": "tiny-model", "env": env, "digests": digests, "tasks": tasks, "during": during,
            "cwd": os.getcwd(), "uid": os.getuid()}, open("results.json", "w"))
 """
 
@@ -85,9 +88,10 @@ def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
     assert env["FRACTAL_BASE_URL"] == env["BELVEDIR_BASE_URL"].rstrip("/")
     # results.json is stored with the run's secrets masked, like its log.
     assert env["FRACTAL_API_KEY"] == env["BELVEDIR_API_KEY"] == env["MY_TOKEN"] == MASK
-    raw_key = run.results["backwards"]["FRACTAL_API_KEY"][::-1]
-    assert run.results["backwards"]["BELVEDIR_API_KEY"][::-1] == raw_key and raw_key.startswith("bv_live_")
-    assert env["MY_SETTING"] == "plain" and run.results["backwards"]["MY_TOKEN"][::-1] == "tok-very-secret-123"
+    raw_key = run.secret_env[RUN_KEY_ENV]
+    digests = run.results["digests"]
+    assert digests["FRACTAL_API_KEY"] == digests["BELVEDIR_API_KEY"] == sha256(raw_key.encode()).hexdigest() and raw_key.startswith("bv_live_")
+    assert env["MY_SETTING"] == "plain" and digests["MY_TOKEN"] == sha256(b"tok-very-secret-123").hexdigest()
     assert run.results["tasks"] == "task-a\ntask-b\n"
     assert run.results["cwd"] == "/home/sandbox/repo" and run.results["uid"] == 1000
     # The per-run key sent a span during the run, stored under the run's session ...
@@ -104,8 +108,11 @@ def test_the_run_contract_holds(tmp_path, owner, funded, api_key):
     assert "installing" in run.log_tail and "installed: deps-ok" in run.log_tail
     assert "tok-very-secret-123" not in run.log_tail and "token is ********" in run.log_tail
     assert raw_key not in run.log_tail
-    # It printed a secret, but never touched its canary: not flagged.
-    assert run.secret_reached_output == []
+    # It wrote two of its secrets, never its canary: reported by name, where each was.
+    assert run.secrets_reached_output == [
+        {"name": RUN_KEY_ENV, "places": ["results.json"]},
+        {"name": "MY_TOKEN", "places": ["log", "results.json"]},
+    ]
     assert Account.balance_for(funded) == before - 50
     assert not SandboxLease.objects.exists()
 
@@ -309,14 +316,12 @@ print("done", flush=True)
 """
 
 
-def test_no_secret_a_run_writes_is_stored_and_its_canary_is_reported(tmp_path, owner, funded, api, owner_client):
+def test_no_secret_a_run_writes_is_stored_and_each_is_reported_by_name(tmp_path, owner, funded, api, owner_client):
     import base64
     import json
     from urllib.parse import quote
 
     from django.db import connection
-
-    from harnesses.redaction import CANARY_ENV, RUN_KEY_ENV
 
     project_secret = "hf_projectWideSecret1234"
     save_secret(funded, "HF_TOKEN", project_secret)
@@ -345,8 +350,35 @@ def test_no_secret_a_run_writes_is_stored_and_its_canary_is_reported(tmp_path, o
     assert spans.count(MASK) >= 20
     # Shorter than 8 characters: not redacted, as the harness page says.
     assert "short: pw-1234" in run.log_tail
-    # The canary was found (and masked) in every place the run wrote.
-    assert run.secret_reached_output == ["log", "results.json", "spans"]
-    assert api.get(f"/api/v1/runs/{run.pk}").json()["secret_reached_output"] == ["log", "results.json", "spans"]
+    # Each was found (and masked) in every place the run wrote, and is reported there by name.
+    everywhere = ["log", "results.json", "spans"]
+    found = [{"name": name, "places": everywhere} for name in sorted([RUN_KEY_ENV, CANARY_ENV, "HF_TOKEN", "MY_TOKEN"])]
+    assert run.secret_reached_output == everywhere and run.secrets_reached_output == found
+    assert api.get(f"/api/v1/runs/{run.pk}").json()["secrets_reached_output"] == found
     page = owner_client.get(f"/runs/{run.pk}/").content.decode()
-    assert "A secret reached its output" in page and "log, results.json, spans" in page
+    report = "; ".join(f"{name} in log, results.json, spans" for name in sorted([RUN_KEY_ENV, CANARY_ENV, "HF_TOKEN", "MY_TOKEN"]))
+    assert run.secrets_report == report and f"A secret reached its output: {report}." in page
+
+
+def test_a_run_that_prints_its_secret_in_hex_on_two_lines_stores_none_of_it_and_is_reported(tmp_path, owner, funded, api, owner_client):
+    token = "tok_Live/Secret+Value=42"
+    program = """
+import os, sys, time
+hexed = os.environ["API_TOKEN"].encode().hex().upper()
+sys.stdout.write("token, in hex: " + hexed[:20] + "\\n"); sys.stdout.flush(); time.sleep(0.3)
+sys.stdout.write(hexed[20:] + " (the rest)\\n"); sys.stdout.flush()
+print("done")
+"""
+    make_repo(tmp_path / "repo", {"run.py": program})
+    h = harness(funded, owner, tmp_path / "repo")
+    HarnessEnvVar.objects.create(harness=h, name="API_TOKEN", value=token, secret=True)
+
+    run = launch(h, owner)
+
+    assert "done" in run.log_tail, (run.status, run.status_message, run.log_tail)
+    assert f"token, in hex: {MASK}\n{MASK} (the rest)\n" in run.log_tail
+    hexed, log = token.encode().hex(), run.log_tail.lower()
+    assert not any(hexed[i : i + 8] in log for i in range(len(hexed) - 7))
+    assert run.secrets_report == "API_TOKEN in log"
+    assert api.get(f"/api/v1/runs/{run.pk}").json()["secrets_reached_output"] == [{"name": "API_TOKEN", "places": ["log"]}]
+    assert "A secret reached its output: API_TOKEN in log." in owner_client.get(f"/runs/{run.pk}/").content.decode()

@@ -29,6 +29,26 @@ def encodings(value: str) -> dict[str, str]:
     }
 
 
+def spelled(value: str) -> dict[str, str]:
+    """The ways a program spells a secret out that no decoder undoes: each must be masked too."""
+    raw = value.encode()
+    return {
+        "hex": raw.hex(),
+        "upper-case hex": raw.hex().upper(),
+        "hex, a space between bytes": " ".join(f"{b:02X}" for b in raw),
+        "hex, colons (a fingerprint)": ":".join(f"{b:02x}" for b in raw),
+        "upper-case": value.upper(),
+        "mixed case": "".join(c.upper() if i % 2 else c.lower() for i, c in enumerate(value)),
+        "reversed": value[::-1],
+        "reversed, upper-case": value[::-1].upper(),
+        "spaced": " ".join(value),
+        "dashed": "-".join(value),
+        "one character a line": "\n".join(value),
+        "one character a line, CRLF": "\r\n".join(value),
+        "upper-case base64": base64.b64encode(raw).decode().upper(),
+    }
+
+
 def pieces(value: str, length: int = MIN_LENGTH) -> list[str]:
     """Every run of `length` characters of `value`: none may be stored, even in part."""
     return [value[i : i + length] for i in range(len(value) - length + 1)]
@@ -42,6 +62,71 @@ def test_it_masks_each_encoding_of_a_secret(name):
     assert MASK in masked
     assert SECRET not in masked and encoded not in masked
     assert redactor.found == {SECRET}
+
+
+@pytest.mark.parametrize("name", list(spelled(SECRET)))
+def test_it_masks_each_spelling_of_a_secret(name):
+    form = spelled(SECRET)[name]
+    redactor = Redactor([SECRET])
+    masked = redactor.text(f"before {form} after")
+    # (base64's last characters also hold the bits after the value: kept.)
+    assert masked.startswith(f"before {MASK}") and masked.endswith(" after") and no_piece_of(SECRET, masked)
+    assert redactor.found == {SECRET}
+    # Inside a JSON string too (a newline there is escaped), as span and results text is scanned.
+    assert Redactor([SECRET]).values([{"k": f"before {form} after"}]) == [{"k": masked}]
+
+
+def no_piece_of(value: str, text: str) -> bool:
+    """Whether `text` holds no run of MIN_LENGTH characters of any form of `value` above, in any case."""
+    lowered = text.lower()
+    raw = value.encode()
+    # Base64 of the value alone at each alignment, less the characters that also hold the bytes around it.
+    based = [base64.b64encode(b"a" * k + raw).decode()[2:-3] for k in range(3)]
+    forms = {value, quote(value, safe=""), quote_plus(value), *based, *spelled(value).values()}
+    return not any(form.lower()[i : i + MIN_LENGTH] in lowered for form in forms for i in range(len(form) - MIN_LENGTH + 1))
+
+
+@pytest.mark.parametrize("cut", range(MIN_LENGTH, len(SECRET) - MIN_LENGTH + 1))
+def test_a_secret_split_across_two_lines_is_masked(cut):
+    # print(key[:n]); print(key[n:]): neither line holds the whole secret.
+    redactor = Redactor([SECRET])
+    masked = redactor.text(f"first line\ntoken={SECRET[:cut]}\n{SECRET[cut:]}\nlast line\n")
+    assert masked == f"first line\ntoken={MASK}\n{MASK}\nlast line\n"
+    assert no_piece_of(SECRET, masked) and redactor.found == {SECRET}
+    hexed = SECRET.encode().hex().upper()
+    assert Redactor([SECRET]).text(f"{hexed[: cut * 2]}\r\n{hexed[cut * 2 :]} done") == f"{MASK}\r\n{MASK} done"
+
+
+@pytest.mark.parametrize("cut", range(MIN_LENGTH, len(SECRET) - MIN_LENGTH + 1))
+def test_a_secret_split_across_two_json_fields_is_masked(cut):
+    redactor = Redactor([SECRET])
+    masked = redactor.value({"a": f"key {SECRET[:cut]}", "b": [f"{SECRET[cut:]} and more"], "c": "clean"})
+    assert masked == {"a": f"key {MASK}", "b": [f"{MASK} and more"], "c": "clean"}
+    assert redactor.values([{"a": f"key {SECRET[:cut]}"}, {"b": SECRET[cut:]}]) == [{"a": f"key {MASK}"}, {"b": MASK}]
+
+
+@pytest.mark.parametrize("name", ["plain", *encodings(SECRET), *spelled(SECRET)])
+def test_an_encoded_secret_straddling_two_chunks_leaves_no_piece_of_it(name):
+    form = {"plain": SECRET, **encodings(SECRET), **spelled(SECRET)}[name]
+    for cut in range(1, len(form)):
+        tail = TailBuffer(10_000, Redactor([SECRET]))
+        tail.write(f"[out] line one\n[out] key {form[:cut]}".encode())
+        assert no_piece_of(SECRET, tail.text()), (cut, tail.text())
+        tail.write(f"{form[cut:]} end\n[out] line two\n".encode())
+        assert no_piece_of(SECRET, tail.text()), (cut, tail.text())
+        text = tail.text(final=True)
+        assert text.startswith("[out] line one\n[out] key ") and text.endswith(" end\n[out] line two\n")
+        assert no_piece_of(SECRET, text), (cut, text)
+
+
+@pytest.mark.parametrize("name", ["hex", "upper-case", "spaced"])
+def test_a_secret_split_across_two_lines_written_as_two_chunks_is_masked(name):
+    form = spelled(SECRET)[name]
+    half = len(form) // 2
+    tail = TailBuffer(10_000, Redactor([SECRET]))
+    tail.write(f"[out] {form[:half]}\n".encode())
+    tail.write(f"{form[half:]}\n[out] done\n".encode())
+    assert tail.text(final=True) == f"[out] {MASK}\n{MASK}\n[out] done\n"
 
 
 def test_a_value_shorter_than_the_minimum_is_not_redacted():
@@ -171,10 +256,11 @@ def test_a_text_cut_inside_a_secret_keeps_no_run_of_the_minimum_length_of_it(cut
         assert masked == "x" * 30 + SECRET[:cut] + marker and not redactor.found
 
 
-def test_a_cut_secrets_beginning_is_masked_only_at_the_end():
+def test_a_piece_of_a_secret_is_masked_only_at_a_boundary():
     redactor = Redactor([SECRET])
-    inside = f"{SECRET[:12]} went on"
+    inside = f"it said {SECRET[:12]} and went on"
     assert redactor.text(inside) == inside and redactor.text(f"{inside}; {SECRET[:12]}") == f"{inside}; {MASK}"
+    assert redactor.text(f"{SECRET[3:15]} began it") == f"{MASK} began it"
 
 
 def test_a_batch_whose_body_held_a_secret_its_parsing_cut_is_masked_in_its_items():

@@ -149,7 +149,7 @@ def test_a_run_that_sends_no_secret_is_not_flagged(run):
     stored = Span.objects.get()
     assert stored.prompt == [{"role": "user", "content": "what is 2 + 2?"}]
     run.refresh_from_db()
-    assert run.canary_places == 0 and run.secret_reached_output == []
+    assert run.secret_places == {} and run.secret_reached_output == []
 
 
 def test_the_training_export_never_holds_a_redacted_value(run, api):

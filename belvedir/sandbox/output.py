@@ -21,13 +21,16 @@ class TailBuffer:
         self.redactor = redactor
         self._data = bytearray()
         self._held = b""
+        self._line_start = True  # whether the held bytes begin a line (a piece of a secret there is masked)
         self._lock = threading.Lock()
 
     def write(self, chunk: bytes):
         with self._lock:
             self.total += len(chunk)
             # NUL bytes out first (PostgreSQL refuses them): a secret with NULs between its characters is found too.
-            ready, self._held = self.redactor.stream(self._held + chunk.replace(b"\x00", b""))
+            ready, self._held = self.redactor.stream(self._held + chunk.replace(b"\x00", b""), line_start=self._line_start)
+            if ready:
+                self._line_start = ready.endswith(b"\n")
             self._data += ready[-self.limit :]
             if len(self._data) > self.limit:
                 del self._data[: len(self._data) - self.limit]
@@ -36,7 +39,7 @@ class TailBuffer:
         with self._lock:
             data = bytes(self._data)
             if final and self._held:
-                data = (data + self.redactor.data(self._held))[-self.limit :]
+                data = (data + self.redactor.data(self._held, line_start=self._line_start))[-self.limit :]
         return clean_output(data.decode("utf-8", errors="replace"))
 
 
