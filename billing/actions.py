@@ -119,6 +119,25 @@ def refuse_if_in_debt(project):
         raise InsufficientBalance(balance, 0)
 
 
+# The debt gate's register: every action through which a project spends money (a
+# charge) or tokens (a deployment's or a judge's requests), by qualified name, with
+# what it spends. Each refuses while its project is in debt before it spends, or,
+# run by the queue, skips its work with the reason. tests/test_debt_gate.py proves
+# each one and finds in the source every call that spends, so a new way to spend
+# that bypasses a registered gate fails it.
+DEBT_GATES: dict[str, str] = {}
+
+
+def debt_gate(spends: str):
+    """Register the decorated action as a gate of the debt gate (`spends` says what it would spend)."""
+
+    def register(action):
+        DEBT_GATES[f"{action.__module__}.{action.__qualname__}"] = spends
+        return action
+
+    return register
+
+
 def detach_account(project, *, forfeit_cents: int = 0) -> Account | None:
     """Part of deleting a project: its account (ledger, top-ups, redemptions) stays, detached.
 

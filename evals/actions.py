@@ -1,4 +1,3 @@
-import asyncio
 import secrets
 
 import yaml
@@ -7,11 +6,11 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from billing.actions import refuse_if_in_debt
+from billing.actions import debt_gate, refuse_if_in_debt
 
 from . import benchmarks, queue
 from .benchmarks.base import DataMissing, OptionError
-from .connection import test_connection
+from .connection import try_connection
 from .engine import refresh_counters
 from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
 from .scoring import DATASET_SCORERS, LLM_JUDGE, compile_pattern, timed_regex
@@ -33,6 +32,7 @@ class EvalLimitReached(EvalConfigError):
     status_code = 409
 
 
+@debt_gate("an eval: its deployment's and judge's tokens")
 def create_eval(project, user, **options) -> Eval:
     """Queue an eval (`plan_eval` lists the options and checks them). With `same_rows_as` (an eval of this
     project) it scores exactly that eval's rows, in its mode and with its benchmark options unless others are given.
@@ -64,7 +64,7 @@ def check_judge_answers(judge: Deployment | None):
     """One tiny request to the judge: an eval whose every verdict would fail is refused instead of started."""
     if judge is None:
         return
-    answer = asyncio.run(test_connection(judge))
+    answer = try_connection(judge)
     if not answer["ok"]:
         raise EvalConfigError(f"The judge deployment {judge.name} cannot be reached: {answer['error']}")
 
@@ -282,6 +282,7 @@ def cancel_eval(ev: Eval) -> bool:
     )
 
 
+@debt_gate("an eval's further rows (automatic passes are refused by run_eval)")
 def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     """Queue an interrupted eval again; it scores only the rows it has not stored.
 
@@ -314,6 +315,7 @@ class EvalBusy(EvalConfigError):
     status_code = 409
 
 
+@debt_gate("an eval's failed rows asked again")
 def retry_errors(ev: Eval) -> int:
     """Ask again only the rows that errored (timeouts, 5xx, a broken sandbox, an unusable verdict); how many.
 
@@ -357,6 +359,7 @@ def retry_errors(ev: Eval) -> int:
     return len(attempts)
 
 
+@debt_gate("an eval's outputs scored again (a judge's tokens)")
 def rescore_eval(ev: Eval, user) -> Eval:
     """A new eval on the same rows, scored from `ev`'s stored outputs: the deployment is not asked again, so it costs
     no token of the deployment's (a judged benchmark's judge is asked again, and counted)."""
