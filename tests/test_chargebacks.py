@@ -6,7 +6,7 @@ from billing.actions import post_entry
 from billing.models import Account, LedgerEntry, StripeEvent, TopUp
 
 from .concurrency import run_concurrently
-from .fakes.stripe_signing import balance_transaction, checkout_event, dispute_event, refund_event, sign
+from .fakes.stripe_signing import balance_transaction, checkout_event, dispute_event, refund_event, refund_updated_event, sign
 from .test_stripe import SECRET, post_webhook, recorded_topup, webhook_secret  # noqa: F401  (webhook_secret: a fixture)
 
 pytestmark = pytest.mark.usefixtures("webhook_secret")
@@ -273,3 +273,69 @@ def test_the_admin_shows_reversals_beside_the_top_up(project, staff_client):
     assert "$2.50" in listing and "pi_test_1" in listing
     detail = staff_client.get(f"/admin/billing/topup/{topup.pk}/change/").content.decode()
     assert "Top-up refunded" in detail and "-250" in detail and "ch_test_1:refunded:250" in detail
+
+
+# -- a refund that failed gives its credit back ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_failed_refund_told_by_charge_refund_updated_gives_the_credit_back_once(project):
+    topup = credited_topup(project, 1000)
+    spend(project, 800)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=1000, refunds=[("re_1", 1000)]))
+    assert Account.balance_for(project) == -800
+    failed = refund_updated_event("evt_f", "pi_test_1", "re_1", amount=1000, status="failed")
+    assert deliver(failed) == "gave back $10.00 (refund re_1 failed)"
+    assert deliver(failed) == "duplicate event"
+    # The same failure told again under another event id, then by the charge that now lists it failed.
+    assert deliver(refund_updated_event("evt_f2", "pi_test_1", "re_1", amount=1000, status="failed")) == "refund re_1 failed: already given back"
+    charge = refund_event("evt_c", "pi_test_1", amount=1000, amount_refunded=0, refunds=[("re_1", 1000, "failed")], event_type="charge.updated")
+    assert deliver(charge) == "already taken back ($0.00 refunded so far)"
+    assert reversals(topup) == [("topup_refund", -1000), ("refund_failed", 1000)]
+    assert Account.balance_for(project) == 200
+
+
+@pytest.mark.django_db
+def test_a_charge_listing_its_refund_failed_gives_the_credit_back_once_in_either_event(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=400, refunds=[("re_1", 400)]))
+    down = [("re_1", 400, "failed")]
+    assert deliver(refund_event("evt_u", "pi_test_1", amount=1000, amount_refunded=0, refunds=down, event_type="charge.updated")).startswith(
+        "gave back $4.00 (refund re_1 failed)"
+    )
+    assert deliver(refund_event("evt_u2", "pi_test_1", amount=1000, amount_refunded=0, refunds=down)).startswith("already taken back")
+    assert deliver(refund_updated_event("evt_f", "pi_test_1", "re_1", amount=400, status="failed")) == "refund re_1 failed: already given back"
+    assert reversals(topup) == [("topup_refund", -400), ("refund_failed", 400)]
+    assert Account.balance_for(project) == 1000
+    # A new refund bringing the total back to $4.00 is a new refund, taken back (not the first one's state again).
+    again = refund_event("evt_r2", "pi_test_1", amount=1000, amount_refunded=400, refunds=[("re_2", 400), ("re_1", 400, "failed")])
+    assert deliver(again).endswith("took back $4.00 (refunded so far $4.00)")
+    assert Account.balance_for(project) == 600
+
+
+@pytest.mark.django_db
+def test_a_total_that_went_down_without_a_failed_refund_is_an_older_event_and_posts_nothing(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=600, refunds=[("re_1", 600)]))
+    assert deliver(refund_event("evt_old", "pi_test_1", amount=1000, amount_refunded=0, event_type="charge.updated")).startswith("already taken back")
+    assert reversals(topup) == [("topup_refund", -600)]
+
+
+@pytest.mark.django_db
+def test_a_refund_that_succeeded_or_failed_in_another_currency_gives_nothing_back(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=1000, refunds=[("re_1", 1000)]))
+    assert deliver(refund_updated_event("evt_s", "pi_test_1", "re_1", amount=1000, status="succeeded")) == "refund succeeded: nothing to post"
+    assert deliver(refund_updated_event("evt_e", "pi_test_1", "re_1", amount=1000, status="failed", currency="eur")).startswith("refused")
+    assert reversals(topup) == [("topup_refund", -1000)] and Account.balance_for(project) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_failed_refund_told_five_times_at_once_gives_back_once(project):
+    topup = credited_topup(project, 2500)
+    deliver(refund_event("evt_r", "pi_test_1", amount=2500, amount_refunded=2500, refunds=[("re_1", 2500)]))
+    payloads = [refund_updated_event(f"evt_f{i}", "pi_test_1", "re_1", amount=2500, status="failed") for i in range(4)]
+    payloads.append(refund_event("evt_c", "pi_test_1", amount=2500, amount_refunded=0, refunds=[("re_1", 2500, "failed")], event_type="charge.updated"))
+    assert run_concurrently(lambda i: post_webhook(payloads[i], sign(payloads[i], SECRET)).status_code, 5) == [200] * 5
+    assert reversals(topup) == [("topup_refund", -2500), ("refund_failed", 2500)]
+    assert Account.balance_for(project) == 2500
