@@ -1,12 +1,17 @@
 """Chargebacks: a refunded or disputed top-up takes its credit back, once; a dispute won gives it back; debt refuses work."""
 
+import threading
+
 import pytest
+from django.db import transaction
+from django.db.models import Sum
 
 from billing.actions import post_entry
 from billing.models import Account, LedgerEntry, StripeEvent, TopUp
 
-from .concurrency import run_concurrently
+from .concurrency import lock_waiters, run_concurrently, start_thread
 from .fakes.stripe_signing import balance_transaction, checkout_event, dispute_event, refund_event, refund_updated_event, sign
+from .harness_fixtures import wait_for
 from .test_stripe import SECRET, post_webhook, recorded_topup, webhook_secret  # noqa: F401  (webhook_secret: a fixture)
 
 pytestmark = pytest.mark.usefixtures("webhook_secret")
@@ -339,3 +344,41 @@ def test_one_failed_refund_told_five_times_at_once_gives_back_once(project):
     assert run_concurrently(lambda i: post_webhook(payloads[i], sign(payloads[i], SECRET)).status_code, 5) == [200] * 5
     assert reversals(topup) == [("topup_refund", -2500), ("refund_failed", 2500)]
     assert Account.balance_for(project) == 2500
+
+
+# -- a refund racing a dispute, and disputes told in other orders ----------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refund_and_a_dispute_of_one_top_up_processed_at_once_take_back_no_more_than_it(project):
+    """Both events are held at the same point (the account's lock, taken by a third connection) until both wait,
+    so without the top-up's lock each would read "nothing taken back yet" and both post: $12.00 of a $10.00 top-up."""
+    topup = credited_topup(project, 1000)
+    refund = refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=600, refunds=[("re_1", 600)])
+    dispute = dispute_event(
+        "evt_d", "charge.dispute.funds_withdrawn", "pi_test_1", amount=600, status="needs_response", balance_transactions=[balance_transaction("txn_w", -600)]
+    )
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_account():
+        with transaction.atomic():
+            Account.objects.select_for_update().get(pk=topup.account_id)
+            held.set()
+            release.wait(60)
+
+    holder = start_thread(hold_the_account)
+    try:
+        assert held.wait(30)
+        events = [start_thread(post_webhook, payload, sign(payload, SECRET)) for payload in (refund, dispute)]
+        wait_for(lambda: lock_waiters() >= 2, timeout=30)
+    finally:
+        release.set()
+    holder.join(30)
+    for thread in events:
+        thread.join(60)
+    outcomes = [thread.result.content.decode() for thread in events]
+    refused = [o for o in outcomes if o.startswith("refused")]
+    assert len(refused) == 1 and ("more than the top-up's 1000" in refused[0] or "exceed the top-up's 1000" in refused[0]), outcomes
+    assert len(reversals(topup)) == 1 and reversals(topup)[0][1] == -600
+    assert Account.balance_for(project) == 400
+    assert Account.objects.get(pk=topup.account_id).entries.aggregate(total=Sum("amount_cents"))["total"] == 400
