@@ -382,3 +382,67 @@ def test_a_refund_and_a_dispute_of_one_top_up_processed_at_once_take_back_no_mor
     assert len(reversals(topup)) == 1 and reversals(topup)[0][1] == -600
     assert Account.balance_for(project) == 400
     assert Account.objects.get(pk=topup.account_id).entries.aggregate(total=Sum("amount_cents"))["total"] == 400
+
+
+@pytest.mark.django_db
+def test_only_the_closing_event_of_a_lost_dispute_takes_the_credit_back_and_a_late_earlier_one_nothing(project):
+    topup = credited_topup(project, 1000)
+    withdrawn = [balance_transaction("txn_w", -1000)]
+    # `created` and `funds_withdrawn` were lost: the closing event carries the withdrawal.
+    closed = dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=1000, status="lost", balance_transactions=withdrawn)
+    assert deliver(closed) == "dispute lost: took back $10.00"
+    late = dispute_event("evt_d2", "charge.dispute.funds_withdrawn", "pi_test_1", amount=1000, status="needs_response", balance_transactions=withdrawn)
+    assert deliver(late) == "dispute needs_response: nothing to post"
+    assert reversals(topup) == [("dispute", -1000)] and Account.balance_for(project) == 0
+
+
+@pytest.mark.django_db
+def test_only_the_closing_event_of_a_won_dispute_nets_to_nothing_whatever_order_it_lists_and_what_comes_late(project):
+    topup = credited_topup(project, 1000)
+    withdrawn, reinstated = balance_transaction("txn_w", -1000, created=1), balance_transaction("txn_r", 1000, created=2)
+    # Listed reinstatement first: the movements are applied in the order Stripe made them (created), not as listed.
+    closed = dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=1000, status="won", balance_transactions=[reinstated, withdrawn])
+    assert deliver(closed) == "dispute won: took back $10.00; gave back $10.00"
+    assert Account.balance_for(project) == 1000
+    # The earlier events, delivered after it, tell movements already posted.
+    for event_id, kind in (("evt_d1", "charge.dispute.created"), ("evt_d2", "charge.dispute.funds_withdrawn")):
+        late = dispute_event(
+            event_id, kind, "pi_test_1", amount=1000, status="needs_response", balance_transactions=[withdrawn] if event_id == "evt_d2" else []
+        )
+        assert deliver(late) == "dispute needs_response: nothing to post"
+    assert reversals(topup) == [("dispute", -1000), ("dispute_won", 1000)] and Account.balance_for(project) == 1000
+
+
+@pytest.mark.django_db
+def test_a_partial_dispute_takes_back_only_what_it_withdrew_and_a_withdrawal_past_the_disputed_amount_is_refused(project):
+    topup = credited_topup(project, 1000)
+    partial = [balance_transaction("txn_w", -400, created=1)]
+    assert deliver(
+        dispute_event("evt_d1", "charge.dispute.funds_withdrawn", "pi_test_1", amount=400, status="needs_response", balance_transactions=partial)
+    ) == ("dispute needs_response: took back $4.00")
+    assert Account.balance_for(project) == 600
+    too_much = dispute_event(
+        "evt_d2", "charge.dispute.funds_withdrawn", "pi_test_1", amount=400, status="needs_response", balance_transactions=[balance_transaction("txn_x", -1000)]
+    )
+    assert deliver(too_much) == "refused: dispute needs_response: refused txn_x: -1000 'usd' for a dispute of 400"
+    won = [*partial, balance_transaction("txn_r", 400, created=2)]
+    assert deliver(dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=400, status="won", balance_transactions=won)) == (
+        "dispute won: gave back $4.00"
+    )
+    assert reversals(topup) == [("dispute", -400), ("dispute_won", 400)] and Account.balance_for(project) == 1000
+
+
+@pytest.mark.parametrize(
+    "dispute_currency, txn_currency, reason",
+    [("eur", "usd", "refused: dispute in eur, not usd"), ("usd", "eur", "refused: dispute lost: refused txn_w: -1000 'eur' for a dispute of 1000")],
+)
+@pytest.mark.django_db
+def test_a_dispute_or_its_withdrawal_in_another_currency_is_stored_and_refused_as_a_top_up_in_it_would_be(project, dispute_currency, txn_currency, reason):
+    credited_topup(project, 1000)
+    withdrawn = [balance_transaction("txn_w", -1000, currency=txn_currency)]
+    payload = dispute_event(
+        "evt_x", "charge.dispute.closed", "pi_test_1", amount=1000, status="lost", currency=dispute_currency, balance_transactions=withdrawn
+    )
+    assert deliver(payload) == reason
+    assert StripeEvent.objects.get(event_id="evt_x").outcome == reason
+    assert Account.balance_for(project) == 1000 and not LedgerEntry.objects.filter(kind__in=LedgerEntry.TOPUP_REVERSAL_KINDS).exists()
