@@ -119,6 +119,25 @@ def refuse_if_in_debt(project):
         raise InsufficientBalance(balance, 0)
 
 
+# The debt gate's register: every action through which a project spends money (a
+# charge) or tokens (a deployment's or a judge's requests), by qualified name, with
+# what it spends. Each refuses while its project is in debt before it spends, or,
+# run by the queue, skips its work with the reason. tests/test_debt_gate.py proves
+# each one and finds in the source every call that spends, so a new way to spend
+# that bypasses a registered gate fails it.
+DEBT_GATES: dict[str, str] = {}
+
+
+def debt_gate(spends: str):
+    """Register the decorated action as a gate of the debt gate (`spends` says what it would spend)."""
+
+    def register(action):
+        DEBT_GATES[f"{action.__module__}.{action.__qualname__}"] = spends
+        return action
+
+    return register
+
+
 def detach_account(project, *, forfeit_cents: int = 0) -> Account | None:
     """Part of deleting a project: its account (ledger, top-ups, redemptions) stays, detached.
 
@@ -265,7 +284,10 @@ def start_topup(account: Account, amount_cents: int, user, *, return_url_for) ->
 
 
 CREDITING_EVENTS = {"checkout.session.completed", "checkout.session.async_payment_succeeded"}
-REFUND_EVENTS = {"charge.refunded"}
+REFUND_EVENTS = {"charge.refunded", "charge.updated"}
+# A refund that did not reach the customer (Stripe: `failed`, or `canceled` before it was paid out).
+REFUND_UPDATE_EVENTS = {"charge.refund.updated"}
+UNPAID_REFUND_STATUSES = {"failed", "canceled"}
 DISPUTE_EVENTS = {
     "charge.dispute.created",
     "charge.dispute.updated",
@@ -298,6 +320,8 @@ def handle_stripe_event(event: dict) -> str:
             outcome = _credit_topup(event["data"]["object"])
         elif event["type"] in REFUND_EVENTS:
             outcome = _take_back_refund(event["data"]["object"])
+        elif event["type"] in REFUND_UPDATE_EVENTS:
+            outcome = _give_back_failed_refund(event["data"]["object"])
         elif event["type"] in DISPUTE_EVENTS:
             outcome = _follow_dispute(event["data"]["object"])
         else:
@@ -372,12 +396,16 @@ def _reverse(topup: TopUp, *, kind, amount_cents: int, reference: str, memo: str
 
 
 def _take_back_refund(charge: dict) -> str:
-    """`charge.refunded`: take back what the charge's refunds total, less what earlier events took.
+    """`charge.refunded` or `charge.updated`: take back what the charge's refunds total, less what earlier events took.
 
     `amount_refunded` is cumulative, so two events that describe the same
     refunds (a retry with a new event id, the same state told twice) post
-    once: the entry's reference is the total it brings the top-up to.
-    An older event arriving late describes a smaller total and posts nothing.
+    once: the entry's reference is the total it brings the top-up to (and
+    the failed refunds given back before it, so a total reached again after
+    a failure is a new state). Refunds the charge lists as failed give their
+    credit back first (once each, as `charge.refund.updated` does). An older
+    event arriving late describes a smaller total and posts nothing: a total
+    that went down is only believed with the failed refund that explains it.
     """
     topup, refused = _reversed_topup(charge, "charge")
     if topup is None:
@@ -387,10 +415,16 @@ def _take_back_refund(charge: dict) -> str:
         return f"refused: charge of {amount!r} cents where the top-up recorded {topup.amount_cents}"
     if not isinstance(refunded, int) or not 0 <= refunded <= amount:
         return f"refused: amount_refunded {refunded!r} is not between 0 and the charge's {amount}"
-    so_far = _taken_back(topup, [LedgerEntry.Kind.TOPUP_REFUND])
+    given = [
+        _give_back(topup, refund)
+        for refund in (charge.get("refunds") or {}).get("data", [])
+        if isinstance(refund, dict) and refund.get("status") in UNPAID_REFUND_STATUSES
+    ]
+    given = "; ".join(g for g in given if g.startswith("gave back"))
+    so_far = _taken_back(topup, LedgerEntry.REFUND_KINDS)
     more = refunded - so_far
     if more <= 0:
-        return f"already taken back ({dollars(so_far)} refunded so far)"
+        return (f"{given}; " if given else "") + f"already taken back ({dollars(so_far)} refunded so far)"
     if _taken_back(topup) + more > topup.amount_cents:
         return f"refused: taking back {more} more cents would exceed the top-up's {topup.amount_cents} (a dispute took part already)"
     refund_ids = ", ".join(_id(r) for r in (charge.get("refunds") or {}).get("data", []) if _id(r))
@@ -398,10 +432,52 @@ def _take_back_refund(charge: dict) -> str:
         topup,
         kind=LedgerEntry.Kind.TOPUP_REFUND,
         amount_cents=-more,
-        reference=f"{_id(charge) or topup.payment_intent_id}:refunded:{refunded}",
+        reference=f"{_id(charge) or topup.payment_intent_id}:refunded:{refunded}" + (f":after-failed:{failed}" if (failed := _given_back(topup)) else ""),
         memo=f"Stripe refunded top-up #{topup.pk}: {dollars(refunded)} of {dollars(amount)} so far" + (f" ({refund_ids})" if refund_ids else ""),
     )
-    return f"took back {dollars(more)} (refunded so far {dollars(refunded)})"
+    return (f"{given}; " if given else "") + f"took back {dollars(more)} (refunded so far {dollars(refunded)})"
+
+
+def _given_back(topup: TopUp) -> int:
+    """Cents of refunds' credit given back because the refund failed."""
+    return LedgerEntry.objects.filter(topup=topup, kind=LedgerEntry.Kind.REFUND_FAILED).aggregate(total=Sum("amount_cents"))["total"] or 0
+
+
+def _give_back_failed_refund(refund: dict) -> str:
+    """`charge.refund.updated`: a refund that failed (or was cancelled) never reached the customer, so its credit comes back."""
+    if refund.get("status") not in UNPAID_REFUND_STATUSES:
+        return f"refund {refund.get('status') or 'unknown'}: nothing to post"
+    topup, refused = _reversed_topup(refund, "refund")
+    if topup is None:
+        return refused
+    return _give_back(topup, refund)
+
+
+def _give_back(topup: TopUp, refund: dict) -> str:
+    """Give back a failed refund's credit, once by its id whichever event tells it, and never more than refunds took.
+
+    Called with the top-up locked (_reversed_topup), like every event about it.
+    """
+    refund_id, cents = _id(refund), refund.get("amount")
+    if not refund_id or not isinstance(cents, int) or not 0 < cents <= topup.amount_cents:
+        return f"refused: refund {refund_id or '?'} of {cents!r} cents for a top-up of {topup.amount_cents}"
+    if str(refund.get("currency") or settings.STRIPE_CURRENCY).lower() != settings.STRIPE_CURRENCY:
+        return f"refused: refund {refund_id} in {refund.get('currency')}, not {settings.STRIPE_CURRENCY}"
+    reference = f"{refund_id}:failed"
+    if LedgerEntry.objects.filter(kind=LedgerEntry.Kind.REFUND_FAILED, reference=reference).exists():
+        return f"refund {refund_id} failed: already given back"
+    # A failure told before its refund was taken back (or a refund never credited) gives back only what was taken.
+    amount = min(cents, _taken_back(topup, LedgerEntry.REFUND_KINDS))
+    if amount <= 0:
+        return f"refund {refund_id} failed: nothing of it was taken back"
+    _reverse(
+        topup,
+        kind=LedgerEntry.Kind.REFUND_FAILED,
+        amount_cents=amount,
+        reference=reference,
+        memo=f"Stripe refund {refund_id} of top-up #{topup.pk} failed: {dollars(amount)} given back",
+    )
+    return f"gave back {dollars(amount)} (refund {refund_id} failed)"
 
 
 def _follow_dispute(dispute: dict) -> str:

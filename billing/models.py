@@ -72,10 +72,13 @@ class LedgerEntry(models.Model):
         TOPUP_REFUND = "topup_refund", "Top-up refunded"
         DISPUTE = "dispute", "Top-up disputed"
         DISPUTE_WON = "dispute_won", "Dispute won"
+        REFUND_FAILED = "refund_failed", "Refund failed"
 
     # The kinds Stripe moves without asking us, so they post even into debt.
     REVERSAL_KINDS = (Kind.TOPUP_REFUND, Kind.DISPUTE)
-    TOPUP_REVERSAL_KINDS = (Kind.TOPUP_REFUND, Kind.DISPUTE, Kind.DISPUTE_WON)
+    TOPUP_REVERSAL_KINDS = (Kind.TOPUP_REFUND, Kind.DISPUTE, Kind.DISPUTE_WON, Kind.REFUND_FAILED)
+    # A refund's credit taken back, net of refunds that failed (their credit given back).
+    REFUND_KINDS = (Kind.TOPUP_REFUND, Kind.REFUND_FAILED)
 
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="entries")
     topup = models.ForeignKey("TopUp", null=True, blank=True, on_delete=models.PROTECT, related_name="entries")

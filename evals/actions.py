@@ -1,4 +1,3 @@
-import asyncio
 import secrets
 
 from django.conf import settings
@@ -8,11 +7,11 @@ from django.utils import timezone
 
 from belvedir.core import jsonvalues
 from belvedir_cli import yamlsafe
-from billing.actions import refuse_if_in_debt
+from billing.actions import debt_gate, refuse_if_in_debt
 
 from . import benchmarks, queue
 from .benchmarks.base import DataMissing, OptionError
-from .connection import test_connection
+from .connection import try_connection
 from .engine import refresh_counters
 from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
 from .patterns import PatternError, compile_pattern
@@ -35,6 +34,7 @@ class EvalLimitReached(EvalConfigError):
     status_code = 409
 
 
+@debt_gate("an eval: its deployment's and judge's tokens")
 def create_eval(project, user, **options) -> Eval:
     """Queue an eval (`plan_eval` lists the options and checks them). With `same_rows_as` (an eval of this
     project) it scores exactly that eval's rows, in its mode and with its benchmark options unless others are given.
@@ -66,7 +66,7 @@ def check_judge_answers(judge: Deployment | None):
     """One tiny request to the judge: an eval whose every verdict would fail is refused instead of started."""
     if judge is None:
         return
-    answer = asyncio.run(test_connection(judge))
+    answer = try_connection(judge)
     if not answer["ok"]:
         raise EvalConfigError(f"The judge deployment {judge.name} cannot be reached: {answer['error']}")
 
@@ -291,6 +291,7 @@ def cancel_eval(ev: Eval) -> bool:
     )
 
 
+@debt_gate("an eval's further rows (automatic passes are refused by run_eval)")
 def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     """Queue an interrupted eval again; it scores only the rows it has not stored.
 
@@ -323,6 +324,7 @@ class EvalBusy(EvalConfigError):
     status_code = 409
 
 
+@debt_gate("an eval's failed rows asked again")
 def retry_errors(ev: Eval) -> int:
     """Ask again only the rows that errored (timeouts, 5xx, a broken sandbox, an unusable verdict); how many.
 
@@ -366,6 +368,7 @@ def retry_errors(ev: Eval) -> int:
     return len(attempts)
 
 
+@debt_gate("an eval's outputs scored again (a judge's tokens)")
 def rescore_eval(ev: Eval, user) -> Eval:
     """A new eval on the same rows, scored from `ev`'s stored outputs: the deployment is not asked again, so it costs
     no token of the deployment's (a judged benchmark's judge is asked again, and counted)."""

@@ -1,4 +1,3 @@
-import asyncio
 from collections import defaultdict
 
 from django.db.models import ProtectedError
@@ -18,7 +17,7 @@ from .actions import cancel_eval, create_eval, dataset_for, rescore_eval, resume
 from .calibration import NOT_CALIBRATED, calibration_status, label_verdict
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
-from .connection import test_connection
+from .connection import try_connection
 from .downloads import samples_file
 from .metrics import metrics
 from .models import Deployment, Eval, Sample, SampleAttempt
@@ -262,7 +261,7 @@ class DeploymentViewSet(
     @action(detail=True, methods=["post"])
     def test(self, request, pk=None):
         """Send one tiny request to the deployment and report what came back."""
-        return Response(asyncio.run(test_connection(self.get_object())))
+        return Response(try_connection(self.get_object()))
 
 
 class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -1,6 +1,16 @@
+import asyncio
 import time
 
+from billing.actions import debt_gate, refuse_if_in_debt
+
 from .engine import RequestFailed, complete, http_session
+
+
+@debt_gate("one tiny request to a deployment (its tokens)")
+def try_connection(deployment) -> dict:
+    """test_connection from synchronous code, refused while the deployment's project is in debt (InsufficientBalance)."""
+    refuse_if_in_debt(deployment.project)
+    return asyncio.run(test_connection(deployment))
 
 
 async def test_connection(deployment) -> dict:

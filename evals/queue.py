@@ -11,6 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from billing.actions import debt_gate
+from billing.models import Account
+
 from .models import Eval, SuiteRun
 
 
@@ -33,12 +36,18 @@ def start(ev: Eval):
         enqueue(ev)
 
 
+@debt_gate("a suite run's next cells")
 def advance(suite_run_id: int) -> int:
-    """Queue each deployment's next pending eval of the suite run once none of its evals is queued or running; how many."""
+    """Queue each deployment's next pending eval of the suite run once none of its evals is queued or running; how many.
+
+    None while the suite's project is in debt: its cells wait pending (nothing spent, nothing failed), and the
+    scheduled advance_all queues them once the debt is paid."""
     queued = []
     with transaction.atomic():
         # Locked: two evals ending at once must not both queue the same deployment's next.
-        SuiteRun.objects.select_for_update().filter(pk=suite_run_id).first()
+        suite_run = SuiteRun.objects.select_for_update().filter(pk=suite_run_id).first()
+        if suite_run is None or Account.balance_for(suite_run.project_id) < 0:
+            return 0
         evals = Eval.objects.filter(suite_run_id=suite_run_id)
         busy = set(evals.filter(status__in=[Eval.Status.QUEUED, Eval.Status.RUNNING]).values_list("deployment_id", flat=True))
         waiting = set(evals.filter(status=Eval.Status.PENDING).values_list("deployment_id", flat=True))

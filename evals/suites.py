@@ -22,7 +22,7 @@ from django.db.models import Count, Q, Sum
 
 from belvedir.core import jsonvalues
 from belvedir_cli import yamlsafe
-from billing.actions import refuse_if_in_debt
+from billing.actions import debt_gate, refuse_if_in_debt
 
 from . import benchmarks
 from .actions import EvalBusy, EvalConfigError, cancel_eval, check_active_limit, check_benchmark, check_judge_answers, plan_eval, resume_eval, retry_errors
@@ -143,6 +143,7 @@ def parse_config(text: str) -> dict:
     return data
 
 
+@debt_gate("a suite run: every cell's tokens")
 def create_suite_run(
     project,
     user,
@@ -242,7 +243,9 @@ def _sources(project, same_rows_as: SuiteRun | None, entries: list[dict]) -> dic
 
 def advance_all() -> int:
     """Scheduled: every suite run with a pending eval moves on (an eval ended without its worker advancing the suite)."""
-    runs = SuiteRun.objects.filter(evals__status=Eval.Status.PENDING).values_list("pk", flat=True).distinct()[:100]
+    # Not those in debt (advance would queue nothing): they must not fill the batch ahead of the rest.
+    waiting = SuiteRun.objects.filter(evals__status=Eval.Status.PENDING).exclude(project__account__balance_cents__lt=0)
+    runs = waiting.values_list("pk", flat=True).distinct()[:100]
     return sum(advance(pk) for pk in runs)
 
 

@@ -15,6 +15,9 @@ from django.utils import timezone
 from belvedir.core.requeue import requeue_waiting
 from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import layout
+from billing.actions import debt_gate
+from billing.errors import InsufficientBalance
+from billing.models import Account
 
 from . import benchmarks
 from .actions import next_pass, resume_eval
@@ -51,8 +54,11 @@ def stored_outputs(source_id: int) -> dict[int, StoredOutput]:
     return stored
 
 
+@debt_gate("an eval's pass on the queue: its deployment's and judge's tokens")
 def run_eval(eval_id: int):
     close_old_connections()
+    if _refused_for_debt(eval_id):
+        return
     now = timezone.now()
     claimed = Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(
         status=Eval.Status.RUNNING, started_at=Coalesce("started_at", Value(now)), heartbeat_at=now, status_message="", passes=F("passes") + 1
@@ -69,6 +75,19 @@ def run_eval(eval_id: int):
     finally:
         if ev.suite_run_id:
             advance(ev.suite_run_id)  # its deployment's next eval, now rather than at the next scheduled look
+
+
+def _refused_for_debt(eval_id: int) -> bool:
+    """A project that went into debt after its eval was queued (a dispute, a refund) asks nothing more of any
+    deployment: the eval fails with the reason, and resumes once the debt is paid. Its passes after the first
+    are queued by the worker itself (next_pass, the reaper), so this is the gate every one of them passes."""
+    project_id = Eval.objects.filter(pk=eval_id).values_list("project_id", flat=True).first()
+    balance = Account.objects.filter(project_id=project_id).values_list("balance_cents", flat=True).first() or 0
+    if balance >= 0:
+        return False
+    message = f"{InsufficientBalance(balance, 0)} Resume once it is paid."
+    Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(status=Eval.Status.FAILED, status_message=message, finished_at=timezone.now())
+    return True
 
 
 def _run_pass(ev: Eval):

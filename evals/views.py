@@ -1,4 +1,3 @@
-import asyncio
 from collections import defaultdict
 
 from django.contrib import messages
@@ -17,7 +16,7 @@ from .api import attempts_by_row, eval_warnings, filter_samples
 from .calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, verdicts_of
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
-from .connection import test_connection
+from .connection import try_connection
 from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm, posted_budget
 from .metrics import metrics
@@ -283,7 +282,10 @@ def deployments(request):
 @require_POST
 def deployment_test(request, pk):
     deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
-    result = asyncio.run(test_connection(deployment))
+    try:
+        result = try_connection(deployment)
+    except InsufficientBalance as exc:
+        result = {"ok": False, "error": str(exc)}
     if request.htmx:
         return render(request, "evals/_connection.html", {"result": result})
     (messages.success if result["ok"] else messages.error)(

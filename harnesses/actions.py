@@ -9,7 +9,7 @@ from belvedir.sandbox import egress
 from belvedir.sandbox.errors import ProjectAtLimit
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import check_gpu_available
-from billing.actions import charge_for_run, refund_run
+from billing.actions import charge_for_run, debt_gate, refund_run, refuse_if_in_debt
 
 from .models import HarnessEnvVar, Run
 
@@ -33,6 +33,7 @@ def save_harness(harness, env_vars: list[dict] | None = None):
     return harness
 
 
+@debt_gate("a harness run: its price on the ledger and its sandbox")
 def start_run(harness, user, *, env_for=None) -> Run:
     """Charge the run's price, then queue it once the charge is committed.
 
@@ -42,6 +43,9 @@ def start_run(harness, user, *, env_for=None) -> Run:
     `env_for(run)` may return (env, secret_env) for the run, e.g. a signed
     URL that names the run.
     """
+    # First, and not left to the charge: a run priced at nothing (RUN_PRICE_*_CENTS=0) still takes a sandbox
+    # and its deployment's tokens, and a charge of 0 passes a balance below zero.
+    refuse_if_in_debt(harness.project)
     if harness.compute_type == ComputeType.GPU:
         check_gpu_available(harness.gpu_type)
     with transaction.atomic():

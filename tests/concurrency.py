@@ -49,8 +49,13 @@ def run_concurrently(fn, count: int) -> list:
     return results
 
 
-def someone_waits_on_a_lock() -> bool:
-    """Whether another connection to the test database is blocked on a row or table lock (PostgreSQL)."""
+def lock_waiters() -> int:
+    """How many connections to the test database are blocked on a row or table lock (PostgreSQL)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
-        return cursor.fetchone()[0] > 0
+        return cursor.fetchone()[0]
+
+
+def someone_waits_on_a_lock() -> bool:
+    """Whether another connection to the test database is blocked on a row or table lock (PostgreSQL)."""
+    return lock_waiters() > 0

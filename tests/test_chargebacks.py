@@ -1,12 +1,17 @@
 """Chargebacks: a refunded or disputed top-up takes its credit back, once; a dispute won gives it back; debt refuses work."""
 
+import threading
+
 import pytest
+from django.db import transaction
+from django.db.models import Sum
 
 from billing.actions import post_entry
 from billing.models import Account, LedgerEntry, StripeEvent, TopUp
 
-from .concurrency import run_concurrently
-from .fakes.stripe_signing import balance_transaction, checkout_event, dispute_event, refund_event, sign
+from .concurrency import lock_waiters, run_concurrently, start_thread
+from .fakes.stripe_signing import balance_transaction, checkout_event, dispute_event, refund_event, refund_updated_event, sign
+from .harness_fixtures import wait_for
 from .test_stripe import SECRET, post_webhook, recorded_topup, webhook_secret  # noqa: F401  (webhook_secret: a fixture)
 
 pytestmark = pytest.mark.usefixtures("webhook_secret")
@@ -273,3 +278,171 @@ def test_the_admin_shows_reversals_beside_the_top_up(project, staff_client):
     assert "$2.50" in listing and "pi_test_1" in listing
     detail = staff_client.get(f"/admin/billing/topup/{topup.pk}/change/").content.decode()
     assert "Top-up refunded" in detail and "-250" in detail and "ch_test_1:refunded:250" in detail
+
+
+# -- a refund that failed gives its credit back ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_failed_refund_told_by_charge_refund_updated_gives_the_credit_back_once(project):
+    topup = credited_topup(project, 1000)
+    spend(project, 800)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=1000, refunds=[("re_1", 1000)]))
+    assert Account.balance_for(project) == -800
+    failed = refund_updated_event("evt_f", "pi_test_1", "re_1", amount=1000, status="failed")
+    assert deliver(failed) == "gave back $10.00 (refund re_1 failed)"
+    assert deliver(failed) == "duplicate event"
+    # The same failure told again under another event id, then by the charge that now lists it failed.
+    assert deliver(refund_updated_event("evt_f2", "pi_test_1", "re_1", amount=1000, status="failed")) == "refund re_1 failed: already given back"
+    charge = refund_event("evt_c", "pi_test_1", amount=1000, amount_refunded=0, refunds=[("re_1", 1000, "failed")], event_type="charge.updated")
+    assert deliver(charge) == "already taken back ($0.00 refunded so far)"
+    assert reversals(topup) == [("topup_refund", -1000), ("refund_failed", 1000)]
+    assert Account.balance_for(project) == 200
+
+
+@pytest.mark.django_db
+def test_a_charge_listing_its_refund_failed_gives_the_credit_back_once_in_either_event(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=400, refunds=[("re_1", 400)]))
+    down = [("re_1", 400, "failed")]
+    assert deliver(refund_event("evt_u", "pi_test_1", amount=1000, amount_refunded=0, refunds=down, event_type="charge.updated")).startswith(
+        "gave back $4.00 (refund re_1 failed)"
+    )
+    assert deliver(refund_event("evt_u2", "pi_test_1", amount=1000, amount_refunded=0, refunds=down)).startswith("already taken back")
+    assert deliver(refund_updated_event("evt_f", "pi_test_1", "re_1", amount=400, status="failed")) == "refund re_1 failed: already given back"
+    assert reversals(topup) == [("topup_refund", -400), ("refund_failed", 400)]
+    assert Account.balance_for(project) == 1000
+    # A new refund bringing the total back to $4.00 is a new refund, taken back (not the first one's state again).
+    again = refund_event("evt_r2", "pi_test_1", amount=1000, amount_refunded=400, refunds=[("re_2", 400), ("re_1", 400, "failed")])
+    assert deliver(again).endswith("took back $4.00 (refunded so far $4.00)")
+    assert Account.balance_for(project) == 600
+
+
+@pytest.mark.django_db
+def test_a_total_that_went_down_without_a_failed_refund_is_an_older_event_and_posts_nothing(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=600, refunds=[("re_1", 600)]))
+    assert deliver(refund_event("evt_old", "pi_test_1", amount=1000, amount_refunded=0, event_type="charge.updated")).startswith("already taken back")
+    assert reversals(topup) == [("topup_refund", -600)]
+
+
+@pytest.mark.django_db
+def test_a_refund_that_succeeded_or_failed_in_another_currency_gives_nothing_back(project):
+    topup = credited_topup(project, 1000)
+    deliver(refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=1000, refunds=[("re_1", 1000)]))
+    assert deliver(refund_updated_event("evt_s", "pi_test_1", "re_1", amount=1000, status="succeeded")) == "refund succeeded: nothing to post"
+    assert deliver(refund_updated_event("evt_e", "pi_test_1", "re_1", amount=1000, status="failed", currency="eur")).startswith("refused")
+    assert reversals(topup) == [("topup_refund", -1000)] and Account.balance_for(project) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_failed_refund_told_five_times_at_once_gives_back_once(project):
+    topup = credited_topup(project, 2500)
+    deliver(refund_event("evt_r", "pi_test_1", amount=2500, amount_refunded=2500, refunds=[("re_1", 2500)]))
+    payloads = [refund_updated_event(f"evt_f{i}", "pi_test_1", "re_1", amount=2500, status="failed") for i in range(4)]
+    payloads.append(refund_event("evt_c", "pi_test_1", amount=2500, amount_refunded=0, refunds=[("re_1", 2500, "failed")], event_type="charge.updated"))
+    assert run_concurrently(lambda i: post_webhook(payloads[i], sign(payloads[i], SECRET)).status_code, 5) == [200] * 5
+    assert reversals(topup) == [("topup_refund", -2500), ("refund_failed", 2500)]
+    assert Account.balance_for(project) == 2500
+
+
+# -- a refund racing a dispute, and disputes told in other orders ----------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_refund_and_a_dispute_of_one_top_up_processed_at_once_take_back_no_more_than_it(project):
+    """Both events are held at the same point (the account's lock, taken by a third connection) until both wait,
+    so without the top-up's lock each would read "nothing taken back yet" and both post: $12.00 of a $10.00 top-up."""
+    topup = credited_topup(project, 1000)
+    refund = refund_event("evt_r", "pi_test_1", amount=1000, amount_refunded=600, refunds=[("re_1", 600)])
+    dispute = dispute_event(
+        "evt_d", "charge.dispute.funds_withdrawn", "pi_test_1", amount=600, status="needs_response", balance_transactions=[balance_transaction("txn_w", -600)]
+    )
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_account():
+        with transaction.atomic():
+            Account.objects.select_for_update().get(pk=topup.account_id)
+            held.set()
+            release.wait(60)
+
+    holder = start_thread(hold_the_account)
+    try:
+        assert held.wait(30)
+        events = [start_thread(post_webhook, payload, sign(payload, SECRET)) for payload in (refund, dispute)]
+        wait_for(lambda: lock_waiters() >= 2, timeout=30)
+    finally:
+        release.set()
+    holder.join(30)
+    for thread in events:
+        thread.join(60)
+    outcomes = [thread.result.content.decode() for thread in events]
+    refused = [o for o in outcomes if o.startswith("refused")]
+    assert len(refused) == 1 and ("more than the top-up's 1000" in refused[0] or "exceed the top-up's 1000" in refused[0]), outcomes
+    assert len(reversals(topup)) == 1 and reversals(topup)[0][1] == -600
+    assert Account.balance_for(project) == 400
+    assert Account.objects.get(pk=topup.account_id).entries.aggregate(total=Sum("amount_cents"))["total"] == 400
+
+
+@pytest.mark.django_db
+def test_only_the_closing_event_of_a_lost_dispute_takes_the_credit_back_and_a_late_earlier_one_nothing(project):
+    topup = credited_topup(project, 1000)
+    withdrawn = [balance_transaction("txn_w", -1000)]
+    # `created` and `funds_withdrawn` were lost: the closing event carries the withdrawal.
+    closed = dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=1000, status="lost", balance_transactions=withdrawn)
+    assert deliver(closed) == "dispute lost: took back $10.00"
+    late = dispute_event("evt_d2", "charge.dispute.funds_withdrawn", "pi_test_1", amount=1000, status="needs_response", balance_transactions=withdrawn)
+    assert deliver(late) == "dispute needs_response: nothing to post"
+    assert reversals(topup) == [("dispute", -1000)] and Account.balance_for(project) == 0
+
+
+@pytest.mark.django_db
+def test_only_the_closing_event_of_a_won_dispute_nets_to_nothing_whatever_order_it_lists_and_what_comes_late(project):
+    topup = credited_topup(project, 1000)
+    withdrawn, reinstated = balance_transaction("txn_w", -1000, created=1), balance_transaction("txn_r", 1000, created=2)
+    # Listed reinstatement first: the movements are applied in the order Stripe made them (created), not as listed.
+    closed = dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=1000, status="won", balance_transactions=[reinstated, withdrawn])
+    assert deliver(closed) == "dispute won: took back $10.00; gave back $10.00"
+    assert Account.balance_for(project) == 1000
+    # The earlier events, delivered after it, tell movements already posted.
+    for event_id, kind in (("evt_d1", "charge.dispute.created"), ("evt_d2", "charge.dispute.funds_withdrawn")):
+        late = dispute_event(
+            event_id, kind, "pi_test_1", amount=1000, status="needs_response", balance_transactions=[withdrawn] if event_id == "evt_d2" else []
+        )
+        assert deliver(late) == "dispute needs_response: nothing to post"
+    assert reversals(topup) == [("dispute", -1000), ("dispute_won", 1000)] and Account.balance_for(project) == 1000
+
+
+@pytest.mark.django_db
+def test_a_partial_dispute_takes_back_only_what_it_withdrew_and_a_withdrawal_past_the_disputed_amount_is_refused(project):
+    topup = credited_topup(project, 1000)
+    partial = [balance_transaction("txn_w", -400, created=1)]
+    assert deliver(
+        dispute_event("evt_d1", "charge.dispute.funds_withdrawn", "pi_test_1", amount=400, status="needs_response", balance_transactions=partial)
+    ) == ("dispute needs_response: took back $4.00")
+    assert Account.balance_for(project) == 600
+    too_much = dispute_event(
+        "evt_d2", "charge.dispute.funds_withdrawn", "pi_test_1", amount=400, status="needs_response", balance_transactions=[balance_transaction("txn_x", -1000)]
+    )
+    assert deliver(too_much) == "refused: dispute needs_response: refused txn_x: -1000 'usd' for a dispute of 400"
+    won = [*partial, balance_transaction("txn_r", 400, created=2)]
+    assert deliver(dispute_event("evt_d3", "charge.dispute.closed", "pi_test_1", amount=400, status="won", balance_transactions=won)) == (
+        "dispute won: gave back $4.00"
+    )
+    assert reversals(topup) == [("dispute", -400), ("dispute_won", 400)] and Account.balance_for(project) == 1000
+
+
+@pytest.mark.parametrize(
+    "dispute_currency, txn_currency, reason",
+    [("eur", "usd", "refused: dispute in eur, not usd"), ("usd", "eur", "refused: dispute lost: refused txn_w: -1000 'eur' for a dispute of 1000")],
+)
+@pytest.mark.django_db
+def test_a_dispute_or_its_withdrawal_in_another_currency_is_stored_and_refused_as_a_top_up_in_it_would_be(project, dispute_currency, txn_currency, reason):
+    credited_topup(project, 1000)
+    withdrawn = [balance_transaction("txn_w", -1000, currency=txn_currency)]
+    payload = dispute_event(
+        "evt_x", "charge.dispute.closed", "pi_test_1", amount=1000, status="lost", currency=dispute_currency, balance_transactions=withdrawn
+    )
+    assert deliver(payload) == reason
+    assert StripeEvent.objects.get(event_id="evt_x").outcome == reason
+    assert Account.balance_for(project) == 1000 and not LedgerEntry.objects.filter(kind__in=LedgerEntry.TOPUP_REVERSAL_KINDS).exists()

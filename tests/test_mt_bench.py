@@ -220,3 +220,25 @@ def test_a_judge_that_changes_its_mind_shows_the_share_of_repeats_it_agreed_with
     assert repeats["n"] == 18  # both turns of each repeated row
     assert repeats["exact_agreement"] == pytest.approx(15 / 18)
     assert repeats["kappa"] < 1
+
+
+def test_a_priced_judges_spend_alone_stops_the_eval_at_its_max_cost(project, owner, model, judge_server):
+    """The deployment under test has no prices: only the judge's tokens can reach the budget."""
+    free = Deployment.objects.create(project=project, name="free", base_url=model.url, model="m", max_in_flight=1)
+    judge = Deployment.objects.create(
+        project=project, name="judge", base_url=judge_server.url, model="j", input_price_per_million=Decimal(10), output_price_per_million=Decimal(30)
+    )
+    budget = Decimal("0.02")
+    ev = create_eval(project, owner, deployment=free, benchmark="mt_bench", judge=judge, max_cost=budget)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert ev.status == "cancelled" and ev.status_message.startswith(f"Cancelled: budget reached (${ev.cost} of ${ev.max_cost})")
+    samples = list(Sample.objects.filter(eval=ev))
+    row_costs = [judge.cost(s.judge_prompt_tokens or 0, s.judge_completion_tokens or 0) for s in samples]
+    assert free.cost(ev.prompt_tokens, ev.completion_tokens) is None and ev.cost == sum(row_costs) == judge.cost(
+        ev.judge_prompt_tokens, ev.judge_completion_tokens
+    )
+    # Without the judge's spend it would judge all 80 questions (about $0.30): it stops a few rows past $0.02, the rows
+    # whose answers were in when the budget was crossed (their judging is not cut short), and every one stored is judged.
+    assert budget <= ev.cost < 3 * budget and 1 < ev.done_count == len(samples) < 20
+    assert len(judge_server.requests) < 2 * 20 and all(s.judge_prompt_tokens for s in samples)

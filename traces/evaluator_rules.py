@@ -10,6 +10,7 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from belvedir.core import jsonvalues
+from billing.actions import debt_gate, refuse_if_in_debt
 from evals import statistics
 from evals.judges import judge_key
 from evals.models import Deployment
@@ -22,8 +23,14 @@ RULE_FIELDS = ("target", "task_group", "user_id", "metadata", "outcome", "source
 FIELDS = (*RULE_FIELDS, "name", "enabled", "daily_budget")
 
 
+@debt_gate("a judge evaluator made or left enabled: its judge's tokens on every session")
 def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None) -> Evaluator:
-    """Create an evaluator, or change one (a new version when its rule changes); EvaluatorError naming a broken rule."""
+    """Create an evaluator, or change one (a new version when its rule changes); EvaluatorError naming a broken rule.
+
+    A judge evaluator that would be enabled is refused while the project is in debt (InsufficientBalance):
+    it would ask its judge about every new session. Code and trajectory checks cost nothing, and turning a
+    judge off is always allowed.
+    """
     name = (data.get("name") or "").strip()
     if not name or len(name) > 100:
         raise EvaluatorError("An evaluator needs a name of 1 to 100 characters.")
@@ -72,6 +79,8 @@ def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None
     }
     if values["target"] not in Evaluator.Target.values or values["source"] not in Evaluator.Source.values:
         raise EvaluatorError("The target is session or task; the source any, production or harness.")
+    if kind == Evaluator.Kind.JUDGE and values["enabled"]:
+        refuse_if_in_debt(project)
     with transaction.atomic():
         if evaluator is None:
             return Evaluator.objects.create(project=project, created_by=user, **values)

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from billing.errors import InsufficientBalance
 from evals.models import Deployment
 from harnesses.models import Harness
 
@@ -89,29 +90,39 @@ class EvaluatorForm(forms.Form):
 @login_required
 def evaluators(request):
     form = EvaluatorForm(request.POST or None, project=request.project)
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             evaluator = save_evaluator(request.project, request.user, form.data_for_save())
-        except EvaluatorError as exc:
+        except (EvaluatorError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
+            status = _refused_status(exc)
         else:
             messages.success(request, f"Evaluator {evaluator.name} scores sessions that begin from now on; backfill older ones from its page.")
             return redirect(evaluator)
     listed = Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group")
     rows = [(evaluator, summary(evaluator)) for evaluator in listed]
-    return render(request, "traces/evaluators.html", {"form": form, "rows": rows})
+    return render(request, "traces/evaluators.html", {"form": form, "rows": rows}, status=status)
+
+
+def _refused_status(exc) -> int:
+    # A form the user can fix answers 200 with its errors; a debt is a 402, as for runs and evals.
+    return exc.status_code if isinstance(exc, InsufficientBalance) else 200
 
 
 @login_required
 def evaluator_detail(request, pk):
     evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group"), pk=pk)
     form = EvaluatorForm(request.POST or None, project=request.project, initial=EvaluatorForm.initial_of(evaluator))
+    status = 200
     if request.method == "POST" and form.is_valid():
         try:
             before = evaluator.version
             save_evaluator(request.project, request.user, form.data_for_save(), evaluator)
-        except EvaluatorError as exc:
+        except (EvaluatorError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
+            status = _refused_status(exc)
+            evaluator.refresh_from_db()
         else:
             changed = evaluator.version != before
             messages.success(request, f"Saved{f' as version {evaluator.version}: its rule changed, older scores keep theirs' if changed else ''}.")
@@ -136,7 +147,7 @@ def evaluator_detail(request, pk):
         "scores": scores,
         "backfill": backfill_context(request, evaluator),
     }
-    return render(request, "traces/evaluator.html", context)
+    return render(request, "traces/evaluator.html", context, status=status)
 
 
 def backfill_context(request, evaluator) -> dict:
@@ -162,7 +173,7 @@ def evaluator_backfill(request, pk):
         if since is None or until is None:
             raise EvaluatorError("Give the window's start and end.")
         estimate = start_backfill(evaluator, since, until)
-    except (BadFilter, EvaluatorError) as exc:
+    except (BadFilter, EvaluatorError, InsufficientBalance) as exc:
         messages.error(request, f"No backfill: {exc}")
     else:
         messages.success(request, f"Backfill started: {estimate['to_score']} to score in {estimate['sessions']} sessions.")

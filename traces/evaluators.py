@@ -28,6 +28,9 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from belvedir.core import jsonvalues
+from billing.actions import debt_gate, refuse_if_in_debt
+from billing.errors import InsufficientBalance
+from billing.models import Account
 from evals.judges import Judge, Rubric, correct_or_incorrect, rating_1_to_10
 from evals.patterns import PatternError, compile_pattern
 from evals.scoring import DATASET_SCORERS, ScoringError
@@ -283,12 +286,21 @@ def score_sessions(session_ids: list[int], *, evaluator_id: int | None = None, b
     return stored
 
 
+@debt_gate("a judge evaluator's verdicts on sessions (segmented or backfilled)")
 def score_targets(evaluator: Evaluator, work, prices) -> int:
-    """Score each (session, task) not scored yet under this version; a judge's asked concurrently, within its budget."""
+    """Score each (session, task) not scored yet under this version; a judge's asked concurrently, within its budget.
+
+    While the project is in debt a judge asks nothing: each target is stored skipped with the debt as its
+    reason (shown with the scores, like a spent daily budget), once, so no task loops on it.
+    """
     done = set(EvaluatorScore.objects.filter(evaluator=evaluator, version=evaluator.version).values_list("session_id", "task_id"))
     work = [(s, t) for s, t in work if (s.pk, t.pk if t else None) not in done]
     if not work:
         return 0
+    balance = Account.balance_for(evaluator.project_id) if evaluator.kind == Evaluator.Kind.JUDGE else 0
+    if balance < 0:
+        skipped = {"status": EvaluatorScore.Status.SKIPPED, "error": f"Not judged: {InsufficientBalance(balance, 0)}"}
+        return sum(_store(evaluator, session, task, skipped) for session, task in work)
     seen = exchanges(work, prices, figures=evaluator.kind == Evaluator.Kind.TRAJECTORY)
     if evaluator.kind == Evaluator.Kind.JUDGE:
         outcomes = asyncio.run(judge_all(evaluator, seen, spent_today(evaluator)))
@@ -388,10 +400,16 @@ def _group_of(session) -> int | None:
     return Task.objects.filter(session=session, group__isnull=False).order_by("started_at").values_list("group_id", flat=True).first()
 
 
+@debt_gate("a judge evaluator's errors asked again")
 def retry_errors() -> int:
-    """Scheduled: judge errors older than RETRY_AFTER are asked again, up to MAX_ATTEMPTS in all; each keeps its tokens."""
-    due = EvaluatorScore.objects.filter(
-        status=EvaluatorScore.Status.ERROR, attempts__lt=MAX_ATTEMPTS, scored_at__lte=timezone.now() - RETRY_AFTER, evaluator__enabled=True
+    """Scheduled: judge errors older than RETRY_AFTER are asked again, up to MAX_ATTEMPTS in all; each keeps its tokens.
+
+    Not those of a project in debt: they wait as they are, their attempts untouched, until it is paid.
+    """
+    due = (
+        EvaluatorScore.objects.filter(
+            status=EvaluatorScore.Status.ERROR, attempts__lt=MAX_ATTEMPTS, scored_at__lte=timezone.now() - RETRY_AFTER, evaluator__enabled=True
+        ).exclude(project__account__balance_cents__lt=0)
     ).select_related("evaluator", "evaluator__judge", "session", "task")[:BATCH]
     retried = 0
     for score in due:
@@ -459,8 +477,13 @@ def backfill_estimate(evaluator: Evaluator, since: datetime, until: datetime) ->
     return estimate
 
 
+@debt_gate("a backfill: a judge evaluator's verdicts on older sessions")
 def start_backfill(evaluator: Evaluator, since: datetime, until: datetime) -> dict:
-    """Queue the window's sessions for this evaluator (older than it included); the estimate it was started on."""
+    """Queue the window's sessions for this evaluator (older than it included); the estimate it was started on.
+
+    A judge's backfill is refused while the project is in debt (InsufficientBalance), before anything is queued."""
+    if evaluator.kind == Evaluator.Kind.JUDGE:
+        refuse_if_in_debt(evaluator.project_id)
     estimate = backfill_estimate(evaluator, since, until)
     ids = estimate["session_ids"]
     for start in range(0, len(ids), BATCH):

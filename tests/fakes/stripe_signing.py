@@ -47,8 +47,11 @@ def _event(event_id, type, obj) -> bytes:
     return json.dumps({"id": event_id, "object": "event", "type": type, "data": {"object": obj}}).encode()
 
 
-def refund_event(event_id, payment_intent, *, amount, amount_refunded, currency="usd", charge_id="ch_test_1", refunds=()) -> bytes:
-    """`charge.refunded`: a Charge object, `amount_refunded` cumulative over its `refunds` (Stripe's shapes)."""
+def refund_event(
+    event_id, payment_intent, *, amount, amount_refunded, currency="usd", charge_id="ch_test_1", refunds=(), event_type="charge.refunded"
+) -> bytes:
+    """`charge.refunded` (or `charge.updated`): a Charge object, `amount_refunded` cumulative over its `refunds`
+    (Stripe's shapes); a refund is (id, cents) or (id, cents, status), a failed one no longer in the total."""
     charge = {
         "id": charge_id,
         "object": "charge",
@@ -62,12 +65,28 @@ def refund_event(event_id, payment_intent, *, amount, amount_refunded, currency=
         "refunds": {
             "object": "list",
             "data": [
-                {"id": rid, "object": "refund", "amount": cents, "charge": charge_id, "currency": currency, "status": "succeeded"} for rid, cents in refunds
+                {"id": r[0], "object": "refund", "amount": r[1], "charge": charge_id, "currency": currency, "status": r[2] if len(r) > 2 else "succeeded"}
+                for r in refunds
             ],
             "has_more": False,
         },
     }
-    return _event(event_id, "charge.refunded", charge)
+    return _event(event_id, event_type, charge)
+
+
+def refund_updated_event(event_id, payment_intent, refund_id, *, amount, status, currency="usd", charge_id="ch_test_1") -> bytes:
+    """`charge.refund.updated`: a Refund object; `failed` when the money never reached the customer (Stripe's shape)."""
+    refund = {
+        "id": refund_id,
+        "object": "refund",
+        "amount": amount,
+        "charge": charge_id,
+        "currency": currency,
+        "payment_intent": payment_intent,
+        "status": status,
+        "failure_reason": "expired_or_canceled_card" if status == "failed" else None,
+    }
+    return _event(event_id, "charge.refund.updated", refund)
 
 
 def balance_transaction(txn_id, amount, *, currency="usd", created=0) -> dict:

@@ -1,0 +1,307 @@
+"""The debt gate: every path through which a project spends (a charge, a deployment's or a judge's tokens) refuses
+while the project owes money, and nothing is queued, charged or asked of any deployment meanwhile.
+
+SPENDING_PATHS is the table: each path (an endpoint, a page or a queue task), the registered gate
+(billing.actions.DEBT_GATES) it goes through, and what it must leave behind. The guard below finds in the
+source every call that spends and checks each sits behind a registered gate, so a new way to spend is either
+registered (and then must be in the table) or fails here.
+"""
+
+import ast
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from billing.actions import DEBT_GATES, post_entry
+from billing.models import Account, LedgerEntry
+from evals import queue
+from evals.datasets import create_dataset
+from evals.models import Deployment, Eval, SuiteRun
+from evals.tasks import run_eval
+from finetunes.models import FineTunedModel
+from harnesses import actions as harness_actions
+from harnesses.models import Harness, Run
+from traces import evaluators
+from traces.evaluator_rules import save_evaluator
+from traces.models import Evaluator, EvaluatorScore, TraceSession
+
+from .fakes.openai_server import FakeOpenAI
+from .test_evaluators import exchange, post
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DEBT = "owes $1.00"
+
+
+class World:
+    """A project with what each path acts on, made while it was funded, then put $1.00 in debt."""
+
+    def __init__(self, project, owner, server, api, owner_client):
+        self.project, self.owner, self.server, self.api, self.client = project, owner, server, api, owner_client
+        priced = {"input_price_per_million": Decimal(1000), "output_price_per_million": Decimal(1000)}
+        self.model = Deployment.objects.create(project=project, name="model", base_url=server.url, model="m", **priced)
+        self.judge = Deployment.objects.create(project=project, name="judge", base_url=server.url, model="j", **priced)
+        self.dataset = create_dataset(project, owner, "qa", b'{"input": "1+1", "expected": "2"}\n')
+        judged = {"dataset": self.dataset, "dataset_version": 1, "scorers": [{"name": "llm_judge", "deployment": self.judge.pk}], "judge": self.judge}
+        self.failed = Eval.objects.create(project=project, deployment=self.model, seed=1, status="failed", **judged)
+        self.succeeded = Eval.objects.create(project=project, deployment=self.model, seed=1, status="succeeded", **judged)
+        self.queued = Eval.objects.create(project=project, deployment=self.model, seed=1, status="queued", **judged)
+        self.suite_run = SuiteRun.objects.create(project=project, suite_name="custom", entries=[])
+        self.pending = Eval.objects.create(project=project, deployment=self.model, seed=1, status="pending", suite_run=self.suite_run, **judged)
+        repo = {"repo_url": "https://example.com/r.git", "install_command": "true", "run_command": "true"}
+        self.harness = Harness.objects.create(project=project, created_by=owner, name="cpu", **repo)
+        self.gpu_harness = Harness.objects.create(project=project, created_by=owner, name="gpu", compute_type="gpu", gpu_type="a100", **repo)
+        self.finetuned = FineTunedModel.objects.create(project=project, name="ft", base_model="b", adapter="adapters/ft.zip")
+        self.evaluator = save_evaluator(project, owner, {"name": "helpful", "kind": "judge", "judge": self.judge, "daily_budget": Decimal(10), "config": {}})
+        now = timezone.now().timestamp()
+        post(api, [exchange("s-new", "Add up 1", "The total is 1.", now)])
+        self.session = TraceSession.objects.get(session_id="s-new")
+        self.errored = EvaluatorScore.objects.create(
+            evaluator=self.evaluator,
+            version=self.evaluator.version,
+            project=project,
+            session=self.session,
+            session_at=self.session.first_span_at,
+            status="error",
+            error="judge down",
+            attempts=1,
+            scored_at=timezone.now() - evaluators.RETRY_AFTER * 2,
+        )
+        # Stripe took back a disputed top-up after its credit was spent: the project owes $1.00.
+        post_entry(Account.for_project(project), kind=LedgerEntry.Kind.DISPUTE, amount_cents=-100, reference="txn_debt", memo="disputed")
+
+
+def refused_402(response):
+    assert response.status_code == 402, response.content
+    body = response.json()
+    assert DEBT in body["detail"] and body["debt_cents"] == 100
+
+
+def refused_page(response):
+    assert response.status_code == 402 and DEBT in response.content.decode()
+
+
+def create_eval_api(w):
+    refused_402(w.api.post("/api/v1/evals", {"dataset": w.dataset.pk, "deployment": "model", "scorers": ["exact_match"]}, format="json"))
+    assert Eval.objects.count() == 4
+
+
+def create_eval_page(w):
+    refused_page(w.client.post("/evals/new/benchmark/", {"benchmark": "gsm8k", "deployment": w.model.pk, "sample_limit": "1"}))
+    assert Eval.objects.count() == 4
+
+
+def resume_eval_api(w):
+    refused_402(w.api.post(f"/api/v1/evals/{w.failed.pk}/resume", {}, format="json"))
+    assert Eval.objects.get(pk=w.failed.pk).status == "failed"
+
+
+def retry_eval_errors_api(w):
+    refused_402(w.api.post(f"/api/v1/evals/{w.failed.pk}/retry-errors"))
+
+
+def rescore_eval_api(w):
+    refused_402(w.api.post(f"/api/v1/evals/{w.succeeded.pk}/rescore"))
+    assert Eval.objects.count() == 4
+
+
+def create_suite_run_api(w):
+    payload = {"name": "mine", "benchmarks": [{"benchmark": "gsm8k", "sample_limit": 1}], "deployments": ["model"]}
+    refused_402(w.api.post("/api/v1/suite-runs", payload, format="json"))
+    assert SuiteRun.objects.count() == 1
+
+
+def eval_on_the_queue(w):
+    """Queued before the debt (a dispute arrives while it waits): the worker asks nothing and says why."""
+    run_eval(w.queued.pk)
+    queued = Eval.objects.get(pk=w.queued.pk)
+    assert queued.status == "failed" and DEBT in queued.status_message and "Resume once it is paid" in queued.status_message
+
+
+def suite_cells(w):
+    """A suite's pending cells wait while the project is in debt, on the worker's advance and the scheduled one."""
+    assert queue.advance(w.suite_run.pk) == 0
+    from evals.suites import advance_all
+
+    assert advance_all() == 0
+    assert Eval.objects.get(pk=w.pending.pk).status == "pending"
+
+
+def deployment_test_api(w):
+    refused_402(w.api.post(f"/api/v1/deployments/{w.judge.pk}/test"))
+
+
+def deployment_test_page(w):
+    response = w.client.post(f"/evals/deployments/{w.judge.pk}/test/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and DEBT in response.content.decode()
+
+
+def harness_run_api(w, settings):
+    # A run priced at nothing would pass a charge into debt: the gate must refuse it first.
+    settings.RUN_PRICE_CPU_CENTS = 0
+    refused_402(w.api.post(f"/api/v1/harnesses/{w.harness.pk}/runs"))
+    assert not Run.objects.exists()
+
+
+def model_benchmark_api(w, settings):
+    refused_402(w.api.post(f"/api/v1/models/{w.finetuned.pk}/runs", {"harness": w.gpu_harness.pk}, format="json"))
+    assert not Run.objects.exists()
+
+
+def judge_evaluator_api(w):
+    payload = {"name": "another", "kind": "judge", "judge": "judge", "daily_budget": "5"}
+    refused_402(w.api.post("/api/v1/evaluators", payload, format="json"))
+    assert Evaluator.objects.count() == 1
+
+
+def judge_evaluator_page(w):
+    form = {"name": "another", "target": "session", "source": "any", "sample_rate": "1", "kind": "judge", "judge": w.judge.pk, "daily_budget": "5"}
+    form |= {"enabled": "on", "scale": "pass_fail"}
+    refused_page(w.client.post("/traces/evaluators/", form))
+    assert Evaluator.objects.count() == 1
+
+
+def backfill_api(w):
+    window = {"since": "2020-01-01", "until": "2100-01-01", "confirm": True}
+    refused_402(w.api.post(f"/api/v1/evaluators/{w.evaluator.pk}/backfill", window, format="json"))
+
+
+def backfill_page(w):
+    window = {"since": "2020-01-01", "until": "2100-01-01"}
+    response = w.client.post(f"/traces/evaluators/{w.evaluator.pk}/backfill/", window, follow=True)
+    assert "No backfill" in response.content.decode() and DEBT in response.content.decode()
+
+
+def scheduled_scoring(w):
+    """Skipped with the debt as the reason, once: a second look stores nothing more and asks nothing."""
+    EvaluatorScore.objects.filter(pk=w.errored.pk).delete()
+    assert evaluators.score_sessions([w.session.pk]) == 1
+    skipped = EvaluatorScore.objects.get(evaluator=w.evaluator)
+    assert skipped.status == "skipped" and DEBT in skipped.error and skipped.cost is None
+    assert evaluators.score_sessions([w.session.pk]) == 0
+
+
+def evaluator_retries(w):
+    """Its errors wait as they are (attempts untouched) until the debt is paid."""
+    assert evaluators.retry_errors() == 0
+    w.errored.refresh_from_db()
+    assert (w.errored.status, w.errored.attempts) == ("error", 1)
+
+
+# (what is tried, the registered gate it goes through, the check)
+SPENDING_PATHS = [
+    ("POST /api/v1/evals", "evals.actions.create_eval", create_eval_api),
+    ("the New eval page", "evals.actions.create_eval", create_eval_page),
+    ("POST /api/v1/evals/{id}/resume", "evals.actions.resume_eval", resume_eval_api),
+    ("POST /api/v1/evals/{id}/retry-errors", "evals.actions.retry_errors", retry_eval_errors_api),
+    ("POST /api/v1/evals/{id}/rescore (a judge's tokens)", "evals.actions.rescore_eval", rescore_eval_api),
+    ("POST /api/v1/suite-runs", "evals.suites.create_suite_run", create_suite_run_api),
+    ("an eval's pass on the queue", "evals.tasks.run_eval", eval_on_the_queue),
+    ("a suite run's next cells", "evals.queue.advance", suite_cells),
+    ("POST /api/v1/deployments/{id}/test", "evals.connection.try_connection", deployment_test_api),
+    ("the deployment's Test button", "evals.connection.try_connection", deployment_test_page),
+    ("POST /api/v1/harnesses/{id}/runs at no price", "harnesses.actions.start_run", harness_run_api),
+    ("POST /api/v1/models/{id}/runs", "harnesses.actions.start_run", model_benchmark_api),
+    ("POST /api/v1/evaluators (a judge)", "traces.evaluator_rules.save_evaluator", judge_evaluator_api),
+    ("the New evaluator page (a judge)", "traces.evaluator_rules.save_evaluator", judge_evaluator_page),
+    ("POST /api/v1/evaluators/{id}/backfill", "traces.evaluators.start_backfill", backfill_api),
+    ("the evaluator's Backfill button", "traces.evaluators.start_backfill", backfill_page),
+    ("scoring segmented sessions", "traces.evaluators.score_targets", scheduled_scoring),
+    ("retrying a judge's errors", "traces.evaluators.retry_errors", evaluator_retries),
+]
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """What would have gone to a queue: every async_task of the project (the guard below checks these are all)."""
+    sent = []
+    for module in (queue, harness_actions, evaluators):
+        monkeypatch.setattr(module, "async_task", lambda name, *args, **kwargs: sent.append(name))
+    return sent
+
+
+@pytest.fixture
+def world(settings, project, owner, api, owner_client, enqueued):
+    settings.EVAL_ALLOW_PRIVATE_URLS = True  # the fake OpenAI server is on 127.0.0.1
+    settings.RUN_PRICE_CPU_CENTS, settings.RUN_PRICE_GPU_CENTS = 100, 500
+    with FakeOpenAI(answer=lambda text: "CORRECT") as server:
+        made = World(project, owner, server, api, owner_client)
+        enqueued.clear()  # what making it queued (the ingest, an evaluator) is not under test
+        yield made
+
+
+@pytest.mark.parametrize(("path", "gate", "check"), SPENDING_PATHS, ids=[row[0] for row in SPENDING_PATHS])
+def test_every_spending_path_refuses_while_the_project_is_in_debt(world, enqueued, settings, path, gate, check):
+    ledger_before = list(LedgerEntry.objects.values_list("pk", flat=True))
+    if "settings" in check.__code__.co_varnames[: check.__code__.co_argcount]:
+        check(world, settings)
+    else:
+        check(world)
+    assert world.server.requests == [], f"{path} asked a deployment"
+    assert enqueued == [], f"{path} queued {enqueued}"
+    assert list(LedgerEntry.objects.values_list("pk", flat=True)) == ledger_before and Account.balance_for(world.project) == -100
+
+
+def test_the_table_covers_every_registered_gate():
+    assert {gate for _, gate, _ in SPENDING_PATHS} == set(DEBT_GATES)
+
+
+# -- the guard: every call that spends, found in the source, is behind a registered gate ------------------------
+
+# The calls that spend: a ledger charge, a request to a deployment (generation, log-likelihood, a judge's
+# verdict) and a task sent to a queue (whose work spends).
+SPENDING_CALLS = {"charge_for_run", "complete", "option_loglikelihood", "grade", "async_task"}
+
+# Each function that makes one of those calls, and the registered gate(s) every way to it passes first.
+BEHIND = {
+    "harnesses.actions.start_run": {"harnesses.actions.start_run"},
+    "harnesses.actions.enqueue_run": {"harnesses.actions.start_run"},  # only after start_run's commit (and a lost run's requeue: charged already)
+    "evals.queue.enqueue": {"evals.tasks.run_eval"},  # whatever queued it, the task refuses in debt
+    "evals.engine.EvalRun._one.ask": {"evals.tasks.run_eval"},
+    "evals.engine.EvalRun._one_by_loglikelihood": {"evals.tasks.run_eval"},
+    "evals.judges.Judge.grade": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
+    "evals.datasets.DatasetBenchmark._judge": {"evals.tasks.run_eval"},
+    "evals.benchmarks.mt_bench.MTBench._judge_turn": {"evals.tasks.run_eval"},
+    "evals.connection.test_connection": {"evals.connection.try_connection"},
+    "traces.evaluators.judge_all.one": {"traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
+    "traces.evaluators.enqueue_for": {"traces.evaluators.score_targets"},  # score_sessions scores through it
+    "traces.evaluators.start_backfill": {"traces.evaluators.start_backfill"},
+}
+
+
+def spending_calls() -> dict[str, set[str]]:
+    """{module.qualname of a function: the spending calls in its own body}, over the project's apps."""
+    root = Path(django_settings.BASE_DIR)
+    found: dict[str, set[str]] = {}
+    for package in ("belvedir", "billing", "evals", "finetunes", "harnesses", "traces"):
+        for path in (root / package).rglob("*.py"):
+            if "migrations" in path.parts:
+                continue
+            module = ".".join(path.relative_to(root).with_suffix("").parts)
+
+            def visit(node, names, module=module):
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        visit(child, [*names, child.name], module)
+                        continue
+                    if isinstance(child, ast.Call) and names:
+                        func = child.func
+                        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                        if called in SPENDING_CALLS or called == "_post":
+                            found.setdefault(".".join([module, *names]), set()).add(called)
+                    visit(child, names, module)
+
+            visit(ast.parse(path.read_text()), [])
+    return found
+
+
+def test_every_call_that_spends_is_behind_a_registered_gate():
+    found = spending_calls()
+    # Every request to a deployment goes out through the engine's _post, which only these two make:
+    assert {name for name, calls in found.items() if "_post" in calls} == {"evals.engine.complete", "evals.engine.option_loglikelihood"}
+    spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS}
+    assert spenders == set(BEHIND)
+    assert set().union(*BEHIND.values()) <= set(DEBT_GATES)
