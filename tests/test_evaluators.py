@@ -2,10 +2,11 @@
 the judge's budget and retried errors, only newer sessions unless backfilled (its estimate first), and where scores show."""
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+import time_machine
 from click.testing import CliRunner
 from django.utils import timezone
 
@@ -207,6 +208,40 @@ def test_a_judge_stops_at_its_daily_budget(api, project, owner, settings, inline
     assert scored.count() + skipped.count() == 12 and skipped.count() > 0
     assert Decimal("0.2") <= spent < Decimal("0.2") + each  # stopped at the first verdict past the budget
     assert all("Daily budget of $0.2" in s.error for s in skipped)
+
+
+def test_a_daily_budget_spent_mid_batch_skips_the_rest_the_next_batch_that_day_asks_nothing_and_the_next_day_starts_again(
+    api, project, owner, settings, inline_queue, judge_server
+):
+    def batch(prefix, count):
+        now = timezone.now().timestamp()
+        for i in range(count):
+            post(api, [exchange(f"{prefix}-{i}", f"Add up order {i}", f"The total is {i}.", now + i * 0.001)])
+        asked = len(judge_server.requests)
+        quiet(settings)
+        scores = EvaluatorScore.objects.filter(evaluator=evaluator, session__session_id__startswith=f"{prefix}-")
+        return len(judge_server.requests) - asked, scores.filter(status="scored"), scores.filter(status="skipped")
+
+    # Made on today's clock: sessions are stamped received by the database's clock, which no travel moves.
+    evaluator = judge_evaluator(project, owner, judge_server, daily_budget=Decimal("0.2"))  # ~$0.04 a verdict
+    evaluator.judge.max_in_flight = 1  # one at a time: the budget is checked before each
+    evaluator.judge.save()
+    with time_machine.travel(datetime(2026, 12, 10, 9, 0, tzinfo=UTC), tick=True):
+        asked, scored, skipped = batch("morning", 12)
+        assert asked == scored.count() and 0 < scored.count() < 12 and scored.count() + skipped.count() == 12
+        assert Decimal("0.2") <= sum(s.cost for s in scored) < Decimal("0.2") + max(s.cost for s in scored)
+        assert all(s.error.startswith("Daily budget of $0.2") and s.cost is None for s in skipped), [s.error for s in skipped]
+        morning_skipped = skipped.count()
+        # Later that day: the day's budget is still spent, so the judge is asked nothing.
+        with time_machine.travel(datetime(2026, 12, 10, 23, 59, tzinfo=UTC), tick=True):
+            asked, scored, skipped = batch("evening", 3)
+        assert (asked, scored.count(), skipped.count()) == (0, 0, 3)
+    # After midnight the budget starts again: the new day's sessions are judged (the day before's skipped stay skipped).
+    with time_machine.travel(datetime(2026, 12, 11, 0, 1, tzinfo=UTC), tick=True):
+        asked, scored, skipped = batch("next-day", 3)
+        assert (asked, scored.count(), skipped.count()) == (3, 3, 0)
+        assert evaluators.spent_today(evaluator) == sum(s.cost for s in scored) < Decimal("0.2")
+    assert EvaluatorScore.objects.filter(evaluator=evaluator, status="skipped").count() == morning_skipped + 3
 
 
 def test_only_newer_sessions_are_scored_unless_a_backfill_with_its_estimate_says_otherwise(api, project, owner, settings, inline_queue, judge_server):
