@@ -104,6 +104,8 @@ def test_a_clean_configuration_has_no_belvedir_messages(settings):
 def test_env_helpers_parse_or_record_an_error(monkeypatch, helper, raw, default, expected, error):
     monkeypatch.setenv("BV_TEST_VALUE", raw)
     monkeypatch.setattr(settings_module, "CONFIG_ERRORS", [])
+    # The helpers record each name they read: this test's own is no setting (test_environment.py checks that list).
+    monkeypatch.setattr(settings_module, "ENV_VARIABLES", set())
     kwargs = {"minimum": 0} if helper is settings_module.env_int else {}
     assert helper("BV_TEST_VALUE", default, **kwargs) == expected
     assert bool(settings_module.CONFIG_ERRORS) is error
