@@ -15,9 +15,8 @@ from django.utils import timezone
 from belvedir.core.requeue import requeue_waiting
 from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import layout
-from billing.actions import debt_gate
+from billing.actions import debt_gate, refuse_if_in_debt
 from billing.errors import InsufficientBalance
-from billing.models import Account
 
 from . import benchmarks
 from .actions import next_pass, resume_eval
@@ -82,10 +81,12 @@ def _refused_for_debt(eval_id: int) -> bool:
     deployment: the eval fails with the reason, and resumes once the debt is paid. Its passes after the first
     are queued by the worker itself (next_pass, the reaper), so this is the gate every one of them passes."""
     project_id = Eval.objects.filter(pk=eval_id).values_list("project_id", flat=True).first()
-    balance = Account.objects.filter(project_id=project_id).values_list("balance_cents", flat=True).first() or 0
-    if balance >= 0:
+    try:
+        refuse_if_in_debt(project_id)
+    except InsufficientBalance as exc:
+        message = f"{exc} Resume once it is paid."
+    else:
         return False
-    message = f"{InsufficientBalance(balance, 0)} Resume once it is paid."
     Eval.objects.filter(pk=eval_id, status=Eval.Status.QUEUED).update(status=Eval.Status.FAILED, status_message=message, finished_at=timezone.now())
     return True
 
