@@ -25,8 +25,13 @@ ENTRIES = [{"benchmark": "gsm8k", "sample_limit": 40}, {"benchmark": "mmlu", "sa
 
 
 def slips(question: str) -> bool:
-    """The questions the weaker deployment gets wrong: a fixed third of them, whatever rows are drawn."""
-    return int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3 == 0
+    """The questions the weaker deployment gets wrong: a fixed two thirds of them, whatever rows are drawn.
+
+    A suite draws its rows with a fresh seed, so how many of the 40 slip varies from run to run. With a third,
+    6 or fewer slipped in 0.3 % of draws, and McNemar over 6 discordant rows is not significant after Holm (a red
+    CI once); with two thirds that takes fewer than 7 of 40 where 26 are expected, about one draw in 10**9.
+    """
+    return int(hashlib.sha256(question.encode()).hexdigest(), 16) % 3 != 0
 
 
 def answer(weak: bool):
