@@ -34,15 +34,24 @@ _END = object()
 class Job:
     """One request's work for the model thread, and the events it sends back."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, produce: Callable[[Runtime, Callable[[], bool]], Iterator], prompt_param: str):
-        self._loop, self._produce, self.prompt_param = loop, produce, prompt_param
+    def __init__(self, loop: asyncio.AbstractEventLoop, produce: Callable[[Runtime, Callable[[], bool]], Iterator], prompt_param: str, *, stream: bool):
+        self._loop, self._produce, self.prompt_param, self._stream = loop, produce, prompt_param, stream
         self._events: asyncio.Queue = asyncio.Queue()
         self.cancelled = threading.Event()
 
     def run(self, runtime: Runtime):
         """In the model thread."""
+        # A request answered in one piece gets its text in one event: waking the event loop
+        # for every token took a core's time slice from llama.cpp's threads on a busy machine.
+        held: list[Delta] = []
         try:
             for event in self._produce(runtime, self.cancelled.is_set):
+                if isinstance(event, Delta) and not self._stream:
+                    held.append(event)
+                    continue
+                if held:
+                    self._send(Delta("".join(delta.text for delta in held), tuple(token for delta in held for token in delta.tokens)))
+                    held = []
                 self._send(event)
         except Exception as exc:  # the handler turns it into the client's error
             self._send(exc)
@@ -73,8 +82,8 @@ class ModelThread:
         self.queue: asyncio.Queue[Job] = asyncio.Queue(queue_size)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="localmodel")
 
-    def submit(self, produce, prompt_param: str) -> Job:
-        job = Job(asyncio.get_running_loop(), produce, prompt_param)
+    def submit(self, produce, prompt_param: str, *, stream: bool) -> Job:
+        job = Job(asyncio.get_running_loop(), produce, prompt_param, stream=stream)
         try:
             self.queue.put_nowait(job)
         except asyncio.QueueFull:
@@ -146,7 +155,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     def produce(runtime: Runtime, cancelled):
         return runtime.generate(runtime.tokenize(runtime.chat_prompt(list(chat.messages))), chat.sampling, cancelled=cancelled)
 
-    job = request.app["model"].submit(produce, "messages")
+    job = request.app["model"].submit(produce, "messages", stream=chat.stream)
     try:
         prompt = await job.next()
         reply = _Reply(request, "chatcmpl", "chat.completion", len(prompt.tokens))
@@ -172,7 +181,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         prompt_logprobs = logprobs if completion.echo and logprobs is not None else None
         return runtime.generate(runtime.tokenize(completion.prompt), completion.sampling, prompt_logprobs=prompt_logprobs, cancelled=cancelled)
 
-    job = request.app["model"].submit(produce, "prompt")
+    job = request.app["model"].submit(produce, "prompt", stream=completion.stream)
     try:
         prompt = await job.next()
         reply = _Reply(request, "cmpl", "text_completion", len(prompt.tokens))
