@@ -154,6 +154,15 @@ def test_a_stop_string_ends_the_text_before_it(client):
 
 
 @processes
+def test_chat_logprobs_cover_every_generated_token(client):
+    reply = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=8, logprobs=True, top_logprobs=2)
+    content = reply.choices[0].logprobs.content
+    assert "".join(entry.token for entry in content) == reply.choices[0].message.content and len(content) == reply.usage.completion_tokens
+    # At temperature 0 the chosen token is the most likely one.
+    assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].logprob == entry.logprob <= 0 for entry in content)
+
+
+@processes
 def test_an_unknown_model_is_404(client):
     with pytest.raises(openai.NotFoundError) as raised:
         client.chat.completions.create(model="smollm2-135m-instruct", messages=QUESTION)

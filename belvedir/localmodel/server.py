@@ -160,12 +160,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         prompt = await job.next()
         reply = _Reply(request, "chatcmpl", "chat.completion", len(prompt.tokens))
         if chat.stream:
-            return await _stream_chat(request, job, reply, chat)
+            return await _stream(request, _chat_chunks(job, reply, chat))
         text, tokens, finish = await _collect(job)
         choice = {
             "index": 0,
             "message": {"role": "assistant", "content": text},
-            "logprobs": {"content": _chat_logprobs(tokens)} if chat.logprobs else None,
+            "logprobs": {"content": _chat_logprobs(tokens, chat.sampling.logprobs)} if chat.logprobs else None,
             "finish_reason": finish.reason,
         }
         return web.json_response(reply.body([choice], finish))
@@ -190,7 +190,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
         echoed = completion.prompt if completion.echo else ""
         echoed_tokens = prompt.tokens if completion.echo else ()
         if completion.stream:
-            return await _stream_completion(request, job, reply, completion, legacy, echoed, echoed_tokens)
+            return await _stream(request, _completion_chunks(job, reply, completion, legacy, echoed, echoed_tokens))
         text, tokens, finish = await _collect(job)
         choice = {
             "text": echoed + text,
@@ -231,9 +231,20 @@ async def _collect(job: Job) -> tuple[str, tuple[Token, ...], Finish]:
     return "".join(texts), tuple(tokens), event
 
 
-async def _open_stream(request: web.Request) -> web.StreamResponse:
+async def _stream(request: web.Request, chunks) -> web.StreamResponse:
+    """Server-sent events, one per chunk, then `[DONE]`; an error once the headers are out is an event too, as OpenAI sends it."""
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
+    try:
+        try:
+            async for body in chunks:
+                await _send(response, body)
+        except APIError as exc:
+            await _send(response, exc.body())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the client left: the handler's `finally` cancels its generation
     return response
 
 
@@ -241,41 +252,30 @@ async def _send(response: web.StreamResponse, body: dict):
     await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
 
 
-async def _close_stream(response: web.StreamResponse, reply: _Reply, finish: Finish, include_usage: bool):
-    if include_usage:
-        await _send(response, {**reply.body([], chunk=True), "usage": reply.usage(finish)})
-    await response.write(b"data: [DONE]\n\n")
-    await response.write_eof()
-
-
-async def _stream_chat(request, job: Job, reply: _Reply, chat: params.ChatRequest) -> web.StreamResponse:
-    response = await _open_stream(request)
-
+async def _chat_chunks(job: Job, reply: _Reply, chat: params.ChatRequest):
     def chunk(delta: dict, logprobs=None, finish_reason=None) -> dict:
         return reply.body([{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish_reason}], chunk=True)
 
-    await _send(response, chunk({"role": "assistant", "content": ""}))
+    yield chunk({"role": "assistant", "content": ""})
     while not isinstance(event := await job.next(), Finish):
-        await _send(response, chunk({"content": event.text}, {"content": _chat_logprobs(event.tokens)} if chat.logprobs else None))
-    await _send(response, chunk({}, finish_reason=event.reason))
-    await _close_stream(response, reply, event, chat.include_usage)
-    return response
+        yield chunk({"content": event.text}, {"content": _chat_logprobs(event.tokens, chat.sampling.logprobs)} if chat.logprobs else None)
+    yield chunk({}, finish_reason=event.reason)
+    if chat.include_usage:
+        yield {**reply.body([], chunk=True), "usage": reply.usage(event)}
 
 
-async def _stream_completion(request, job: Job, reply: _Reply, completion, legacy, echoed: str, echoed_tokens) -> web.StreamResponse:
-    response = await _open_stream(request)
-
+async def _completion_chunks(job: Job, reply: _Reply, completion: params.CompletionRequest, legacy, echoed: str, echoed_tokens):
     def chunk(text: str, tokens, finish_reason=None) -> dict:
         logprobs = legacy.add(tokens) if legacy else None
         return reply.body([{"text": text, "index": 0, "logprobs": logprobs, "finish_reason": finish_reason}], chunk=True)
 
     if echoed:
-        await _send(response, chunk(echoed, echoed_tokens))
+        yield chunk(echoed, echoed_tokens)
     while not isinstance(event := await job.next(), Finish):
-        await _send(response, chunk(event.text, event.tokens))
-    await _send(response, chunk("", (), event.reason))
-    await _close_stream(response, reply, event, completion.include_usage)
-    return response
+        yield chunk(event.text, event.tokens)
+    yield chunk("", (), event.reason)
+    if completion.include_usage:
+        yield {**reply.body([], chunk=True), "usage": reply.usage(event)}
 
 
 class _LegacyLogprobs:
@@ -297,12 +297,13 @@ class _LegacyLogprobs:
         }
 
 
-def _chat_logprobs(tokens) -> list[dict]:
+def _chat_logprobs(tokens, top: int) -> list[dict]:
     def entry(text: str, logprob: float) -> dict:
         return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
 
+    # The runtime adds the chosen token to its alternatives, as the completions API shows them; chat's list is the top ones alone.
     return [
-        {**entry(token.text, token.logprob), "bytes": list(token.piece), "top_logprobs": [entry(text, logprob) for text, logprob in token.top or ()]}
+        {**entry(token.text, token.logprob), "bytes": list(token.piece), "top_logprobs": [entry(text, logprob) for text, logprob in (token.top or ())[:top]]}
         for token in tokens
     ]
 

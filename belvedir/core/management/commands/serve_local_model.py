@@ -21,6 +21,9 @@ class Command(BaseCommand):
         parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core).")
 
     def handle(self, *args, host, port, n_gpu_layers, queue, n_ctx, threads, **options):
+        if queue < 1:
+            # asyncio reads a queue of size 0 as unbounded: the opposite of what it would mean here.
+            raise CommandError("--queue must be at least 1.")
         try:
             path = files.verify(files.model_path(settings.LOCAL_MODEL_DIR))
         except files.ModelFileError as exc:
