@@ -111,6 +111,8 @@ def test_two_runs_compared_per_benchmark_with_holm_and_the_gate_exits_0_1_2(bv, 
     assert better.exit_code == 0 and "better on gsm8k" in better.output
     assert bv("suites", "compare", str(first.pk), str(second.pk)).exit_code == 0  # without the flag it only reports
     elsewhere = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[deployments["weak"]])  # other rows
+    # Finished here: left running, its evals outlived the fake servers' teardown and retried into the worker's 60 s join (48 s a run).
+    finished(elsewhere.pk)
     refused = bv("suites", "compare", str(first.pk), str(elsewhere.pk), "--fail-if-worse")
     assert refused.exit_code == 2 and "never paired" in refused.output
     body = json.loads(bv("suites", "compare", str(first.pk), str(second.pk), "--json").stdout)
