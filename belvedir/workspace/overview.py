@@ -16,6 +16,7 @@ from django.utils import timezone
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.models import Project
 from billing.models import Account, LedgerEntry
+from evals import local_model
 from evals.models import Deployment, Eval
 from harnesses.models import Harness, Run
 from traces.models import EvaluatorScore, TraceSession
@@ -133,4 +134,5 @@ def overview(project, now=None) -> dict:
         "traces_today": traces_today(project, now),
         "model_spend": model_spend(project, now),
         "checklist": checklist(project, account),
+        "local_model_offer": local_model.offer(project),
     }
