@@ -93,8 +93,16 @@ def refusal() -> str:
     return ""
 
 
-def offer(project) -> dict | None:
-    """What the quick-suite button shows the project: None when it has a deployment of its own (it measures that), else {"refused": why not, or ""}."""
-    if Deployment.objects.filter(project=project).exclude(name=NAME).exists():
+def deployment_names(project) -> set[str]:
+    """Up to two of the project's deployment names: enough to tell none, only the local one, or one of its own (names are unique)."""
+    return set(Deployment.objects.filter(project=project).values_list("name", flat=True)[:2])
+
+
+def offer(project, names: set[str] | None = None) -> dict | None:
+    """What the quick-suite button shows the project: None when it has a deployment of its own (it measures that), else {"refused": why not, or ""}.
+
+    `names`: deployment_names(project), when the caller read them already (the home page's checklist does).
+    """
+    if any(name != NAME for name in (deployment_names(project) if names is None else names)):
         return None
     return {"refused": refusal()}

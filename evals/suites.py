@@ -244,13 +244,11 @@ def run_quick_suite_on_local_model(project, user) -> SuiteRun:
     deployment of its own (it measures that one), and when the local model
     cannot serve here (its weights, or loopback addresses refused).
     """
-    # Before the deployment is registered: a project in debt gets nothing, not even that.
-    refuse_if_in_debt(project)
     if local_model.offer(project) is None:
         raise SuiteError("This project has deployments of its own: run the quick suite on them from Suites.")
     if problem := local_model.refusal():
         raise SuiteError(problem)
-    # One transaction: a suite run refused (the project's limit of active evals) leaves no deployment behind either.
+    # One transaction: a suite run refused (a debt, the project's limit of active evals) leaves no deployment behind either.
     with transaction.atomic():
         deployment = register_local_deployment(project)
         return create_suite_run(project, user, deployments=[deployment], suite_name="quick")
