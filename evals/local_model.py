@@ -70,9 +70,9 @@ def weights_problem() -> str:
     return _verified(path, identity)
 
 
-# verify() hashes the 98 MB file (about 0.2 s), too slow for every page view;
-# keyed on the file's identity, a file installed, replaced or edited since is
-# checked again.
+# verify() hashes the 98 MB file: 0.05-0.09 s measured on a 2-core dev machine,
+# more than the rest of the home page, on every view of it. Keyed on the file's
+# identity, a file installed, replaced or edited since is checked again.
 @functools.lru_cache(maxsize=8)
 def _verified(path: Path, identity) -> str:
     try:
