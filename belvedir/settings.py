@@ -440,6 +440,13 @@ BENCHMARK_WHEEL_DIR = Path(env_str("BELVEDIR_BENCHMARK_WHEEL_DIR", str(VAR_DIR /
 # The local model server's weights (SmolLM2-135M-Instruct), installed by `manage.py install_local_model`
 # (belvedir/localmodel/files.py); under VAR_DIR, so no variable of its own.
 LOCAL_MODEL_DIR = VAR_DIR / "models"
+# Where that server answers (`make run` starts `manage.py serve_local_model` on
+# this address's port): the base URL of the local deployment that demo_setup
+# and the quick-suite button register (evals/local_model.py).
+LOCAL_MODEL_URL = env_str("BELVEDIR_LOCAL_MODEL_URL", "http://127.0.0.1:8001/v1")
+if urlparse(LOCAL_MODEL_URL).scheme not in {"http", "https"} or not urlparse(LOCAL_MODEL_URL).hostname:
+    CONFIG_ERRORS.append(f"BELVEDIR_LOCAL_MODEL_URL={LOCAL_MODEL_URL!r} is not an http(s) base URL such as http://127.0.0.1:8001/v1.")
+    LOCAL_MODEL_URL = "http://127.0.0.1:8001/v1"
 
 # Any upload but an adapter (datasets): refused while streaming past this.
 UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024

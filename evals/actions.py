@@ -9,7 +9,7 @@ from belvedir.core import jsonvalues
 from belvedir_cli import yamlsafe
 from billing.actions import debt_gate, refuse_if_in_debt
 
-from . import benchmarks, queue
+from . import benchmarks, local_model, queue
 from .benchmarks.base import DataMissing, OptionError
 from .connection import try_connection
 from .engine import refresh_counters
@@ -52,6 +52,16 @@ def create_eval(project, user, **options) -> Eval:
         ev = Eval.objects.create(**fields, created_by=user)
         transaction.on_commit(lambda: queue.enqueue(ev))
     return ev
+
+
+def register_local_deployment(project) -> Deployment:
+    """The project's deployment of the local model (evals/local_model.py), created the first time: demo_setup and the quick-suite button share it.
+
+    Found by its name, which is unique in a project, so two requests at once
+    make one; one registered before is kept as it is (evals point at it).
+    """
+    deployment, _ = Deployment.objects.get_or_create(project=project, name=local_model.NAME, defaults=local_model.deployment_fields())
+    return deployment
 
 
 def check_active_limit(project):
@@ -98,6 +108,9 @@ def plan_eval(
             raise EvalConfigError(exc.message) from None
     if seed is not None and not jsonvalues.INT_MIN <= seed <= jsonvalues.INT_MAX:
         raise EvalConfigError("seed is a whole number that fits 64 bits (its column's type).")
+    if problem := local_model.deployment_problem(deployment):
+        # Its server will not start without the weights: every row would fail to connect.
+        raise EvalConfigError(problem)
     scorers = list(scorers or [])
     if same_rows_as is not None:
         benchmark, dataset, dataset_version, sample_limit, seed, scorers = _rows_of(

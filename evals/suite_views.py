@@ -25,6 +25,7 @@ from .suites import (
     progress,
     resume_suite_run,
     retry_suite_errors,
+    run_quick_suite_on_local_model,
     save_suite,
     status_of,
 )
@@ -74,6 +75,23 @@ def suites(request):
         run.status = status_of(run.stats)
     context = {"suites": listed, "runs": runs, "run_form": run_form, "suite_form": suite_form}
     return render(request, "evals/suites.html", context, status=status)
+
+
+# Where the button sends its refusal back to: the pages that offer it, by name (never a URL the post names).
+LOCAL_MODEL_BUTTON_PAGES = {"home": "home", "eval_form": "evals:create_benchmark"}
+
+
+@login_required
+@require_POST
+def local_model_quick_suite(request):
+    """The button of a project without a deployment: the quick suite on the local model (evals/local_model.py)."""
+    try:
+        run = run_quick_suite_on_local_model(request.project, request.user)
+    except (SuiteError, InsufficientBalance) as exc:
+        messages.error(request, str(exc))
+        return redirect(LOCAL_MODEL_BUTTON_PAGES.get(request.POST.get("page"), "home"))
+    messages.success(request, f"The quick suite runs on the local model ({run.evals.count()} evals, one benchmark at a time).")
+    return redirect(run)
 
 
 @login_required

@@ -24,8 +24,19 @@ from belvedir.core import jsonvalues
 from belvedir_cli import yamlsafe
 from billing.actions import debt_gate, refuse_if_in_debt
 
-from . import benchmarks
-from .actions import EvalBusy, EvalConfigError, cancel_eval, check_active_limit, check_benchmark, check_judge_answers, plan_eval, resume_eval, retry_errors
+from . import benchmarks, local_model
+from .actions import (
+    EvalBusy,
+    EvalConfigError,
+    cancel_eval,
+    check_active_limit,
+    check_benchmark,
+    check_judge_answers,
+    plan_eval,
+    register_local_deployment,
+    resume_eval,
+    retry_errors,
+)
 from .models import Deployment, Eval, Suite, SuiteRun
 from .queue import advance
 
@@ -224,6 +235,23 @@ def create_suite_run(
         Eval.objects.bulk_create([Eval(**plan, suite_run=run, status=Eval.Status.PENDING, created_by=user) for plan in plans])
         transaction.on_commit(lambda: advance(run.pk))
     return run
+
+
+def run_quick_suite_on_local_model(project, user) -> SuiteRun:
+    """The one click of a project without a deployment: its local deployment registered if missing, and the quick suite started on it.
+
+    Refused with nothing created while the project is in debt, when it has a
+    deployment of its own (it measures that one), and when the local model
+    cannot serve here (its weights, or loopback addresses refused).
+    """
+    if local_model.offer(project) is None:
+        raise SuiteError("This project has deployments of its own: run the quick suite on them from Suites.")
+    if problem := local_model.refusal():
+        raise SuiteError(problem)
+    # One transaction: a suite run refused (a debt, the project's limit of active evals) leaves no deployment behind either.
+    with transaction.atomic():
+        deployment = register_local_deployment(project)
+        return create_suite_run(project, user, deployments=[deployment], suite_name="quick")
 
 
 def _sources(project, same_rows_as: SuiteRun | None, entries: list[dict]) -> dict[str, Eval]:

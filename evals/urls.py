@@ -27,6 +27,7 @@ urlpatterns = [
     path("evals/<int:pk>/rescore/", views.eval_rescore, name="rescore"),
     path("evals/<int:pk>/label/", views.eval_label, name="label"),
     path("evals/suites/", suite_views.suites, name="suites"),
+    path("evals/local-model/quick-suite/", suite_views.local_model_quick_suite, name="local_model_quick_suite"),
     path("evals/suite-runs/<int:pk>/", suite_views.suite_run, name="suite_run"),
     path("evals/suite-runs/<int:pk>/compare/", suite_views.suite_compare_pick, name="suite_compare_pick"),
     path("evals/suite-runs/<int:pk>/compare/<int:other>/", suite_views.suite_compare, name="suite_compare"),

@@ -10,7 +10,7 @@ from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
 from belvedir.core.htmx import polled
 from billing.errors import InsufficientBalance
 
-from . import benchmarks
+from . import benchmarks, local_model
 from .actions import EvalConfigError, cancel_eval, create_eval, rescore_eval, resume_eval, retry_errors
 from .api import attempts_by_row, eval_warnings, filter_samples
 from .calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, verdicts_of
@@ -68,7 +68,8 @@ def create_benchmark_eval(request):
             status = _refused_status(exc)
         else:
             return redirect(ev)
-    return render(request, "evals/create_benchmark.html", {"form": form, "sizing": sizing}, status=status)
+    context = {"form": form, "sizing": sizing, "local_model_offer": local_model.offer(request.project)}
+    return render(request, "evals/create_benchmark.html", context, status=status)
 
 
 @login_required
@@ -274,7 +275,9 @@ def deployments(request):
         deployment.save()
         messages.success(request, f"Deployment {deployment.name} added. Test its connection below.")
         return redirect("evals:deployments")
-    items = Deployment.objects.for_user(request.user, request.project)
+    items = list(Deployment.objects.for_user(request.user, request.project))
+    for deployment in items:
+        deployment.problem = local_model.deployment_problem(deployment)
     return render(request, "evals/deployments.html", {"form": form, "deployments": items})
 
 

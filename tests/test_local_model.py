@@ -8,10 +8,7 @@ it says. Completions stay short (max_tokens <= 32) to keep the module fast.
 """
 
 import json
-import subprocess
-import sys
 import threading
-from contextlib import contextmanager
 
 import openai
 import pytest
@@ -20,36 +17,12 @@ from django.core.management import CommandError, call_command
 
 from belvedir.localmodel import files
 
-from .harness_fixtures import wait_for
-from .servers import REPO, free_port, subprocess_environ
+from .servers import free_port, local_model_server
 
 MODEL = files.MODEL_ID
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 PROMPT = "The three primary colors are"
 processes = pytest.mark.processes
-
-
-@contextmanager
-def local_model_server(*arguments: str):
-    port = free_port()
-    command = [sys.executable, "manage.py", "serve_local_model", "--port", str(port), *arguments]
-    server = subprocess.Popen(command, env=subprocess_environ(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        wait_for(lambda: server.poll() is not None or _answers(url), timeout=60)
-        assert server.poll() is None, server.communicate()[0][-3000:]
-        yield url
-    finally:
-        server.terminate()
-        output, _ = server.communicate(timeout=30)
-    assert server.returncode == 0, output[-3000:]
-
-
-def _answers(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/models", timeout=5).status_code == 200
-    except requests.RequestException:  # not listening yet
-        return False
 
 
 @pytest.fixture(scope="module")

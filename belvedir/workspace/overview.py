@@ -16,7 +16,8 @@ from django.utils import timezone
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.models import Project
 from billing.models import Account, LedgerEntry
-from evals.models import Deployment, Eval
+from evals import local_model
+from evals.models import Eval
 from harnesses.models import Harness, Run
 from traces.models import EvaluatorScore, TraceSession
 
@@ -102,7 +103,7 @@ def traces_today(project, now):
     return counts
 
 
-def checklist(project, account):
+def checklist(project, account, has_deployment: bool):
     """The three first steps of a new project; a done step drops out, and the list with the last one."""
     funded = account.balance_cents > 0 or LedgerEntry.objects.filter(account=account, kind__in=FUNDING_KINDS).exists()
     steps = [
@@ -111,7 +112,7 @@ def checklist(project, account):
         Step(
             f"Add a deployment and run {CHECKLIST_BENCHMARK} on {CHECKLIST_ROWS} rows",
             reverse("evals:deployments")
-            if not Deployment.objects.filter(project=project).exists()
+            if not has_deployment
             else f"{reverse('evals:create_benchmark')}?benchmark={CHECKLIST_BENCHMARK}&sample_limit={CHECKLIST_ROWS}",
             Eval.objects.filter(project=project, benchmark=CHECKLIST_BENCHMARK).exists(),
         ),
@@ -123,6 +124,8 @@ def overview(project, now=None) -> dict:
     now = timezone.localtime(now or timezone.now())
     account = Account.for_project(project)
     month, per_day = spend(account, now)
+    # One query for the checklist and the local model's button both.
+    deployments = local_model.deployment_names(project)
     return {
         "account": account,
         "spend_month_cents": month,
@@ -132,5 +135,6 @@ def overview(project, now=None) -> dict:
         "latest_scores": latest_scores(project),
         "traces_today": traces_today(project, now),
         "model_spend": model_spend(project, now),
-        "checklist": checklist(project, account),
+        "checklist": checklist(project, account, has_deployment=bool(deployments)),
+        "local_model_offer": local_model.offer(project, deployments),
     }

@@ -8,13 +8,15 @@ from django.db import transaction
 from belvedir.core.actions import create_account, ensure_default_project
 from belvedir.core.models import ApiKey, VerifiedEmail
 from belvedir.core.verification import is_verified
+from evals.actions import register_local_deployment
 
 DEMO_USERNAME = "demo"
 DEMO_KEY_NAME = "demo (make run)"
 
 
+# In the top floor, not in core: it composes apps (the demo project's local deployment is evals').
 class Command(BaseCommand):
-    help = "Create or refresh the demo login and API key, and print them (development only)."
+    help = "Create or refresh the demo login, its API key and its project's local deployment, and print them (development only)."
 
     @transaction.atomic
     def handle(self, *args, **options):
@@ -34,9 +36,12 @@ class Command(BaseCommand):
         for old in ApiKey.objects.filter(user=user, name=DEMO_KEY_NAME).active():
             old.revoke()
         _, raw = ApiKey.issue(project=project, user=user, name=DEMO_KEY_NAME)
+        # The model `make run` serves beside the platform: the demo measures something from its first page.
+        local = register_local_deployment(project)
         self.stdout.write(
             self.style.SUCCESS("Demo login (a new password each start):")
             + f"\n  URL:      {settings.BELVEDIR_BASE_URL}/login/"
             + f"\n  username: {DEMO_USERNAME}\n  password: {password}"
-            + f"\n  API key:  {raw}\n"
+            + f"\n  API key:  {raw}"
+            + f'\n  model:    deployment "{local.name}" ({local.model} at {local.base_url})\n'
         )
