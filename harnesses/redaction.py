@@ -22,7 +22,7 @@ import json
 import secrets
 from dataclasses import dataclass
 
-from django.db import connection
+from django.db import connection, transaction
 
 from belvedir.core.models import ProjectSecret
 from belvedir.redaction import Redactor
@@ -107,10 +107,21 @@ def note_found(secrets: RunSecrets, redactor: Redactor, place: Place, extra_name
     """
     names = {**secrets.names, **(extra_names or {})}
     found = sorted({names[value] for value in redactor.found if value in names})
-    if found:
+    if found and connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(_NOTE_SQL, [json.dumps(dict.fromkeys(found, int(place))), secrets.run_id])
+    elif found:
+        _note_portably(secrets.run_id, found, place)
     return found
+
+
+def _note_portably(run_id: int, found: list[str], place: Place):
+    # `make run`'s SQLite has no jsonb: the same OR under the row's lock (SQLite holds one writer at a time anyway).
+    with transaction.atomic():
+        places = Run.objects.select_for_update().values_list("secret_places", flat=True).get(pk=run_id) or {}
+        for name in found:
+            places[name] = int(places.get(name, 0)) | int(place)
+        Run.objects.filter(pk=run_id).update(secret_places=places)
 
 
 def redact_run_rows(run_id: str, rows: list[dict], source: bytes | None = None) -> list[dict]:

@@ -62,15 +62,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def web_server(kind: str, result: dict | None = None):
+def web_server(kind: str, result: dict | None = None, environ: dict | None = None):
     """Yield the base URL of a running server of this kind; stop it (SIGTERM) after.
 
     `result`, when given, receives the server's exit code and output.
+    `environ`: the environment to start from instead of subprocess_environ() (another database).
     """
     command, env = COMMANDS[kind]
     port = free_port()
     # Two workers: enough to serve concurrent exporters, light on a 2-core machine.
-    env = {**subprocess_environ(), **env, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
+    env = {**(environ or subprocess_environ()), **env, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
     server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     # Ingest answers before it stores: the batch processor production and
     # `make run` start beside the server stores the spans.

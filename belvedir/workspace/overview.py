@@ -8,8 +8,8 @@ through their (project, -time) indexes, ledger entries through created_at.
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count, Q, Subquery, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Count, F, Q, Subquery, Sum, Window
+from django.db.models.functions import RowNumber, TruncDate
 from django.urls import reverse
 from django.utils import timezone
 
@@ -43,12 +43,14 @@ def running_evals(project):
 
 def latest_scores(project):
     """The newest finished score per (benchmark or dataset, deployment)."""
+    pair = [F("benchmark"), F("dataset_id"), F("deployment_id")]
     evals = (
         Eval.objects.filter(project=project, status=Eval.Status.SUCCEEDED, score__isnull=False)
         .select_related("deployment", "dataset")
-        # PostgreSQL's DISTINCT ON keeps the first row of each pair in this order.
-        .order_by("benchmark", "dataset_id", "deployment_id", "-finished_at", "-pk")
-        .distinct("benchmark", "dataset_id", "deployment_id")
+        # A window, not PostgreSQL's DISTINCT ON: `make run` serves from SQLite, where DISTINCT ON is refused (the home page was a 500).
+        .annotate(newest=Window(RowNumber(), partition_by=pair, order_by=[F("finished_at").desc(), F("pk").desc()]))
+        .filter(newest=1)
+        .order_by(*pair)
     )
     return sorted(evals[:LATEST_SCORES], key=lambda e: (e.label, e.deployment.name))
 
