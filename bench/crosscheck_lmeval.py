@@ -60,7 +60,9 @@ def main():
     tokenizer = work / "tokenizer"
     if not (tokenizer / "tokenizer.json").exists():
         subprocess.run([args.lmeval_python, __file__, "tokenizer", args.gguf, str(tokenizer)], check=True)
-    tasks_dir = Path(subprocess.check_output([args.lmeval_python, "-c", "import lm_eval.tasks, os; print(os.path.dirname(lm_eval.tasks.__file__))"], text=True).strip())
+    tasks_dir = Path(
+        subprocess.check_output([args.lmeval_python, "-c", "import lm_eval.tasks, os; print(os.path.dirname(lm_eval.tasks.__file__))"], text=True).strip()
+    )
     print(f"machine: {os.cpu_count()} CPUs; server {args.base_url} ({args.model}); lm-eval tasks from {tasks_dir}; work in {work}")
     for check in args.only.split(","):
         run_check(check, args, work / check.replace(":", "_"), tasks_dir, tokenizer)
@@ -148,7 +150,12 @@ def run_check(check, args, work, tasks_dir, tokenizer):
 def lm_eval_doc(name, row) -> dict:
     """A row in the schema of the HF dataset lm-eval's task reads."""
     if name == "arc_challenge":
-        return {"id": row.id, "question": row["stem"], "choices": {"text": row["options"], "label": list(LETTERS[: len(row["options"])])}, "answerKey": row.reference}
+        return {
+            "id": row.id,
+            "question": row["stem"],
+            "choices": {"text": row["options"], "label": list(LETTERS[: len(row["options"])])},
+            "answerKey": row.reference,
+        }
     if name == "mmlu":
         return {"question": row["stem"], "subject": row.categories["subject"], "choices": row["options"], "answer": LETTERS.index(row.reference)}
     # lm-eval's gsm8k target is the whole solution; its exact_match drops everything up to '#### '.
@@ -242,15 +249,18 @@ def compare_loglikelihood(spec, rows, indices, samples, logged, show):
         ours = [c["loglikelihood"] for c in sample.scores["choices"]]
         lls = [float(r[0]) for r in theirs["filtered_resps"]]  # logged as text
         chars = [len(t) for t in row["options"]] if spec.name != "mmlu" else [1] * len(ours)
-        picks = {"acc": (argmax(ours), argmax(lls)), "acc_norm": (argmax([v / n for v, n in zip(ours, chars)]), argmax([v / n for v, n in zip(lls, chars)]))}
+        picks = {
+            "acc": (argmax(ours), argmax(lls)),
+            "acc_norm": (argmax([v / n for v, n in zip(ours, chars, strict=True)]), argmax([v / n for v, n in zip(lls, chars, strict=True)])),
+        }
         for metric in metrics:
             same[metric] += picks[metric][0] == picks[metric][1]
             right["belvedir"][metric] += sample.scores[metric]
             right["lm-eval"][metric] += theirs[metric]
         sent = [o.context + o.continuation for o in spec.choices(row)]
         requests += len(sent)
-        same_text += sum(a == b for a, b in zip(sent, lm_eval_requests(theirs)))
-        worst = max(worst, *(abs(a - b) for a, b in zip(ours, lls)))
+        same_text += sum(a == b for a, b in zip(sent, lm_eval_requests(theirs), strict=True))
+        worst = max(worst, *(abs(a - b) for a, b in zip(ours, lls, strict=True)))
         if any(picks[m][0] != picks[m][1] for m in metrics):
             differing.append((i, row, ours, lls, picks))
     n = len(indices)
@@ -318,7 +328,7 @@ def write_tokenizer(gguf_path: str, out: str):
     )
     tokenizer.decoder = decoders.ByteLevel()
     # Control tokens (type 3) are matched whole, as llama.cpp parses special tokens in a prompt.
-    tokenizer.add_special_tokens([t for t, kind in zip(tokens, types) if kind == 3])
+    tokenizer.add_special_tokens([t for t, kind in zip(tokens, types, strict=True) if kind == 3])
     Path(out).mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(Path(out) / "tokenizer.json"))
     config = {
