@@ -46,6 +46,12 @@ def row_count(ev: Eval) -> int:
     return DatasetVersion.objects.get(dataset_id=ev.dataset_id, number=ev.dataset_version).row_count
 
 
+def _options(ev: Eval) -> dict:
+    # Resolved against today's options: an eval stored before an option existed (gsm8k's {} before lm_eval_prompt) ran with its default.
+    spec = benchmarks.get(ev.benchmark)
+    return spec.resolve_options(ev.benchmark_options) if spec is not None else ev.benchmark_options
+
+
 def check_same_rows(a: Eval, b: Eval):
     if (a.benchmark, a.dataset_id) != (b.benchmark, b.dataset_id):
         raise NotPaired(f"Eval #{a.pk} scored {a.label} and eval #{b.pk} scored {b.label}: there are no shared rows to pair.")
@@ -56,7 +62,7 @@ def check_same_rows(a: Eval, b: Eval):
         )
     if a.benchmark_version and b.benchmark_version and a.benchmark_version != b.benchmark_version:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored different versions of {a.label}'s data; their rows are not the same.")
-    if a.benchmark and a.benchmark_options != b.benchmark_options:
+    if a.benchmark and _options(a) != _options(b):
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different options; their scores do not measure the same thing.")
     if a.dataset_id and a.scorers != b.scorers:
         raise NotPaired(f"Eval #{a.pk} and eval #{b.pk} scored {a.label} with different scorers; their scores do not measure the same thing.")

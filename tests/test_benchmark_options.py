@@ -26,7 +26,7 @@ def test_the_catalog_lists_each_benchmarks_options_with_type_default_and_help(ap
     catalog = {b["name"]: b for b in api.get("/api/v1/benchmarks").json()}
     option = catalog["mbpp"]["options"]["challenge_tests"]
     assert (option["type"], option["default"]) == ("boolean", False) and "challenge_test_list" in option["help"]
-    assert catalog["gsm8k"]["options"] == {}
+    assert catalog["humaneval"]["options"] == {}
     assert "Option <code>challenge_tests</code> (boolean, default <code>false</code>)" in owner_client.get("/evals/benchmarks/").content.decode()
 
 
@@ -35,7 +35,7 @@ def test_an_eval_stores_every_option_defaults_included(api, deployment):
     assert chosen.status_code == 201 and chosen.json()["benchmark_options"] == {"challenge_tests": True}
     default = api.post("/api/v1/evals", {"benchmark": "mbpp", "deployment": "fake"}, format="json").json()
     assert default["benchmark_options"] == {"challenge_tests": False}
-    assert api.post("/api/v1/evals", {"benchmark": "gsm8k", "deployment": "fake"}, format="json").json()["benchmark_options"] == {}
+    assert api.post("/api/v1/evals", {"benchmark": "humaneval", "deployment": "fake"}, format="json").json()["benchmark_options"] == {}
     # What the engine scores with: the stored choice.
     assert spec_for(Eval.objects.get(pk=chosen.json()["id"])).option("challenge_tests") is True
     assert spec_for(Eval.objects.get(pk=default["id"])) is mbpp.BENCHMARK
@@ -47,7 +47,7 @@ def test_an_eval_stores_every_option_defaults_included(api, deployment):
         ("mbpp", {"challenge": True}, "mbpp has no option 'challenge'; its options: challenge_tests (boolean)."),
         ("mbpp", {"challenge_tests": "yes"}, "mbpp's option challenge_tests takes a boolean, not 'yes'."),
         ("mbpp", {"challenge_tests": 1}, "mbpp's option challenge_tests takes a boolean, not 1."),
-        ("gsm8k", {"challenge_tests": True}, "gsm8k has no option 'challenge_tests'; its options: none."),
+        ("humaneval", {"challenge_tests": True}, "humaneval has no option 'challenge_tests'; its options: none."),
     ],
 )
 def test_an_unknown_option_or_a_wrong_type_is_refused_and_nothing_is_created(api, deployment, benchmark, options, message):
@@ -78,6 +78,15 @@ def test_a_rerun_on_the_same_rows_keeps_the_options_and_evals_scored_with_others
         check_same_rows(first, plain)
 
 
+def test_an_eval_stored_before_its_benchmark_had_an_option_is_compared_as_run_with_the_default(project, owner, deployment):
+    old = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=5)
+    Eval.objects.filter(pk=old.pk).update(benchmark_options={})  # as stored before gsm8k's lm_eval_prompt
+    old.refresh_from_db()
+    check_same_rows(old, create_eval(project, owner, deployment=deployment, same_rows_as=old, benchmark_options={"lm_eval_prompt": False}))
+    with pytest.raises(NotPaired, match="with different options"):
+        check_same_rows(old, create_eval(project, owner, deployment=deployment, same_rows_as=old, benchmark_options={"lm_eval_prompt": True}))
+
+
 def test_the_new_eval_form_offers_each_option_and_starts_the_eval_with_it(owner_client, deployment):
     form = owner_client.get("/evals/new/benchmark/").content.decode()
     assert 'name="option_mbpp_challenge_tests"' in form and "mbpp: challenge tests" in form
@@ -85,8 +94,8 @@ def test_the_new_eval_form_offers_each_option_and_starts_the_eval_with_it(owner_
     assert posted.status_code == 302
     assert Eval.objects.get().benchmark_options == {"challenge_tests": True}
     # Another benchmark's option field is not this eval's choice.
-    owner_client.post("/evals/new/benchmark/", {"benchmark": "gsm8k", "deployment": deployment.pk, "option_mbpp_challenge_tests": "on"})
-    assert Eval.objects.filter(benchmark="gsm8k").get().benchmark_options == {}
+    owner_client.post("/evals/new/benchmark/", {"benchmark": "humaneval", "deployment": deployment.pk, "option_mbpp_challenge_tests": "on"})
+    assert Eval.objects.filter(benchmark="humaneval").get().benchmark_options == {}
 
 
 @pytest.mark.django_db(transaction=True)

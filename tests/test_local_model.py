@@ -110,6 +110,21 @@ def test_echo_with_logprobs_scores_every_prompt_token(client):
 
 
 @processes
+def test_an_end_of_turn_is_listed_last_in_the_logprobs_as_vllm_lists_it(client):
+    # lm-eval sums token_logprobs[ctxlen:-1], the last entry taken for the generated token: without the
+    # end of turn listed, a one-token answer ("heart") scored 0 and longer ones lost their last token.
+    prompt = "Question: Which of the following organs in fish has the same function as the human lung?\nAnswer: heart"
+    reply = client.completions.create(model=MODEL, prompt=prompt, max_tokens=1, echo=True, logprobs=1, temperature=0)
+    choice = reply.choices[0]
+    assert choice.text == prompt and choice.finish_reason == "stop" and reply.usage.completion_tokens == 0
+    assert len(choice.logprobs.tokens) == reply.usage.prompt_tokens + 1 and choice.logprobs.tokens[-1] == ""
+    assert choice.logprobs.tokens[-2] == " heart" and choice.logprobs.token_logprobs[-1] <= 0
+    # Chat's logprobs are the text's tokens alone, as OpenAI's.
+    chat = client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=64, logprobs=True)
+    assert "".join(entry.token for entry in chat.choices[0].logprobs.content) == chat.choices[0].message.content
+
+
+@processes
 def test_echo_puts_the_prompt_before_the_completion(client):
     plain = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5, temperature=0, logprobs=1)
     echoed = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=5, temperature=0, logprobs=1, echo=True)

@@ -196,12 +196,22 @@ class Runtime:
         return buffer.raw[:size].decode("utf-8", "replace")
 
     def generate(
-        self, prompt: list[int], sampling: Sampling, *, prompt_logprobs: int | None = None, cancelled: Callable[[], bool] = lambda: False
+        self,
+        prompt: list[int],
+        sampling: Sampling,
+        *,
+        prompt_logprobs: int | None = None,
+        logprob_end: bool = False,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> Iterator[Prompt | Delta | Finish]:
         """Evaluate the prompt, then sample until end of turn, a stop string, max_tokens or the context's end.
 
         Yields the Prompt (with each prompt token's logprob given its prefix when
         `prompt_logprobs` is set, the first None), Deltas of final text, then one Finish.
+        With `logprob_end` and logprobs asked for, an end-of-turn token comes last as a
+        Delta of no text with its logprob, as vLLM's completions list it: lm-eval reads
+        a log-likelihood as token_logprobs[ctxlen:-1], the last entry taken for the one
+        generated token, and without it cut the prompt's last token instead.
         """
         if not prompt:
             raise EmptyPrompt()
@@ -214,13 +224,15 @@ class Runtime:
         rng = np.random.default_rng(sampling.seed)
         text = _StopText(sampling.stop)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        count, position = 0, len(prompt)
+        count, position, end = 0, len(prompt), None
         while count < max_tokens:
             if cancelled():
                 return
             logits = np.ctypeslib.as_array(C.llama_get_logits_ith(self._ctx, -1), shape=(self.n_vocab,))
             token = _choose(logits, sampling, rng)
             if C.llama_token_is_eog(self._model, token):
+                if logprob_end and sampling.logprobs is not None:
+                    end = Token(token, "", b"", *_token_logprobs(logits, token, sampling.logprobs, self._top_text))
                 break
             count += 1
             piece = self.piece(token, special=False)
@@ -237,6 +249,8 @@ class Runtime:
             position += 1
         if delta := text.flush(decoder.decode(b"", final=True)):
             yield delta
+        if end is not None:
+            yield Delta("", (end,))
         yield Finish("length" if count == max_tokens else "stop", count)
 
     def _evaluate_prompt(self, prompt: list[int], top: int | None) -> tuple[Token, ...]:

@@ -179,7 +179,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
     def produce(runtime: Runtime, cancelled):
         prompt_logprobs = logprobs if completion.echo and logprobs is not None else None
-        return runtime.generate(runtime.tokenize(completion.prompt), completion.sampling, prompt_logprobs=prompt_logprobs, cancelled=cancelled)
+        tokens = runtime.tokenize(completion.prompt)
+        return runtime.generate(tokens, completion.sampling, prompt_logprobs=prompt_logprobs, logprob_end=True, cancelled=cancelled)
 
     job = request.app["model"].submit(produce, "prompt", stream=completion.stream)
     try:

@@ -2,11 +2,15 @@ import json
 from pathlib import Path
 
 from ..scoring import gsm8k_answer, normalize_number
-from .base import Benchmark, Row, Score, chat
+from .base import Benchmark, Option, Row, Score, chat
 from .data import sha256_of
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "gsm8k" / "test.jsonl"
 INSTRUCTION = "Solve the problem step by step. End with the final answer on its own line as '#### <number>'."
+# lm-eval 0.4.13's gsm8k_cot_zeroshot, the zero-shot gsm8k it sends as one user message to a chat model
+# (gsm8k itself is 5-shot completion): its text, its stop strings, and TemplateAPI's default max_gen_toks.
+LM_EVAL_PROMPT = "Q: {question}\nA: Let's think step by step."
+LM_EVAL_GENERATION = {"temperature": 0, "max_tokens": 256, "stop": ["Q:", "</s>", "<|im_end|>"]}
 
 
 class GSM8K(Benchmark):
@@ -15,8 +19,17 @@ class GSM8K(Benchmark):
     metric = "accuracy"
     licence = "MIT"
     source = "openai/grade-school-math (test.jsonl, shipped in evals/data/gsm8k)"
-    prompt_format = f"Zero-shot chat: system {INSTRUCTION!r}; user: the question."
+    prompt_format = (
+        f"Zero-shot chat: system {INSTRUCTION!r}; user: the question. With lm_eval_prompt, lm-eval's gsm8k_cot_zeroshot: "
+        f"user {LM_EVAL_PROMPT!r} alone, stop at {LM_EVAL_GENERATION['stop']!r}, at most {LM_EVAL_GENERATION['max_tokens']} tokens. "
+        "Either way the answer is the number after the last '####', else the last number (lm-eval's flexible-extract)."
+    )
     generation = {"temperature": 0, "max_tokens": 512}
+    options = {
+        "lm_eval_prompt": Option(
+            False, "Ask as lm-eval's gsm8k_cot_zeroshot does (its prompt, stop strings and 256 tokens), so the score means what lm-eval's does."
+        ),
+    }
 
     def load(self):
         with DATA.open() as lines:
@@ -29,7 +42,12 @@ class GSM8K(Benchmark):
         return f"sha256:{sha256_of(DATA)}"
 
     def prompt(self, row):
+        if self.option("lm_eval_prompt"):
+            return [{"role": "user", "content": LM_EVAL_PROMPT.format(question=row.input)}]
         return chat(INSTRUCTION, row.input)
+
+    def generation_for(self, row):
+        return LM_EVAL_GENERATION if self.option("lm_eval_prompt") else self.generation
 
     async def score(self, row, output, sandbox=None):
         answer = gsm8k_answer(output)
