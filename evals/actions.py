@@ -126,7 +126,7 @@ def plan_eval(
         check_benchmark(benchmark)
         if scorers:
             raise EvalConfigError("A benchmark's scorer cannot be combined with other scorers: leave scorers empty for a benchmark eval.")
-        if problem := deployment_problem(benchmarks.get(benchmark), deployment):
+        if problem := deployment_problem(benchmarks.get(benchmark), deployment) or local_model.benchmark_problem(benchmarks.get(benchmark), deployment):
             raise EvalConfigError(problem)
         try:
             benchmark_options = benchmarks.get(benchmark).resolve_options(benchmark_options)

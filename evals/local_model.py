@@ -56,6 +56,16 @@ def deployment_problem(deployment: Deployment) -> str:
     return weights_problem() if is_local(deployment) else ""
 
 
+def benchmark_problem(benchmark, deployment: Deployment) -> str:
+    """Why the local model cannot run this benchmark, or "": its server takes no `tools`, so a benchmark calling them would only error row by row."""
+    if benchmark.calls_tools and is_local(deployment):
+        return (
+            f"{benchmark.name} calls tools, which the local model's server does not take (SmolLM2-135M-Instruct is served without a tool-call "
+            "format): measure function calling on a deployment of your own."
+        )
+    return ""
+
+
 def weights_problem() -> str:
     """NOT_INSTALLED when the local model is served here and its pinned weights are not in place, else ""."""
     # Served elsewhere (another machine), its weights are that machine's: this one's var/models says nothing about them.

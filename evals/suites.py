@@ -166,8 +166,11 @@ def create_suite_run(
     same_rows_as: SuiteRun | None = None,
     max_cost=None,
     epochs: int = 1,
+    notes: list[str] | None = None,
 ) -> SuiteRun:
     """Check every eval of the run, then create them all at once (pending) and start the first per deployment.
+
+    `notes`: what the caller left out of the suite and why, shown on the run's page.
 
     Nothing is created or queued when any check fails: an unknown benchmark,
     a deployment that cannot serve one, a judge that does not answer, a
@@ -186,7 +189,7 @@ def create_suite_run(
     suite_name = suite_name or "custom"
     if max_cost is not None and (max_cost < 0 or not any(d.is_priced for d in [*deployments, *([judge] if judge else [])])):
         raise SuiteError("max_cost needs deployments with prices per million tokens, and must not be negative.")
-    notes = []
+    notes = list(notes or [])
     if judge is None and suite_name in BUILTIN:
         # A built-in suite is the whole catalog: its judged benchmarks wait for a judge rather than refusing the rest.
         left_out = [e["benchmark"] for e in entries if benchmarks.get(e["benchmark"]).judged]
@@ -251,7 +254,11 @@ def run_quick_suite_on_local_model(project, user) -> SuiteRun:
     # One transaction: a suite run refused (a debt, the project's limit of active evals) leaves no deployment behind either.
     with transaction.atomic():
         deployment = register_local_deployment(project)
-        return create_suite_run(project, user, deployments=[deployment], suite_name="quick")
+        entries = builtin_entries("quick")
+        left_out = [e["benchmark"] for e in entries if local_model.benchmark_problem(benchmarks.get(e["benchmark"]), deployment)]
+        notes = [f"{name} left out: it calls tools, which the local model's server does not take." for name in left_out]
+        entries = [e for e in entries if e["benchmark"] not in left_out]
+        return create_suite_run(project, user, deployments=[deployment], suite_name="quick", entries=entries, notes=notes)
 
 
 def _sources(project, same_rows_as: SuiteRun | None, entries: list[dict]) -> dict[str, Eval]:

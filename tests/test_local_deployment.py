@@ -93,10 +93,14 @@ def test_the_button_registers_the_local_deployment_and_starts_the_quick_suite(of
     deployment = Deployment.objects.get(project=project)
     assert deployment.name == local_model.NAME and deployment.base_url == django_settings.LOCAL_MODEL_URL
     assert (run.project, run.suite_name, run.created_by, list(run.deployments.all())) == (project, "quick", owner, [deployment])
-    # Every benchmark of the quick suite but the judged ones (no judge was chosen), at most 100 rows each, waiting their turn.
-    expected = {e["benchmark"] for e in builtin_entries("quick") if not benchmarks.get(e["benchmark"]).judged}
+    # Every benchmark of the quick suite but the judged ones (no judge was chosen) and those calling tools (the local
+    # server takes none: bfcl would have errored on every row), at most 100 rows each, waiting their turn.
+    quick = builtin_entries("quick")
+    expected = {e["benchmark"] for e in quick if not benchmarks.get(e["benchmark"]).judged and not benchmarks.get(e["benchmark"]).calls_tools}
     evals = list(run.evals.all())
-    assert {ev.benchmark for ev in evals} == expected and len(evals) == len(expected)
+    assert {ev.benchmark for ev in evals} == expected and len(evals) == len(expected) and "bfcl" not in expected
+    assert "bfcl left out: it calls tools, which the local model's server does not take." in run.notes
+    assert "bfcl left out" in owner_client.get(response["Location"]).content.decode()
     assert all(ev.deployment == deployment and ev.sample_limit == 100 for ev in evals)
     assert {ev.status for ev in evals} == {Eval.Status.PENDING}
 
@@ -198,6 +202,14 @@ def test_an_eval_on_it_is_refused_instead_of_failing_row_by_row(db, no_weights, 
     with pytest.raises(EvalConfigError, match="local model not installed"):
         create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=5)
     assert not Eval.objects.exists()
+
+
+def test_a_benchmark_calling_tools_is_refused_on_it_with_the_reason(offered, project, owner):
+    deployment = Deployment.objects.create(project=project, name=local_model.NAME, **local_model.deployment_fields())
+    with pytest.raises(EvalConfigError, match="bfcl calls tools, which the local model's server does not take"):
+        create_eval(project, owner, deployment=deployment, benchmark="bfcl", sample_limit=5)
+    assert not Eval.objects.exists()
+    create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=5)  # what it can serve, it runs
 
 
 def test_a_local_model_served_on_another_machine_is_not_checked_here(db, no_weights, settings, project, owner):
