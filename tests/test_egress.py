@@ -459,7 +459,9 @@ json.dump({{"score": 0, "outcome": outcome}}, open("results.json", "w"))
         assert status == "error", run.results  # the tunnel was cut mid-upload
         assert all(received < 4 * MB for received in RECEIVED.get(f"/upload-{scheme}", [])), RECEIVED
     grant = wait_for(lambda: (g := run.egress_grant()) and g.cap_reached_at and g)
-    assert grant.bytes_up > 1 * MB and grant.bytes_down < 1 * MB
+    # The cap is on both directions together: the upload reached it (what came down, a TLS handshake at most, is small),
+    # and bytes_up alone may stop just short of 1 MB when the handshake's bytes made up the rest (seen once in CI: 1,047,321).
+    assert grant.bytes_up + grant.bytes_down > 1 * MB and grant.bytes_down < 64 * 1024, (grant.bytes_up, grant.bytes_down)
 
 
 def proxy_memory(pid: int) -> dict[int, tuple[int, int]]:

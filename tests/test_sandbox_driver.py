@@ -13,7 +13,7 @@ import pytest
 from belvedir.sandbox.backends import docker_engine
 from belvedir.sandbox.backends.docker_sandbox import DockerSandbox
 from belvedir.sandbox.egress import KEEPER_USER
-from belvedir.sandbox.errors import DockerUnavailable, ImageMissing, SandboxOutOfMemory
+from belvedir.sandbox.errors import DockerUnavailable, ImageMissing, SandboxOutOfMemory, SandboxPlatformError
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
@@ -105,3 +105,16 @@ def test_a_cpu_limit_past_the_hosts_cores_means_all_of_them(docker_url, runtime)
     with DockerSandbox(spec(limits=Limits.defaults(cpus=0.5), runtime=runtime), docker_url) as box:
         box.container.reload()
         assert box.container.attrs["HostConfig"]["NanoCpus"] == 5 * 10**8
+
+
+@runtimes
+def test_a_command_that_ends_after_the_platform_killed_its_sandbox_is_the_platforms_doing(docker_url, runtime):
+    """A cancel's race made certain: the command ends killed (137) while the engine still shows the container running.
+
+    Under gVisor the exec of a killed sandbox can end before the engine sees the container stop, and the
+    contract test of a cancel read it once as the command's own exit code. kill() records that it killed first.
+    """
+    with DockerSandbox(spec(runtime=runtime), docker_url) as box:
+        box._killed = True  # as kill() records it, a moment before the engine acts
+        with pytest.raises(SandboxPlatformError, match="stopped by the platform during a command"):
+            box.exec("kill -9 $$", timeout=30)

@@ -243,6 +243,10 @@ class DockerSandbox(Sandbox):
                 died.output = output
                 raise died
             raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
+        if exit_code != 0 and self._killed:
+            # Killed by the platform from another thread (a cancel). Under gVisor the exec can end (137) before the engine
+            # sees the container stop, which read as the command's own exit (seen once in CI's contract test).
+            raise SandboxPlatformError(f"The sandbox was stopped by the platform during a command (exit code {exit_code}).", output=output)
         if exit_code != 0 and (died := self.diagnose(check_pids=False)):
             died.output = output
             raise died
