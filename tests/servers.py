@@ -72,16 +72,14 @@ def web_server(kind: str, result: dict | None = None, environ: dict | None = Non
     port = free_port()
     # Two workers: enough to serve concurrent exporters, light on a 2-core machine.
     env = {**(environ or subprocess_environ()), **env, "WEB_CONCURRENCY": "2", "BIND": f"127.0.0.1:{port}"}
-    server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    server = _started(command, env, f"{url}/login/")
     # Ingest answers before it stores: the batch processor production and
     # `make run` start beside the server stores the spans.
     processor = subprocess.Popen(
         [sys.executable, "manage.py", "process_trace_batches"], env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: server.poll() is not None or _answers(f"{url}/login/"), timeout=60)
-        assert server.poll() is None, server.communicate()[0][-3000:]
         yield url
     finally:
         processor.send_signal(signal.SIGTERM)
@@ -99,6 +97,14 @@ def batches_stored(timeout=30):
     wait_for(lambda: not TraceBatch.objects.exists(), timeout=timeout, interval=0.05)
 
 
+def _started(command: list[str], env: dict, ready_url: str) -> subprocess.Popen:
+    """A server process, once `ready_url` answers 200; its output in the failure if it exits first."""
+    server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(lambda: server.poll() is not None or _answers(ready_url), timeout=60)
+    assert server.poll() is None, server.communicate()[0][-3000:]
+    return server
+
+
 def _answers(url) -> bool:
     try:
         return requests.get(url, timeout=5).status_code == 200
@@ -111,11 +117,9 @@ def local_model_server(*arguments: str):
     """`manage.py serve_local_model` on a free port (the real weights, from `manage.py install_local_model`); yields its base URL."""
     port = free_port()
     command = [sys.executable, "manage.py", "serve_local_model", "--port", str(port), *arguments]
-    server = subprocess.Popen(command, env=subprocess_environ(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
+    server = _started(command, subprocess_environ(), f"{url}/models")
     try:
-        wait_for(lambda: server.poll() is not None or _answers(f"{url}/models"), timeout=60)
-        assert server.poll() is None, server.communicate()[0][-3000:]
         yield url
     finally:
         server.terminate()
