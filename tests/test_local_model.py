@@ -174,8 +174,18 @@ def test_a_temperature_that_is_not_a_number_in_range_is_400(server, value):
 @processes
 def test_a_prompt_longer_than_the_context_is_400_context_length_exceeded(client):
     with pytest.raises(openai.BadRequestError) as raised:
-        client.completions.create(model=MODEL, prompt="hello " * 3000, max_tokens=1)
+        client.completions.create(model=MODEL, prompt="hello " * 9000, max_tokens=1)
     assert raised.value.body["code"] == "context_length_exceeded" and raised.value.body["param"] == "prompt"
+    assert "maximum context length is 8192 tokens" in raised.value.body["message"]
+
+
+@processes
+def test_the_models_whole_context_is_served(client):
+    # math500 and IFBench ask for 2,048 tokens after their prompt: a 2,048-token context refused every one of their rows.
+    completion = client.completions.create(model=MODEL, prompt="hello " * 3000, max_tokens=1, temperature=0)
+    assert completion.usage.prompt_tokens > 3000 - 1 and completion.usage.completion_tokens <= 1
+    chat = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Say hi."}], max_tokens=2048, stop=["\n", "."], temperature=0)
+    assert chat.choices[0].finish_reason == "stop"
 
 
 @processes

@@ -56,6 +56,7 @@ _chat_apply_template = _bind(
 )
 _add_bos_token = _bind("llama_add_bos_token", [ctypes.c_void_p], ctypes.c_int32)
 _get_logits = _bind("llama_get_logits", [ctypes.c_void_p], ctypes.POINTER(ctypes.c_float))
+_n_ctx = _bind("llama_n_ctx", [ctypes.c_void_p], ctypes.c_uint32)
 _kv_cache_clear = C.llama_kv_cache_clear
 supports_gpu_offload = _bind("llama_supports_gpu_offload", [], ctypes.c_bool)
 
@@ -123,7 +124,8 @@ class Finish:
 
 
 class Runtime:
-    def __init__(self, path: Path, *, n_ctx: int = 2048, n_threads: int | None = None, n_gpu_layers: int = 0):
+    def __init__(self, path: Path, *, n_ctx: int = 0, n_threads: int | None = None, n_gpu_layers: int = 0):
+        """`n_ctx` 0: the context the model was trained with (8,192 tokens for SmolLM2), as vLLM's max_model_len defaults to it."""
         _log_set(_log, None)
         C.llama_backend_init()
         model_params = C.llama_model_default_params()
@@ -132,7 +134,6 @@ class Runtime:
         if not self._model:
             raise RuntimeError(f"llama.cpp could not load {path}")
         self.n_vocab = C.llama_vocab_n_tokens(C.llama_model_get_vocab(self._model))
-        self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
         params = C.llama_context_default_params()
         params.n_ctx = n_ctx
@@ -145,6 +146,7 @@ class Runtime:
         if not self._ctx:
             C.llama_free_model(self._model)
             raise RuntimeError("llama.cpp could not create a context")
+        self.n_ctx = _n_ctx(self._ctx)
         self._batch = C.llama_batch_init(CHUNK, 0, 1)
         self._add_bos = _add_bos_token(self._model) == 1
         # The GGUF's own template (SmolLM2's is ChatML) as llama.cpp applies it: by pattern, not as Jinja.

@@ -17,7 +17,10 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8001)
         parser.add_argument("--n-gpu-layers", type=int, default=0, help="Layers offloaded to a GPU (a CPU-only llama.cpp build ignores it).")
         parser.add_argument("--queue", type=int, default=64, help="Requests that may wait for the model; one more is answered 429.")
-        parser.add_argument("--n-ctx", type=int, default=2048, help="Context length in tokens, prompt and completion together.")
+        # The model's whole context by default: 2,048 refused math500's and IFBench's requests (2,048 tokens to complete after the prompt).
+        parser.add_argument(
+            "--n-ctx", type=int, default=0, help="Context length in tokens, prompt and completion together (0: the model's own, 8,192 for SmolLM2)."
+        )
         parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: every core).")
 
     def handle(self, *args, host, port, n_gpu_layers, queue, n_ctx, threads, **options):
@@ -36,7 +39,7 @@ class Command(BaseCommand):
             self.stderr.write(f"--n-gpu-layers {n_gpu_layers}: this llama.cpp build has no GPU support; the model runs on the CPU.")
 
         def ready(url: str):
-            self.stdout.write(f"Serving {files.MODEL_ID} at {url} (context {n_ctx} tokens, {model.n_threads} threads, queue {queue}).")
+            self.stdout.write(f"Serving {files.MODEL_ID} at {url} (context {model.n_ctx} tokens, {model.n_threads} threads, queue {queue}).")
             self.stdout.flush()
 
         async def main():
