@@ -485,7 +485,7 @@ def presets():
 @presets.command("list")
 @json_option
 def presets_list():
-    output(client().get("presets"), ["slug", "name", "compute_type", "env_var_names", "needs_tasks"])
+    output(client().get("presets"), ["slug", "name", "compute_type", "env_var_names", "needs_tasks", "local_model"])
 
 
 @cli.group()
@@ -496,7 +496,7 @@ def models():
 @models.command("list")
 @json_option
 def models_list():
-    output(client().get("models"), ["id", "name", "base_model", "adapter_size"])
+    output(client().get("models"), ["id", "name", "base_model", "adapter_size", "adapter_format"])
 
 
 @models.command("upload")
@@ -515,17 +515,31 @@ def models_upload(name, base_model, adapter, description):
             model = client().upload("models", body, lambda n: progress.advance(task, n))
     else:
         model = client().upload("models", body)
-    output(model, ["id", "name", "base_model", "adapter_size"])
+    output(model, ["id", "name", "base_model", "adapter_size", "adapter_format"])
+
+
+def _model_id(name: str) -> int:
+    found = [m for m in client().get("models") if m["name"] == name or str(m["id"]) == name]
+    if not found:
+        raise ApiError(f"No model named {name!r} in this project (see `bv models list`).")
+    return found[0]["id"]
 
 
 @models.command("benchmarks")
 @click.argument("name")
 @json_option
 def models_benchmarks(name):
-    found = [m for m in client().get("models") if m["name"] == name or str(m["id"]) == name]
-    if not found:
-        raise ApiError(f"No model named {name!r} in this project (see `bv models list`).")
-    output(client().get(f"models/{found[0]['id']}/benchmarks"), ["run", "harness", "score", "date"])
+    """Its scored runs; `base_score` is the base model's in the same run, where the harness reports it."""
+    output(client().get(f"models/{_model_id(name)}/benchmarks"), ["run", "harness", "score", "base_score", "date"])
+
+
+@models.command("run")
+@click.argument("name")
+@click.option("--harness", "harness_id", required=True, type=int, help="A harness that runs this adapter: GPU for PEFT, CPU with the local model for GGUF.")
+@json_option
+def models_run(name, harness_id):
+    """Benchmark a model: start a run of the harness with MODEL, MODEL_LABEL and ADAPTER_URL set (charged at the harness's price)."""
+    output(client().post(f"models/{_model_id(name)}/runs", {"harness": harness_id}), ["id", "status", "compute_type", "price_cents"])
 
 
 @cli.group()

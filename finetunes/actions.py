@@ -1,8 +1,11 @@
 from django.db import transaction
 
 from belvedir.core.models import ProjectSecret
+from belvedir.sandbox.models import ComputeType
 from harnesses.actions import start_run
+from harnesses.models import Harness
 
+from . import formats
 from .signing import adapter_url
 
 PASSED_SECRETS = ("HF_TOKEN",)
@@ -19,6 +22,18 @@ def benchmark_env(model):
         return env, secret
 
     return env_for
+
+
+def benchmark_harnesses(model):
+    """The project's harnesses this model's adapter runs on: GPU ones (vLLM) for PEFT, CPU ones with the local model (llama.cpp) for GGUF."""
+    harnesses = Harness.objects.filter(project=model.project)
+    if model.adapter_format == formats.GGUF:
+        return harnesses.filter(compute_type=ComputeType.CPU, local_model=True)
+    return harnesses.filter(compute_type=ComputeType.GPU)
+
+
+def harness_kind(model) -> str:
+    return "CPU harness with the local model" if model.adapter_format == formats.GGUF else "GPU harness"
 
 
 def upload_model(form, project, user):
@@ -39,5 +54,5 @@ def delete_model(model):
 
 
 def run_benchmark(model, harness, user):
-    """Start a GPU harness run for this model (charged at the GPU price)."""
+    """Start a run of `harness` (one of benchmark_harnesses(model)) for this model, charged at the harness's price."""
     return start_run(harness, user, env_for=benchmark_env(model))

@@ -7,11 +7,9 @@ from rest_framework.response import Response
 
 from belvedir.core.jsonvalues import JsonBodyParser
 from belvedir.core.permissions import request_project
-from belvedir.sandbox.models import ComputeType
 from harnesses.api import RunSerializer, start_run_response
-from harnesses.models import Harness
 
-from .actions import benchmark_env, delete_model, upload_model
+from .actions import benchmark_env, benchmark_harnesses, delete_model, harness_kind, upload_model
 from .forms import ModelUploadForm
 from .models import FineTunedModel
 
@@ -19,7 +17,8 @@ from .models import FineTunedModel
 class ModelSerializer(serializers.ModelSerializer):
     class Meta:
         model = FineTunedModel
-        fields = ["id", "name", "base_model", "adapter_size", "description", "created_at"]
+        fields = ["id", "name", "base_model", "adapter_size", "adapter_format", "description", "created_at"]
+        read_only_fields = ["adapter_format"]
 
 
 class ModelRunSerializer(serializers.Serializer):
@@ -31,6 +30,9 @@ class BenchmarkSerializer(serializers.Serializer):
     harness = serializers.CharField(source="harness.name")
     harness_id = serializers.IntegerField()
     score = serializers.FloatField()
+    base_score = serializers.FloatField(
+        allow_null=True, help_text="The base model's score in the same run, when the harness reports it (results.json's base_score)."
+    )
     date = serializers.DateTimeField(source="created_at")
 
 
@@ -74,13 +76,13 @@ class ModelViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     @extend_schema(request=ModelRunSerializer, responses={201: RunSerializer})
     @action(detail=True, methods=["post"])
     def runs(self, request, pk=None):
-        """Benchmark the model on one of the project's GPU harnesses (charged at the GPU price)."""
+        """Benchmark the model on one of the project's harnesses that runs its adapter (GPU for PEFT, CPU with the local model for GGUF), at that harness's price."""
         model = self.get_object()
         payload = ModelRunSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        harness = Harness.objects.filter(project=model.project, pk=payload.validated_data["harness"]).first()
-        if harness is None or harness.compute_type != ComputeType.GPU:
-            return Response({"harness": ["Choose a GPU harness of this project."]}, status=400)
+        harness = benchmark_harnesses(model).filter(pk=payload.validated_data["harness"]).first()
+        if harness is None:
+            return Response({"harness": [f"Choose a {harness_kind(model)} of this project."]}, status=400)
         return start_run_response(harness, request.user, env_for=benchmark_env(model))
 
     @extend_schema(responses=BenchmarkSerializer(many=True))

@@ -6,6 +6,8 @@ from django.utils import timezone
 from belvedir.core.models import ProjectScopedQuerySet
 from harnesses.models import Run
 
+from . import formats
+
 
 def adapter_path(instance, filename):
     # Never the uploaded name: a random-ish, per-project path.
@@ -18,6 +20,7 @@ class FineTunedModel(models.Model):
     base_model = models.CharField("Base model", max_length=200, help_text="Hugging Face id, e.g. meta-llama/Llama-3.1-8B-Instruct")
     adapter = models.FileField(upload_to=adapter_path, help_text="The LoRA adapter as a zip.")
     adapter_size = models.BigIntegerField(default=0)
+    adapter_format = models.CharField(max_length=10, choices=formats.CHOICES, default=formats.PEFT, editable=False)
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
@@ -33,6 +36,10 @@ class FineTunedModel(models.Model):
 
     def get_absolute_url(self):
         return reverse("models:detail", args=[self.pk])
+
+    @property
+    def runs_on(self) -> str:
+        return "CPU, with the local model" if self.adapter_format == formats.GGUF else "GPU, with vLLM"
 
     def benchmark_runs(self):
         """Every run of the project whose results name this model, however it was started."""

@@ -11,7 +11,8 @@ from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from harnesses.models import Run
 
-from .actions import run_benchmark, upload_model
+from . import formats
+from .actions import harness_kind, run_benchmark, upload_model
 from .forms import ModelUploadForm, RunBenchmarkForm
 from .models import FineTunedModel
 from .signing import verify
@@ -25,7 +26,7 @@ def model_list(request):
         messages.success(request, f"Model {model.name} uploaded.")
         return redirect(model)
     models = FineTunedModel.objects.for_user(request.user, request.project)
-    return render(request, "finetunes/list.html", {"models": models, "form": form})
+    return render(request, "finetunes/list.html", {"models": models, "form": form, "local_base": formats.LOCAL_BASES[-1]})
 
 
 def benchmarks_chart(runs):
@@ -39,7 +40,7 @@ def benchmarks_chart(runs):
 def model_detail(request, pk):
     model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     runs = list(model.benchmark_runs()[:200])
-    form = RunBenchmarkForm(project=model.project)
+    form = RunBenchmarkForm(model=model)
     return render(request, "finetunes/detail.html", {"model": model, "runs": runs, "chart": benchmarks_chart(runs), "form": form})
 
 
@@ -47,9 +48,9 @@ def model_detail(request, pk):
 @require_POST
 def model_run(request, pk):
     model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
-    form = RunBenchmarkForm(request.POST, project=model.project)
+    form = RunBenchmarkForm(request.POST, model=model)
     if not form.is_valid():
-        messages.error(request, "Choose one of the project's GPU harnesses.")
+        messages.error(request, f"Choose a {harness_kind(model)} of this project.")
         return redirect(model)
     try:
         run = run_benchmark(model, form.cleaned_data["harness"], request.user)

@@ -9,7 +9,7 @@ from .models import Harness, HarnessEnvVar, Preset, Run
 
 @admin.register(Preset)
 class PresetAdmin(admin.ModelAdmin):
-    list_display = ["name", "slug", "compute_type", "gpu_type", "needs_tasks", "position"]
+    list_display = ["name", "slug", "compute_type", "gpu_type", "needs_tasks", "local_model", "position"]
     list_filter = ["compute_type", "needs_tasks"]
     search_fields = ["name", "slug", "description"]
     list_editable = ["position"]
@@ -27,7 +27,7 @@ class EnvVarInline(admin.TabularInline):
 @admin.register(Harness)
 class HarnessAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "compute_type", "repo_url", "preset", "created_at"]
-    list_filter = ["compute_type", "preset", "created_at"]
+    list_filter = ["compute_type", "local_model", "preset", "created_at"]
     search_fields = ["name", "repo_url", "project__name"]
     list_select_related = ["project", "preset"]
     raw_id_fields = ["project", "created_by"]

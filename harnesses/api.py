@@ -49,6 +49,7 @@ class HarnessSerializer(serializers.ModelSerializer):
             "tasks",
             "time_limit_seconds",
             "egress_domains",
+            "local_model",
             "preset",
             "env_vars",
             "price_cents",
@@ -211,6 +212,7 @@ class PresetSerializer(serializers.ModelSerializer):
             "gpu_type",
             "env_var_names",
             "needs_tasks",
+            "local_model",
         ]
 
 

@@ -14,6 +14,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from belvedir.core.models import ApiKey
+from belvedir.localmodel.files import ModelFileError
 from belvedir.redaction import Redactor
 from belvedir.sandbox import egress
 from belvedir.sandbox.backend import Sandbox
@@ -30,7 +31,7 @@ from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
 
-from . import repo
+from . import local_model, repo
 from .actions import finish_run, revoke_run_credentials
 from .models import Run
 from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_found, run_secrets
@@ -53,6 +54,7 @@ class RunExecution:
         self.egress_names: dict[str, str] = {}  # its egress token, by the variables that hold it
         self.sandbox: Sandbox | None = None
         self.launched = False
+        self.mounts = ()
         self._stop = threading.Event()
 
     # -- the whole run -----------------------------------------------------
@@ -63,7 +65,7 @@ class RunExecution:
         monitor.start()
         try:
             self._execute()
-        except repo.RepoError as exc:
+        except (repo.RepoError, ModelFileError) as exc:
             self._end(Status.LAUNCH_FAILED, str(exc), refund=True)
         except SandboxPlatformError as exc:
             if self.launched:
@@ -90,6 +92,8 @@ class RunExecution:
     def _execute(self):
         run, harness = self.run, self.harness
         gpu_type = harness.gpu_type if run.compute_type == ComputeType.GPU else ""
+        # Checked before the clone: weights that are missing or changed fail the launch (refunded), naming the fix.
+        self.mounts = local_model.mounts() if harness.local_model else ()
         with tempfile.TemporaryDirectory(prefix=f"bv-run-{run.pk}-") as checkout:
             self._say(f"Cloning {repo.redact(harness.repo_url)}{' at ' + harness.ref if harness.ref else ''}…")
             credentials = repo.Credentials.for_project(run.project)
@@ -163,6 +167,7 @@ class RunExecution:
             owner=self.run.owner,
             network=settings.HARNESS_SANDBOX_NETWORK,
             gpu=gpu,
+            mounts=self.mounts,
             limits=Limits.defaults(),
             runtime=place.runtime,
         )
@@ -178,6 +183,8 @@ class RunExecution:
             env[f"{prefix}_RUN_ID"] = str(run.pk)
         if self.harness.tasks:
             env["FRACTAL_TASKS_FILE"] = TASKS_FILE
+        if self.harness.local_model:
+            env.update(local_model.env())
         return env
 
     def _results(self, box: Sandbox) -> ParsedResults:

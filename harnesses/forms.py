@@ -15,7 +15,7 @@ class HarnessForm(forms.ModelForm):
 
     class Meta:
         model = Harness
-        fields = ["name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "tasks", "egress_domains", "preset"]
+        fields = ["name", "repo_url", "ref", "install_command", "run_command", "compute_type", "gpu_type", "tasks", "egress_domains", "local_model", "preset"]
         widgets = {
             "install_command": forms.Textarea(attrs={"rows": 2}),
             "run_command": forms.Textarea(attrs={"rows": 2}),
@@ -111,6 +111,7 @@ def preset_initial(preset: Preset) -> dict:
         "run_command": preset.run_command,
         "compute_type": preset.compute_type,
         "gpu_type": preset.gpu_type or "A10G",
+        "local_model": preset.local_model,
         "preset": preset.pk,
         "time_limit_minutes": 60,
     }

@@ -1,4 +1,5 @@
 import json
+import math
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -34,6 +35,7 @@ class Preset(models.Model):
     gpu_type = models.CharField(max_length=40, blank=True)
     env_var_names = models.JSONField(default=list, blank=True, help_text='Names the harness needs, e.g. ["ANTHROPIC_API_KEY"].')
     needs_tasks = models.BooleanField(default=False, help_text="The preset brings no task suite: harnesses need Tasks.")
+    local_model = models.BooleanField(default=False, help_text="Harnesses made from it get the local model, read-only (Harness.local_model).")
     position = models.PositiveIntegerField(default=0)
 
     class Meta:
@@ -68,6 +70,12 @@ class Harness(models.Model):
         "Egress allowlist",
         blank=True,
         help_text="Only these domains (and their subdomains), one per line, besides the platform. Empty: the whole public internet.",
+    )
+    local_model = models.BooleanField(
+        "Local model",
+        default=False,
+        help_text="Mount the platform's local model (SmolLM2-135M) and its runtime read-only at /opt/belvedir, to serve it, "
+        "with a fine-tuned adapter, inside the sandbox on CPU (drivers/local-model).",
     )
     preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="harnesses")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -193,6 +201,12 @@ class Run(models.Model):
     def egress_grant(self):
         """What this run sent and was refused through the egress proxy (None on other networks)."""
         return EgressGrant.objects.for_owner(self.owner).prefetch_related("destinations").first()
+
+    @property
+    def base_score(self) -> float | None:
+        """results.json's `base_score`: the base model's score in the same run (a driver benchmarking an adapter reports it)."""
+        value = self.results.get("base_score") if isinstance(self.results, dict) else None
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
     @property
     def task_results(self) -> list[dict]:

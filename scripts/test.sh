@@ -51,6 +51,8 @@ step "Debian packages" install_missing
 if [ "$fast" = 1 ]; then
   step "Python packages" scripts/venv.sh requirements-dev.txt
   step "benchmark data" .venv/bin/python manage.py install_benchmark_data
+  # The local model's weights: tests/test_adapters.py checks real adapters against them in-process.
+  step "local model" .venv/bin/python manage.py install_local_model
   scripts/ensure_postgres.sh
   export DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postgres}
   # Style first: a formatting or lint error fails in seconds, not after the suite.

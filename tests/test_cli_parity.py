@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey, Invitation, Membership
+from belvedir.localmodel import files
 from belvedir_cli.main import cli
 from belvedir_cli.upload import MultipartFile
 from finetunes.models import FineTunedModel
@@ -17,6 +18,8 @@ from harnesses.models import Harness, Run
 from traces.models import TaskGroup
 from traces.segmentation import process_quiet_sessions
 
+from .adapters import letter_adapter, zipped
+from .harness_fixtures import fund
 from .otlp_builders import body
 from .test_decontamination import NOT_CAUGHT, PLANTED, plant
 from .test_models import make_zip
@@ -38,7 +41,7 @@ def bv(live_server, api_key, tmp_path, monkeypatch):
 def test_models_upload_lands_in_the_panel_flow(bv, project, owner_client, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     adapter = tmp_path / "lora.zip"
-    adapter.write_bytes(make_zip({"adapter_model.safetensors": b"\7" * 600_000}))
+    adapter.write_bytes(make_zip({"adapter_config.json": b'{"r": 8}', "adapter_model.safetensors": b"\7" * 600_000}))
     result = bv("models", "upload", "support-v4", "--base", "meta-llama/Llama-3.1-8B-Instruct", "--adapter", str(adapter), "--json")
     assert result.exit_code == 0, result.output
     uploaded = json.loads(result.stdout)
@@ -52,6 +55,26 @@ def test_models_upload_lands_in_the_panel_flow(bv, project, owner_client, settin
     Run.objects.create(project=project, harness=harness, compute_type="gpu", price_cents=500, status="succeeded", score=0.71, model_label="support-v4")
     assert "0.71" in owner_client.get(f"/models/{model.pk}/").content.decode()
     assert [b["score"] for b in json.loads(bv("models", "benchmarks", "support-v4", "--json").stdout)] == [0.71]
+
+
+def test_a_gguf_adapter_is_uploaded_and_benchmarked_on_a_cpu_harness_with_the_local_model(bv, project, owner, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    fund(project, 5000)
+    weights = files.model_path(settings.LOCAL_MODEL_DIR)
+    adapter = tmp_path / "smol-c.zip"
+    adapter.write_bytes(zipped(letter_adapter(weights, tmp_path / "answers-c.gguf")))
+    uploaded = bv("models", "upload", "smol-c", "--base", files.MODEL_ID, "--adapter", str(adapter), "--json")
+    assert uploaded.exit_code == 0, uploaded.output
+    assert json.loads(uploaded.stdout)["adapter_format"] == "gguf"
+    common = dict(project=project, created_by=owner, repo_url="https://x.org/a/b", install_command="true", run_command="true")
+    gpu = Harness.objects.create(name="vllm", compute_type="gpu", gpu_type="A10G", **common)
+    local = Harness.objects.create(name="local", local_model=True, **common)
+    refused = bv("models", "run", "smol-c", "--harness", str(gpu.pk))
+    assert refused.exit_code != 0 and "Choose a CPU harness with the local model of this project." in refused.output
+    started = bv("models", "run", "smol-c", "--harness", str(local.pk), "--json")
+    assert started.exit_code == 0, started.output
+    run = Run.objects.get(pk=json.loads(started.stdout)["id"])
+    assert run.harness == local and run.extra_env["MODEL_LABEL"] == "smol-c" and "ADAPTER_URL" in run.secret_env
 
 
 def test_models_upload_reports_the_servers_validation(bv, settings, tmp_path):

@@ -14,8 +14,11 @@ import pytest
 from harnesses import drivers
 
 SHARED = drivers.SOURCE / "_shared"
-PRESETS = importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").PRESETS
-FIRST_PARTY = {"reference-agent"}
+PRESETS = [
+    *importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").PRESETS,
+    importlib.import_module("harnesses.migrations.0012_local_model").PRESET,
+]
+FIRST_PARTY = {"reference-agent", "local-model"}
 PINNED = re.compile(r"==\d|@\d|\bv\d+\.\d+|commit\s+`?[0-9a-f]{40}|version \d")
 
 

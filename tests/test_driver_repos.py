@@ -13,7 +13,7 @@ from harnesses.validation import validate_repo_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-DRIVERS = ["aider-polyglot", "gaia", "lm-eval", "mt-bench", "openclaw", "reference-agent", "swe-bench-lite", "tau-bench", "terminal-bench"]
+DRIVERS = ["aider-polyglot", "gaia", "lm-eval", "local-model", "mt-bench", "openclaw", "reference-agent", "swe-bench-lite", "tau-bench", "terminal-bench"]
 
 
 @pytest.fixture
@@ -22,6 +22,7 @@ def served(settings, live_server):
     settings.PRESET_REPO_ORG = ""
     # Transactional tests flush the catalog the data migrations seeded: seed it again, the same way.
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
+    importlib.import_module("harnesses.migrations.0012_local_model").seed(apps, None)
     return live_server.url
 
 
@@ -35,7 +36,7 @@ def test_it_ships_one_driver_per_preset():
 
 def test_every_preset_answers_ls_remote_and_its_clone_holds_the_driver(served, tmp_path):
     presets = list(Preset.objects.all())
-    assert len(presets) == 9 and presets[-1].name == "Tasks (reference agent)"
+    assert len(presets) == 10 and presets[-1].name == "Local model + adapter (CPU)"
     for preset in presets:
         url = preset.resolved_repo_url
         assert url.startswith(f"{served}/drivers/") and url.endswith(".git")

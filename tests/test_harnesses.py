@@ -24,6 +24,7 @@ PRESET_NAMES = [
     "MT-Bench (vLLM)",
     "OpenClaw",
     "Tasks (reference agent)",
+    "Local model + adapter (CPU)",
 ]
 
 
@@ -66,6 +67,7 @@ def test_the_catalog_is_seeded_with_the_presets(api, settings):
     assert presets["openclaw"]["needs_tasks"] is True
     assert presets["lm-eval"]["compute_type"] == "gpu"
     assert presets["reference-agent"]["needs_tasks"] is True
+    assert presets["local-model"]["local_model"] is True and presets["local-model"]["compute_type"] == "cpu"
     assert presets["swe-bench-lite"]["env_var_names"] == ["LLM_MODEL", "LLM_API_KEY", "SWEBENCH_API_KEY"]
     # By default the presets clone the drivers this platform serves.
     assert presets["swe-bench-lite"]["repo_url"] == "https://belvedir.example.com/drivers/swe-bench-lite.git"

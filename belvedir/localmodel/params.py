@@ -20,6 +20,7 @@ ROLES = {"system": "system", "developer": "system", "user": "user", "assistant":
 
 @dataclass(frozen=True)
 class ChatRequest:
+    model: str
     messages: tuple[tuple[str, str], ...]
     sampling: Sampling
     stream: bool
@@ -29,6 +30,7 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class CompletionRequest:
+    model: str
     prompt: str
     sampling: Sampling
     stream: bool
@@ -46,8 +48,8 @@ def decode(raw: bytes) -> dict:
     return body
 
 
-def chat(body: dict, model_id: str) -> ChatRequest:
-    _model(body, model_id)
+def chat(body: dict, model_ids: tuple[str, ...]) -> ChatRequest:
+    model = _model(body, model_ids)
     _only_one(body)
     if body.get("tools"):
         raise invalid("tools", "Tools are not supported by this model server.")
@@ -63,6 +65,7 @@ def chat(body: dict, model_id: str) -> ChatRequest:
         max_tokens = _integer(body, "max_tokens", 0)
     stream = _boolean(body, "stream", False)
     return ChatRequest(
+        model=model,
         messages=tuple(_message(index, message) for index, message in enumerate(messages)),
         sampling=_sampling(body, max_tokens, (top or 0) if logprobs else None),
         stream=stream,
@@ -71,8 +74,8 @@ def chat(body: dict, model_id: str) -> ChatRequest:
     )
 
 
-def completion(body: dict, model_id: str) -> CompletionRequest:
-    _model(body, model_id)
+def completion(body: dict, model_ids: tuple[str, ...]) -> CompletionRequest:
+    model = _model(body, model_ids)
     _only_one(body)
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1:
@@ -81,6 +84,7 @@ def completion(body: dict, model_id: str) -> CompletionRequest:
         raise invalid("prompt", "'prompt' must be a string (or an array of one string): this server completes one prompt per request.")
     stream = _boolean(body, "stream", False)
     return CompletionRequest(
+        model=model,
         prompt=prompt,
         sampling=_sampling(body, _integer(body, "max_tokens", 0, default=16), _integer(body, "logprobs", 0, MAX_LOGPROBS)),
         stream=stream,
@@ -89,13 +93,14 @@ def completion(body: dict, model_id: str) -> CompletionRequest:
     )
 
 
-def _model(body: dict, model_id: str):
+def _model(body: dict, model_ids: tuple[str, ...]) -> str:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("model", "'model' must be a model's id (GET /v1/models lists them).")
     # Exact, as OpenAI's ids are: one spelling per model keeps results grouped under one name.
-    if model != model_id:
+    if model not in model_ids:
         raise model_not_found(model)
+    return model
 
 
 def _only_one(body: dict):

@@ -58,6 +58,10 @@ _add_bos_token = _bind("llama_add_bos_token", [ctypes.c_void_p], ctypes.c_int32)
 _get_logits = _bind("llama_get_logits", [ctypes.c_void_p], ctypes.POINTER(ctypes.c_float))
 _n_ctx = _bind("llama_n_ctx", [ctypes.c_void_p], ctypes.c_uint32)
 _kv_cache_clear = C.llama_kv_cache_clear
+_adapter_init = _bind("llama_lora_adapter_init", [ctypes.c_void_p, ctypes.c_char_p], ctypes.c_void_p)
+_adapter_set = _bind("llama_lora_adapter_set", [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float], ctypes.c_int32)
+_adapter_clear = _bind("llama_lora_adapter_clear", [ctypes.c_void_p], None)
+_adapter_free = _bind("llama_lora_adapter_free", [ctypes.c_void_p], None)
 supports_gpu_offload = _bind("llama_supports_gpu_offload", [], ctypes.c_bool)
 
 
@@ -76,6 +80,10 @@ class ContextLengthExceeded(ValueError):
             f"This model's maximum context length is {n_ctx} tokens. However, you requested {prompt_tokens + max_tokens} tokens "
             f"({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the prompt or the completion length."
         )
+
+
+class AdapterError(RuntimeError):
+    pass
 
 
 class EmptyPrompt(ValueError):
@@ -124,8 +132,11 @@ class Finish:
 
 
 class Runtime:
-    def __init__(self, path: Path, *, n_ctx: int = 0, n_threads: int | None = None, n_gpu_layers: int = 0):
-        """`n_ctx` 0: the context the model was trained with (8,192 tokens for SmolLM2), as vLLM's max_model_len defaults to it."""
+    def __init__(self, path: Path, *, n_ctx: int = 0, n_threads: int | None = None, n_gpu_layers: int = 0, adapter: Path | None = None):
+        """`n_ctx` 0: the context the model was trained with (8,192 tokens for SmolLM2), as vLLM's max_model_len defaults to it.
+
+        `adapter`: a LoRA adapter in GGUF, loaded beside the model; each `generate` says whether it applies.
+        """
         _log_set(_log, None)
         C.llama_backend_init()
         model_params = C.llama_model_default_params()
@@ -152,8 +163,28 @@ class Runtime:
         # The GGUF's own template (SmolLM2's is ChatML) as llama.cpp applies it: by pattern, not as Jinja.
         self.chat_template = _model_chat_template(self._model, None) or CHATML
         self._pieces: dict[tuple[int, bool], bytes] = {}
+        self._adapter = self._adapter_on = None
+        if adapter is not None:
+            # llama.cpp checks every tensor against the model's (name and shape) and logs why it refuses.
+            self._adapter = _adapter_init(self._model, str(adapter).encode())
+            if not self._adapter:
+                self.close()
+                raise AdapterError(f"llama.cpp could not load the adapter {adapter}: not a GGUF LoRA adapter of this model (see the error above).")
+
+    def _use_adapter(self, on: bool):
+        if on and self._adapter is None:
+            raise AdapterError("No adapter is loaded.")
+        if on != bool(self._adapter_on):
+            if on:
+                _adapter_set(self._ctx, self._adapter, 1.0)
+            else:
+                _adapter_clear(self._ctx)
+            self._adapter_on = on
 
     def close(self):
+        if self._adapter:
+            _adapter_free(self._adapter)
+            self._adapter = None
         if self._ctx:
             C.llama_batch_free(self._batch)
             C.llama_free(self._ctx)
@@ -204,6 +235,7 @@ class Runtime:
         *,
         prompt_logprobs: int | None = None,
         logprob_end: bool = False,
+        adapter: bool = False,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> Iterator[Prompt | Delta | Finish]:
         """Evaluate the prompt, then sample until end of turn, a stop string, max_tokens or the context's end.
@@ -214,6 +246,7 @@ class Runtime:
         Delta of no text with its logprob, as vLLM's completions list it: lm-eval reads
         a log-likelihood as token_logprobs[ctxlen:-1], the last entry taken for the one
         generated token, and without it cut the prompt's last token instead.
+        With `adapter`, the LoRA adapter loaded with the model applies; without, the base model answers.
         """
         if not prompt:
             raise EmptyPrompt()
@@ -221,6 +254,7 @@ class Runtime:
         max_tokens = max(room, 0) if sampling.max_tokens is None else sampling.max_tokens
         if room < 0 or max_tokens > room:
             raise ContextLengthExceeded(len(prompt), max_tokens, self.n_ctx)
+        self._use_adapter(adapter)
         _kv_cache_clear(self._ctx)
         yield Prompt(self._evaluate_prompt(prompt, prompt_logprobs))
         rng = np.random.default_rng(sampling.seed)

@@ -11,6 +11,7 @@ a handler whose client has gone cancels its request, queued or running.
 import asyncio
 import json
 import logging
+import signal
 import threading
 import time
 import uuid
@@ -118,11 +119,12 @@ async def openai_errors(request: web.Request, handler):
         return web.json_response(body, status=exc.status, headers={k: v for k, v in exc.headers.items() if k == "Allow"})
 
 
-def build_app(runtime: Runtime, model_id: str, *, queue_size: int = 64) -> web.Application:
+def build_app(runtime: Runtime, model_id: str, *, adapter_id: str = "", queue_size: int = 64) -> web.Application:
+    """`adapter_id`: the name the runtime's LoRA adapter is served under, beside the base model under `model_id` (as vLLM's --lora-modules)."""
     # client_max_size bounds request.read(), chunked bodies included; Content-Length over it is refused unread.
     app = web.Application(middlewares=[openai_errors], client_max_size=MAX_BODY)
     model = ModelThread(runtime, queue_size)
-    app["model"], app["model_id"] = model, model_id
+    app["model"], app["model_ids"], app["adapter_id"] = model, (model_id, adapter_id) if adapter_id else (model_id,), adapter_id
 
     async def start_model_thread(app):
         task = asyncio.create_task(model.serve())
@@ -139,8 +141,8 @@ def build_app(runtime: Runtime, model_id: str, *, queue_size: int = 64) -> web.A
 
 
 async def list_models(request: web.Request) -> web.Response:
-    model_id = request.app["model_id"]
-    return web.json_response({"object": "list", "data": [{"id": model_id, "object": "model", "created": 0, "owned_by": "belvedir"}]})
+    data = [{"id": model_id, "object": "model", "created": 0, "owned_by": "belvedir"} for model_id in request.app["model_ids"]]
+    return web.json_response({"object": "list", "data": data})
 
 
 async def _body(request: web.Request) -> dict:
@@ -150,15 +152,16 @@ async def _body(request: web.Request) -> dict:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    chat = params.chat(await _body(request), request.app["model_id"])
+    chat = params.chat(await _body(request), request.app["model_ids"])
+    adapter = chat.model == request.app["adapter_id"]
 
     def produce(runtime: Runtime, cancelled):
-        return runtime.generate(runtime.tokenize(runtime.chat_prompt(list(chat.messages))), chat.sampling, cancelled=cancelled)
+        return runtime.generate(runtime.tokenize(runtime.chat_prompt(list(chat.messages))), chat.sampling, adapter=adapter, cancelled=cancelled)
 
     job = request.app["model"].submit(produce, "messages", stream=chat.stream)
     try:
         prompt = await job.next()
-        reply = _Reply(request, "chatcmpl", "chat.completion", len(prompt.tokens))
+        reply = _Reply(chat.model, "chatcmpl", "chat.completion", len(prompt.tokens))
         if chat.stream:
             return await _stream(request, _chat_chunks(job, reply, chat))
         text, tokens, finish = await _collect(job)
@@ -174,18 +177,19 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    completion = params.completion(await _body(request), request.app["model_id"])
+    completion = params.completion(await _body(request), request.app["model_ids"])
     logprobs = completion.sampling.logprobs
+    adapter = completion.model == request.app["adapter_id"]
 
     def produce(runtime: Runtime, cancelled):
         prompt_logprobs = logprobs if completion.echo and logprobs is not None else None
         tokens = runtime.tokenize(completion.prompt)
-        return runtime.generate(tokens, completion.sampling, prompt_logprobs=prompt_logprobs, logprob_end=True, cancelled=cancelled)
+        return runtime.generate(tokens, completion.sampling, prompt_logprobs=prompt_logprobs, logprob_end=True, adapter=adapter, cancelled=cancelled)
 
     job = request.app["model"].submit(produce, "prompt", stream=completion.stream)
     try:
         prompt = await job.next()
-        reply = _Reply(request, "cmpl", "text_completion", len(prompt.tokens))
+        reply = _Reply(completion.model, "cmpl", "text_completion", len(prompt.tokens))
         # Offsets count from the prompt's start, echoed or not, as OpenAI's legacy completions do.
         legacy = _LegacyLogprobs(0 if completion.echo else len(completion.prompt)) if logprobs is not None else None
         echoed = completion.prompt if completion.echo else ""
@@ -207,9 +211,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
 class _Reply:
     """What every response and chunk of one request shares."""
 
-    def __init__(self, request: web.Request, prefix: str, kind: str, prompt_tokens: int):
+    def __init__(self, model: str, prefix: str, kind: str, prompt_tokens: int):
         self.id = f"{prefix}-{uuid.uuid4().hex}"
-        self.kind, self.model, self.created = kind, request.app["model_id"], int(time.time())
+        self.kind, self.model, self.created = kind, model, int(time.time())
         self.prompt_tokens = prompt_tokens
 
     def body(self, choices: list, finish: Finish | None = None, *, chunk: bool = False) -> dict:
@@ -309,9 +313,9 @@ def _chat_logprobs(tokens, top: int) -> list[dict]:
     ]
 
 
-async def serve(runtime: Runtime, model_id: str, *, host: str, port: int, queue_size: int, ready: Callable[[str], None]):
-    """Serve until cancelled (SIGINT or SIGTERM, as the command arranges)."""
-    runner = web.AppRunner(build_app(runtime, model_id, queue_size=queue_size), access_log=None)
+async def serve(runtime: Runtime, model_id: str, *, host: str, port: int, queue_size: int, ready: Callable[[str], None], adapter_id: str = ""):
+    """Serve until cancelled."""
+    runner = web.AppRunner(build_app(runtime, model_id, adapter_id=adapter_id, queue_size=queue_size), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
@@ -319,3 +323,19 @@ async def serve(runtime: Runtime, model_id: str, *, host: str, port: int, queue_
         await asyncio.Event().wait()
     finally:
         await runner.cleanup()
+
+
+def serve_until_signalled(runtime: Runtime, model_id: str, **options):
+    """`serve` until SIGINT or SIGTERM (both end it cleanly: a supervisor's stop is not an error); OSError if the port is taken."""
+
+    async def main():
+        serving = asyncio.create_task(serve(runtime, model_id, **options))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, serving.cancel)
+        try:
+            await serving
+        except asyncio.CancelledError:
+            pass
+
+    asyncio.run(main())

@@ -34,6 +34,14 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class ReadOnlyMount:
+    """A host path seen read-only inside the sandbox (the local model and its runtime: belvedir/localmodel/mounts.py)."""
+
+    source: str
+    target: str
+
+
+@dataclass(frozen=True)
 class GpuRequest:
     device_ids: tuple[str, ...]
 
@@ -50,6 +58,7 @@ class SandboxSpec:
     # runc, runsc, or auto: runsc when the engine has it.
     runtime: str = "auto"
     gpu: GpuRequest | None = None
+    mounts: tuple[ReadOnlyMount, ...] = ()
     workdir: str = HOME
     user: str = field(default_factory=lambda: settings.SANDBOX_USER)
     # A workload of several containers (an eval's scoring sandboxes under

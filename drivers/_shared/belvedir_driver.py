@@ -455,15 +455,20 @@ class VLLMServer:
             self.process.kill()
 
     def _fetch_adapter(self):
-        """The adapter zip from its signed URL, unpacked into ./adapter."""
-        import io
-        import zipfile
-
-        with urllib.request.urlopen(self.adapter_url, timeout=600) as response:
-            archive = zipfile.ZipFile(io.BytesIO(response.read()))
-        archive.extractall("adapter")
-        configs = [os.path.dirname(n) for n in archive.namelist() if n.endswith("adapter_config.json")]
+        names = fetch_adapter(self.adapter_url)
+        configs = [os.path.dirname(n) for n in names if n.endswith("adapter_config.json")]
         return os.path.abspath(os.path.join("adapter", min(configs, key=len) if configs else ""))
+
+
+def fetch_adapter(url, folder="adapter"):
+    """The adapter zip from its signed URL (ADAPTER_URL), unpacked into `folder`; its member names."""
+    import io
+    import zipfile
+
+    with urllib.request.urlopen(url, timeout=600) as response:
+        archive = zipfile.ZipFile(io.BytesIO(response.read()))
+    archive.extractall(folder)
+    return archive.namelist()
 
 
 def _no_proxy_opener():

@@ -136,6 +136,11 @@ class DockerSandbox(Sandbox):
             if self.engine.is_local_socket and not egress.socket_path().exists():
                 raise LaunchFailed("The egress proxy is not running on this host; start it with `python manage.py egress_proxy`.")
             mounts.append(Mount(egress.MOUNT_DIR, str(egress.socket_path().parent), type="bind", read_only=True))
+        for mount in spec.mounts:
+            # Docker would create a missing source as an empty, root-owned folder: a run that finds nothing there.
+            if self.engine.is_local_socket and not Path(mount.source).exists():
+                raise LaunchFailed(f"{mount.source} is missing on this host, so it cannot be mounted at {mount.target}.")
+            mounts.append(Mount(mount.target, mount.source, type="bind", read_only=True))
         return self.client.containers.create(
             spec.image,
             command=["sleep", "infinity"],

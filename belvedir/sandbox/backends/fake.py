@@ -189,6 +189,8 @@ class FakeSandbox(Sandbox):
             raise LaunchFailed("The fake backend has no egress proxy; use network none.")
         if spec.gpu:
             raise LaunchFailed("The fake backend has no GPUs.")
+        if spec.mounts:
+            raise LaunchFailed("The fake backend mounts nothing from the host.")
         # The name and labels as they are now, as a container's are fixed at its creation.
         self.name, self.labels = spec.name, dict(spec.labels)
         self.root = Path(tempfile.mkdtemp(prefix=f"bv-fake-{self.name}-"))

@@ -1,6 +1,3 @@
-import asyncio
-import signal
-
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
@@ -42,18 +39,8 @@ class Command(BaseCommand):
             self.stdout.write(f"Serving {files.MODEL_ID} at {url} (context {model.n_ctx} tokens, {model.n_threads} threads, queue {queue}).")
             self.stdout.flush()
 
-        async def main():
-            serving = asyncio.create_task(server.serve(model, files.MODEL_ID, host=host, port=port, queue_size=queue, ready=ready))
-            loop = asyncio.get_running_loop()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, serving.cancel)
-            try:
-                await serving
-            except asyncio.CancelledError:
-                pass
-
         try:
-            asyncio.run(main())
+            server.serve_until_signalled(model, files.MODEL_ID, host=host, port=port, queue_size=queue, ready=ready)
         except OSError as exc:
             raise CommandError(f"Cannot serve on {host}:{port}: {exc}") from None
         finally:
