@@ -22,6 +22,7 @@ from evals.actions import EvalConfigError, create_eval
 from evals.models import Deployment, Eval, SuiteRun
 from evals.suites import builtin_entries
 from evals.tasks import run_eval
+from harnesses.models import Harness
 
 from .servers import local_model_server
 
@@ -68,6 +69,18 @@ def test_demo_setup_registers_the_local_deployment_once_priced_at_zero(capsys):
     assert deployment.is_priced and deployment.cost(1000, 1000) == 0
     assert deployment.max_in_flight == 4
     assert 'model:    deployment "local SmolLM2-135M, CPU" (SmolLM2-135M-Instruct at http://127.0.0.1:8001/v1)' in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_demo_setup_makes_the_agent_harness_on_the_local_model_once(capsys):
+    call_command("demo_setup")
+    call_command("demo_setup")
+    harness = Harness.objects.get()
+    env = {var.name: var.value for var in harness.env_vars.all()}
+    assert harness.name == "Reference agent on the local model" and harness.preset.slug == "reference-agent" and harness.tasks
+    assert (env["LLM_BASE_URL"], env["LLM_MODEL"], env["LLM_TEMPERATURE"]) == ("http://127.0.0.1:8001/v1", "SmolLM2-135M-Instruct", "0")
+    assert int(env["LLM_MAX_TOKENS"]) <= 512 and harness.compute_type == "cpu"
+    assert f'agent:    harness "Reference agent on the local model" (http://127.0.0.1:8000/harnesses/{harness.pk}/): press Run' in capsys.readouterr().out
 
 
 @pytest.mark.django_db

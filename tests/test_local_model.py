@@ -150,6 +150,42 @@ def test_chat_logprobs_cover_every_generated_token(client):
     assert all(len(entry.top_logprobs) == 2 and entry.top_logprobs[0].logprob == entry.logprob <= 0 for entry in content)
 
 
+SHELL = {
+    "type": "function",
+    "function": {"name": "shell", "description": "Run a bash command.", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+}
+
+
+@processes
+def test_tools_are_offered_and_a_whole_tool_conversation_is_taken(client):
+    # What an agent sends (the reference agent's shape): tools, then its call and the tool's result fed back.
+    first = client.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "List the files here."}], tools=[SHELL], temperature=0, max_tokens=48
+    )
+    assert first.choices[0].finish_reason in {"stop", "length", "tool_calls"}
+    call = {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": '{"command": "ls"}'}}
+    turns = [
+        {"role": "user", "content": "List the files here."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "exit code 0\nhello.txt"},
+    ]
+    later = client.chat.completions.create(model=MODEL, messages=turns, tools=[SHELL], temperature=0, max_tokens=32)
+    again = client.chat.completions.create(model=MODEL, messages=turns, tools=[SHELL], temperature=0, max_tokens=32)
+    assert later.usage.prompt_tokens > first.usage.prompt_tokens
+    assert later.choices[0].message.content == again.choices[0].message.content
+
+
+@processes
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [({"tool_choice": "required"}, "tool_choice"), ({"stream": True}, "stream"), ({"tools": [{"type": "function", "function": {"name": "a b"}}]}, "tools[0]")],
+)
+def test_what_this_server_cannot_do_with_tools_is_400(server, extra, param):
+    body = {"model": MODEL, "messages": QUESTION, "tools": [SHELL], **extra}
+    response = post(server, "chat/completions", json.dumps(body))
+    assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
 @processes
 def test_an_unknown_model_is_404(client):
     with pytest.raises(openai.NotFoundError) as raised:

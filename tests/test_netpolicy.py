@@ -76,6 +76,17 @@ def test_a_name_that_does_not_resolve_is_refused_with_a_reason():
         Policy().resolve("no-such-host.invalid", 443)
 
 
+def test_the_harness_policy_allows_the_local_model_server_and_not_the_rest_of_its_host(settings):
+    settings.BELVEDIR_BASE_URL = "http://10.1.2.3:8000"
+    settings.LOCAL_MODEL_URL = "http://127.0.0.1:8001/v1"
+    policy = egress_policy(["example.org"])  # a domain allowlist keeps it too, as it keeps the platform
+    policy.check_name("127.0.0.1", 8001)
+    assert policy.resolve("127.0.0.1", 8001) == ["127.0.0.1"]
+    for port in (8000, 5432, 6379):
+        with pytest.raises(Refused):
+            policy.resolve("127.0.0.1", port)
+
+
 def test_the_harness_policy_comes_from_settings(settings):
     settings.BELVEDIR_BASE_URL = "http://10.1.2.3:8000"
     settings.EGRESS_PORTS = [443]

@@ -106,10 +106,15 @@ def is_origin_url(url: str) -> bool:
 
 
 def egress_policy(domains=None) -> Policy:
-    """Harness sandboxes: the public internet on the egress ports, and the platform."""
+    """Harness sandboxes: the public internet on the egress ports, the platform, and its local model server.
+
+    The local model (BELVEDIR_LOCAL_MODEL_URL) is a platform service like the
+    platform itself, usually on loopback: an agent harness pointed at it
+    (LLM_BASE_URL) reaches exactly that origin, as it reaches FRACTAL_BASE_URL.
+    """
     return Policy(
         ports=frozenset(settings.EGRESS_PORTS),
-        origins=platform_origins(),
+        origins=(*platform_origins(), Origin.from_url(settings.LOCAL_MODEL_URL)),
         networks=settings.EGRESS_ALLOW_NETWORKS,
         domains=tuple(domains) if domains else None,
     )

@@ -8,14 +8,18 @@ name the parameter; an integer parameter refuses any float.
 
 import json
 import math
+import re
 from dataclasses import dataclass
 
+from . import tools
 from .errors import APIError, invalid, model_not_found
 from .runtime import Sampling
 
 MAX_LOGPROBS = 20
 MAX_STOPS = 4
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_TOOLS = 64
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+FUNCTION_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     logprobs: bool
+    tool_names: frozenset[str] = frozenset()  # the functions the model was offered; its answer is parsed for calls of them
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,10 @@ def decode(raw: bytes) -> dict:
 def chat(body: dict, model_ids: tuple[str, ...]) -> ChatRequest:
     model = _model(body, model_ids)
     _only_one(body)
-    if body.get("tools"):
-        raise invalid("tools", "Tools are not supported by this model server.")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid("messages", "'messages' must be a non-empty array.")
+    functions = _functions(body)
     logprobs = _boolean(body, "logprobs", False)
     top = _integer(body, "top_logprobs", 0, MAX_LOGPROBS)
     if top is not None and not logprobs:
@@ -64,13 +68,21 @@ def chat(body: dict, model_ids: tuple[str, ...]) -> ChatRequest:
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens", 0)
     stream = _boolean(body, "stream", False)
+    if functions and stream:
+        raise invalid("stream", "Streaming with tools is not supported by this server: send 'stream': false, or no tools.")
+    turns = [_message(index, message) for index, message in enumerate(messages)]
+    if functions:
+        # The tools join the system message (or make one), where the model is told of them.
+        system = turns[0][1] if turns[0][0] == "system" else ""
+        turns = [("system", tools.system_prompt(functions, system)), *(turns[1:] if system or turns[0][0] == "system" else turns)]
     return ChatRequest(
         model=model,
-        messages=tuple(_message(index, message) for index, message in enumerate(messages)),
+        messages=tuple(turns),
         sampling=_sampling(body, max_tokens, (top or 0) if logprobs else None),
         stream=stream,
         include_usage=_include_usage(body, stream),
         logprobs=logprobs,
+        tool_names=frozenset(function["name"] for function in functions),
     )
 
 
@@ -132,6 +144,7 @@ def _message(index: int, message) -> tuple[str, str]:
     content = message.get("content")
     if content is None and role == "assistant":
         content = ""
+    calls = message.get("tool_calls") if role == "assistant" else None
     if isinstance(content, list):
         if not all(isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str) for part in content):
             raise invalid(f"{param}.content", f"'{param}.content' parts must be text parts: this model reads text only.")
@@ -141,7 +154,46 @@ def _message(index: int, message) -> tuple[str, str]:
     if "\0" in content:
         # The chat template is applied by C code that reads NUL-terminated strings.
         raise invalid(f"{param}.content", f"'{param}.content' must not contain NUL characters.")
+    if calls:
+        content = tools.assistant_turn(content, _calls(param, calls))
+    elif role == "tool":
+        content = tools.tool_result(content)
     return role, content
+
+
+def _functions(body: dict) -> list[dict]:
+    """The function tools offered (none when tool_choice is "none"), each {name, description?, parameters?}."""
+    offered, choice = body.get("tools"), body.get("tool_choice")
+    if choice not in (None, "auto", "none"):
+        raise invalid("tool_choice", "'tool_choice' must be 'auto' or 'none' here: this server cannot force a call.")
+    if offered is None or offered == [] or choice == "none":
+        return []
+    if not isinstance(offered, list) or len(offered) > MAX_TOOLS:
+        raise invalid("tools", f"'tools' must be an array of at most {MAX_TOOLS} function tools.")
+    functions = []
+    for index, tool in enumerate(offered):
+        function = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not FUNCTION_NAME.fullmatch(name):
+            raise invalid(
+                f"tools[{index}]", f"'tools[{index}]' must be {{'type': 'function', 'function': {{'name': …}}}}, the name 1-64 letters, digits, _ or -."
+            )
+        if not isinstance(function.get("description", ""), str) or not isinstance(function.get("parameters", {}), dict):
+            raise invalid(f"tools[{index}].function", f"'tools[{index}].function' needs a string description and an object of parameters.")
+        functions.append({key: function[key] for key in ("name", "description", "parameters") if key in function})
+    return functions
+
+
+def _calls(param: str, calls) -> list[dict]:
+    if not isinstance(calls, list):
+        raise invalid(f"{param}.tool_calls", f"'{param}.tool_calls' must be an array.")
+    functions = []
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not isinstance(function.get("arguments", ""), str):
+            raise invalid(f"{param}.tool_calls[{index}]", f"'{param}.tool_calls[{index}]' must hold a function with a name and arguments as a JSON string.")
+        functions.append({"name": function["name"], "arguments": function.get("arguments", "")})
+    return functions
 
 
 def _include_usage(body: dict, stream: bool) -> bool:

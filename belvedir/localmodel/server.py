@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
-from . import errors, params
+from . import errors, params, tools
 from .errors import APIError
 from .runtime import Delta, Finish, Prompt, Runtime, Token
 
@@ -165,11 +165,16 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if chat.stream:
             return await _stream(request, _chat_chunks(job, reply, chat))
         text, tokens, finish = await _collect(job)
+        message, reason = {"role": "assistant", "content": text}, finish.reason
+        if chat.tool_names:
+            content, calls = tools.parse(text, chat.tool_names)
+            if calls:
+                message, reason = {"role": "assistant", "content": content, "tool_calls": [call.as_openai() for call in calls]}, "tool_calls"
         choice = {
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": message,
             "logprobs": {"content": _chat_logprobs(tokens, chat.sampling.logprobs)} if chat.logprobs else None,
-            "finish_reason": finish.reason,
+            "finish_reason": reason,
         }
         return web.json_response(reply.body([choice], finish))
     finally:

@@ -39,6 +39,18 @@ class ModelError(Exception):
     pass
 
 
+def sampling():
+    """LLM_MAX_TOKENS and LLM_TEMPERATURE when set: a small local model left unbounded can repeat itself to its context's end."""
+    options = {}
+    if os.environ.get("LLM_MAX_TOKENS", "").isdigit():
+        options["max_tokens"] = int(os.environ["LLM_MAX_TOKENS"])
+    try:
+        options["temperature"] = float(os.environ["LLM_TEMPERATURE"])
+    except (KeyError, ValueError):
+        pass
+    return options
+
+
 def _post(url, headers, body, timeout):
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}, method="POST")
     try:
@@ -63,7 +75,7 @@ class OpenAIChat:
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
 
     def ask(self, messages, timeout):
-        body = {"model": self.model, "messages": messages, "tools": [{"type": "function", "function": SHELL_TOOL}]}
+        body = {"model": self.model, "messages": messages, "tools": [{"type": "function", "function": SHELL_TOOL}], **sampling()}
         data = _post(self.url, self.headers, body, timeout)
         message = data["choices"][0]["message"]
         calls = []
@@ -95,7 +107,7 @@ class AnthropicMessages:
 
     def ask(self, messages, timeout):
         tool = {"name": SHELL_TOOL["name"], "description": SHELL_TOOL["description"], "input_schema": SHELL_TOOL["parameters"]}
-        body = {"model": self.model, "max_tokens": 4096, "system": SYSTEM, "messages": messages, "tools": [tool]}
+        body = {"model": self.model, "max_tokens": 4096, "system": SYSTEM, "messages": messages, "tools": [tool], **sampling()}
         data = _post(self.url, self.headers, body, timeout)
         blocks = data.get("content") or []
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")

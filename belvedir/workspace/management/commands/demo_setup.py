@@ -9,6 +9,7 @@ from belvedir.core.actions import create_account, ensure_default_project
 from belvedir.core.models import ApiKey, VerifiedEmail
 from belvedir.core.verification import is_verified
 from evals.actions import register_local_deployment
+from harnesses.local_model import agent_harness
 
 DEMO_USERNAME = "demo"
 DEMO_KEY_NAME = "demo (make run)"
@@ -16,7 +17,7 @@ DEMO_KEY_NAME = "demo (make run)"
 
 # In the top floor, not in core: it composes apps (the demo project's local deployment is evals').
 class Command(BaseCommand):
-    help = "Create or refresh the demo login, its API key and its project's local deployment, and print them (development only)."
+    help = "Create or refresh the demo login, its API key, its project's local deployment and agent harness, and print them (development only)."
 
     @transaction.atomic
     def handle(self, *args, **options):
@@ -38,10 +39,12 @@ class Command(BaseCommand):
         _, raw = ApiKey.issue(project=project, user=user, name=DEMO_KEY_NAME)
         # The model `make run` serves beside the platform: the demo measures something from its first page.
         local = register_local_deployment(project)
+        agent = agent_harness(project, user)
         self.stdout.write(
             self.style.SUCCESS("Demo login (a new password each start):")
             + f"\n  URL:      {settings.BELVEDIR_BASE_URL}/login/"
             + f"\n  username: {DEMO_USERNAME}\n  password: {password}"
             + f"\n  API key:  {raw}"
-            + f'\n  model:    deployment "{local.name}" ({local.model} at {local.base_url})\n'
+            + f'\n  model:    deployment "{local.name}" ({local.model} at {local.base_url})'
+            + (f'\n  agent:    harness "{agent.name}" ({settings.BELVEDIR_BASE_URL}{agent.get_absolute_url()}): press Run\n' if agent else "\n")
         )

@@ -1,0 +1,96 @@
+"""The demo's agent harness: the reference agent preset, cloned from the platform's driver repo,
+run in a real sandbox against the real local model server, reached through the egress proxy."""
+
+import importlib.util
+
+import pytest
+import requests
+from django.apps import apps
+
+from belvedir.localmodel import files
+from belvedir.sandbox.models import SandboxHost
+from harnesses import drivers
+from harnesses.actions import start_run
+from harnesses.execution import execute_run
+from harnesses.local_model import AGENT_ENV, AGENT_TASKS, agent_harness
+from traces.models import Span
+
+from .conftest import egress_proxy_process
+from .harness_fixtures import fund
+from .servers import local_model_server
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def model_url():
+    with local_model_server() as url:
+        yield url
+
+
+@pytest.fixture
+def proxied(settings, live_server, model_url, tmp_path):
+    """A proxy of its own: the local model's origin is one it is started with."""
+    settings.PRESET_REPO_ORG = ""
+    settings.BELVEDIR_BASE_URL = live_server.url
+    settings.LOCAL_MODEL_URL = model_url
+    settings.HARNESS_SANDBOX_NETWORK = "egress"
+    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
+    settings.EGRESS_SOCKET_DIR = tmp_path / "egress"
+    settings.EGRESS_SOCKET_DIR.mkdir()
+    with egress_proxy_process(settings.EGRESS_SOCKET_DIR, live_server.url, BELVEDIR_LOCAL_MODEL_URL=model_url):
+        yield model_url
+
+
+def first_request(task: str, monkeypatch) -> dict:
+    """The agent's first model call for a task, as agent.py builds it."""
+    monkeypatch.syspath_prepend(str(drivers.SOURCE / "_shared"))
+    spec = importlib.util.spec_from_file_location("agent", drivers.SOURCE / "reference-agent" / "agent.py")
+    agent = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(agent)
+    return {
+        "model": files.MODEL_ID,
+        "messages": [{"role": "system", "content": agent.SYSTEM}, {"role": "user", "content": task}],
+        "tools": [{"type": "function", "function": agent.SHELL_TOOL}],
+        "max_tokens": int(AGENT_ENV["LLM_MAX_TOKENS"]),
+        "temperature": 0.0,
+    }
+
+
+def calls(message: dict) -> list:
+    return [(call["function"]["name"], call["function"]["arguments"]) for call in message.get("tool_calls") or []]
+
+
+def test_the_reference_agent_runs_on_the_local_model_and_its_trajectory_is_the_models_own(proxied, project, owner, monkeypatch):
+    fund(project)
+    harness = agent_harness(project, owner)
+    run = start_run(harness, owner)
+    execute_run(run.pk)
+    run.refresh_from_db()
+
+    assert run.status == "succeeded", (run.status_message, run.log_tail)
+    assert run.model_label == files.MODEL_ID and run.results["total"] == 1
+    [row] = run.results["tasks"]
+    assert row["task"] == AGENT_TASKS.split(" :: ")[0] and row["verdict"] in {"solved", "failed", "stopped"}
+    # The model was reached through the proxy, at the local model's origin (on loopback, allowed as the platform is).
+    port = int(proxied.split(":")[2].split("/")[0])
+    assert ("127.0.0.1", port, "") in {(d.host, d.port, d.reason) for d in run.egress_grant().destinations.all()}
+    # Its first answer in the trace is the model's own: the same request asked again, greedy, gives the same text.
+    spans = Span.objects.filter(project=project, session_id=str(run.pk), span_kind="llm").order_by("start_unix_nano")
+    assert spans.count() == row["steps"] >= 1 and spans[0].model == files.MODEL_ID
+    again = requests.post(f"{proxied}/chat/completions", json=first_request(row["task"], monkeypatch), timeout=120).json()["choices"][0]["message"]
+    traced = spans[0].completion[0]
+    assert traced.get("content") == again["content"] and calls(traced) == calls(again)
+
+
+def test_an_origin_on_loopback_other_than_the_local_models_is_refused(proxied, project, owner, model_url):
+    fund(project)
+    harness = agent_harness(project, owner)
+    other = model_url.replace(model_url.split(":")[2].split("/")[0], "1")  # port 1 on the same loopback address
+    harness.env_vars.filter(name="LLM_BASE_URL").update(value=other)
+    run = start_run(harness, owner)
+    execute_run(run.pk)
+    run.refresh_from_db()
+    [row] = run.results["tasks"]
+    assert row["verdict"] == "stopped" and "HTTP 403: Belvedir egress: 127.0.0.1 resolves to 127.0.0.1, a private" in row["reason"]
