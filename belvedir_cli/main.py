@@ -206,7 +206,7 @@ def follow_eval(ev):
     interactive = sys.stdout.isatty() and not click.get_current_context().obj.get("json")
     if interactive:
         columns = [TextColumn("eval #{task.fields[id]}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"), TimeRemainingColumn()]
-        with Progress(*columns, console=console) as progress:
+        with Progress(*columns, console=console()) as progress:
             task = progress.add_task("eval", total=ev["total"] or None, id=ev["id"], rate="")
             while ev["status"] not in EVAL_ENDED:
                 time.sleep(1)
@@ -432,7 +432,7 @@ def follow_run(run):
     interactive = sys.stdout.isatty() and not click.get_current_context().obj.get("json")
     started = time.monotonic()
     if interactive:
-        with Progress(TextColumn("run #{task.fields[id]}: {task.fields[status]}"), TimeElapsedColumn(), console=console) as progress:
+        with Progress(TextColumn("run #{task.fields[id]}: {task.fields[status]}"), TimeElapsedColumn(), console=console()) as progress:
             task = progress.add_task("run", total=None, id=run["id"], status=run["status"])
             while run["status"] not in RUN_ENDED:
                 time.sleep(1)

@@ -10,7 +10,10 @@ from rich.table import Table
 from . import yamlsafe
 from .client import ApiError, Client
 
-console = Console()
+
+def console() -> Console:
+    """A console for this invocation: it reads COLUMNS and the terminal's size now, not when the module was first imported."""
+    return Console()
 
 
 def json_option(command):
@@ -40,7 +43,7 @@ def output(data, columns=None, title=None):
         table.add_column(column)
     for row in rows:
         table.add_row(*["" if row.get(c) is None else str(row.get(c)) for c in columns])
-    console.print(table)
+    console().print(table)
 
 
 def client() -> Client:

@@ -92,24 +92,31 @@ echo "setup: all took $((SECONDS - started)) s"
 # Style first: a formatting or lint error fails in seconds, not after the suite.
 .venv/bin/ruff format --check .
 .venv/bin/ruff check .
-# Two runs that split the suite by marker, every test in exactly one:
+# Three runs that split the suite by marker, every test in exactly one:
 # 1. the in-process tests (the fast tier's, less those marked sandbox, which
 #    run on Docker here): one pytest-xdist worker per core, as in the fast
 #    tier, where they are proven to run side by side;
-# 2. the tests of the real parts, one at a time: they start servers and
-#    sandboxes that share the engine and the cores, and the faults tests stop
-#    PostgreSQL and the engine under everything else.
-# An extra argument such as -k may select no test of one run (pytest's exit 5); it fails only if it selects none of either.
-# Both always run, so one failure in the first hides nothing of the second.
+# 2. the tests of the real parts, one worker per core too, each taking whole
+#    files (--dist loadfile: a module's server or second engine is started
+#    once). Each worker has its own test database, live server, egress proxy
+#    and sandbox instance label (tests/conftest.py), so neither sees, reaps or
+#    sweeps the other's containers. They wait on sandboxes, servers and
+#    browsers more than they compute: side by side, 578 s instead of 860 s;
+# 3. the faults tests alone: they stop PostgreSQL and Docker engines under
+#    everything else.
+# An extra argument such as -k may select no test of a run (pytest's exit 5); it fails only if it selects none of any.
+# All always run, so one failure in the first hides nothing of the others.
 in_process=0
 real_parts=0
+faults=0
 .venv/bin/python -m pytest -n auto --dist worksteal -m "not ($heavy or sandbox)" "$@" || in_process=$?
-.venv/bin/python -m pytest -m "$heavy or sandbox" "$@" || real_parts=$?
+.venv/bin/python -m pytest -n auto --dist loadfile -m "($heavy or sandbox) and not faults" "$@" || real_parts=$?
+.venv/bin/python -m pytest -m faults "$@" || faults=$?
 echo "make test took $((SECONDS - started)) s, setup included."
-if [ "$in_process" = 5 ] && [ "$real_parts" = 5 ]; then
+if [ "$in_process" = 5 ] && [ "$real_parts" = 5 ] && [ "$faults" = 5 ]; then
   exit 5
 fi
-for status in "$in_process" "$real_parts"; do
+for status in "$in_process" "$real_parts" "$faults"; do
   if [ "$status" != 0 ] && [ "$status" != 5 ]; then
     exit "$status"
   fi

@@ -166,6 +166,9 @@ def test_draining_a_host_sends_new_runs_to_the_other(hosts, owner, funded, tmp_p
     assert [(r.status, r.host.name) for r in ended] == [("succeeded", "local")] * 2
 
 
+# It stops and restarts an engine: with the faults tests, alone (scripts/test.sh). Beside another
+# pytest worker's sandboxes, one of its `local` containers was once left exited and unremoved.
+@pytest.mark.faults
 def test_a_stopped_engine_ends_its_runs_while_the_other_works_and_comes_back_after_restart(hosts, owner, funded, tmp_path, worker, second_engine):
     local, second = hosts
     # Four runs, two on each; then `second` has the most free places, so a new run would be sent there first.
