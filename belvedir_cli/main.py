@@ -539,7 +539,7 @@ def models_benchmarks(name):
 @json_option
 def models_run(name, harness_id):
     """Benchmark a model: start a run of the harness with MODEL, MODEL_LABEL and ADAPTER_URL set (charged at the harness's price)."""
-    output(client().post(f"models/{_model_id(name)}/runs", {"harness": harness_id}), ["id", "status", "compute_type", "price_cents"])
+    output(client().post(f"models/{_model_id(name)}/runs", {"harness": harness_id}), RUN_COLUMNS)
 
 
 @cli.group()
