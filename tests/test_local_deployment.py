@@ -22,6 +22,7 @@ from evals.actions import EvalConfigError, create_eval
 from evals.models import Deployment, Eval, SuiteRun
 from evals.suites import builtin_entries
 from evals.tasks import run_eval
+from harnesses.actions import start_run
 from harnesses.models import Harness
 
 from .servers import local_model_server
@@ -81,6 +82,18 @@ def test_demo_setup_makes_the_agent_harness_on_the_local_model_once(capsys):
     assert (env["LLM_BASE_URL"], env["LLM_MODEL"], env["LLM_TEMPERATURE"]) == ("http://127.0.0.1:8001/v1", "SmolLM2-135M-Instruct", "0")
     assert int(env["LLM_MAX_TOKENS"]) <= 512 and harness.compute_type == "cpu"
     assert f'agent:    harness "Reference agent on the local model" (http://127.0.0.1:8000/harnesses/{harness.pk}/): press Run' in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_demo_setup_credits_the_demo_project_once_through_the_ledger_so_its_first_run_starts(capsys):
+    call_command("demo_setup")
+    call_command("demo_setup")
+    harness = Harness.objects.get()
+    entries = LedgerEntry.objects.filter(kind="adjustment", reference=f"demo-credit:{harness.project.pk}")
+    assert entries.count() == 1 and Account.balance_for(harness.project) == 1000
+    assert "balance:  $10.00 (a $10.00 demo credit, given once)" in capsys.readouterr().out
+    run = start_run(harness, harness.created_by)
+    assert run.price_cents == 50 and Account.balance_for(harness.project) == 950
 
 
 @pytest.mark.django_db

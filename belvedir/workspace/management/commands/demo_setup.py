@@ -8,11 +8,16 @@ from django.db import transaction
 from belvedir.core.actions import create_account, ensure_default_project
 from belvedir.core.models import ApiKey, VerifiedEmail
 from belvedir.core.verification import is_verified
+from billing.actions import post_entry
+from billing.models import Account
 from evals.actions import register_local_deployment
 from harnesses.local_model import agent_harness
 
 DEMO_USERNAME = "demo"
 DEMO_KEY_NAME = "demo (make run)"
+# Harness runs are charged at start (a CPU run $0.50): without a credit, the agent harness the
+# banner points at answered "Insufficient balance" to a newcomer's first Run.
+DEMO_CREDIT_CENTS = 1000
 
 
 # In the top floor, not in core: it composes apps (the demo project's local deployment is evals').
@@ -40,11 +45,16 @@ class Command(BaseCommand):
         # The model `make run` serves beside the platform: the demo measures something from its first page.
         local = register_local_deployment(project)
         agent = agent_harness(project, user)
+        # Once per project, through the ledger like any credit: a second start finds the entry and adds nothing.
+        account = Account.for_project(project)
+        post_entry(account, kind="adjustment", amount_cents=DEMO_CREDIT_CENTS, reference=f"demo-credit:{project.pk}", memo="make run's demo credit")
+        account.refresh_from_db()
         self.stdout.write(
             self.style.SUCCESS("Demo login (a new password each start):")
             + f"\n  URL:      {settings.BELVEDIR_BASE_URL}/login/"
             + f"\n  username: {DEMO_USERNAME}\n  password: {password}"
             + f"\n  API key:  {raw}"
+            + f"\n  balance:  ${account.balance_cents / 100:.2f} (a ${DEMO_CREDIT_CENTS / 100:.2f} demo credit, given once)"
             + f'\n  model:    deployment "{local.name}" ({local.model} at {local.base_url})'
             + (f'\n  agent:    harness "{agent.name}" ({settings.BELVEDIR_BASE_URL}{agent.get_absolute_url()}): press Run\n' if agent else "\n")
         )
