@@ -75,11 +75,19 @@ def _check_gguf(archive: zipfile.ZipFile, member: zipfile.ZipInfo, base_model: s
         model = files.verify(files.model_path(settings.LOCAL_MODEL_DIR), digest=False)
     except files.ModelFileError as exc:
         raise ValidationError(f"The adapter cannot be checked: {exc}") from None
-    # The reader maps the file: it goes to a temporary file (its size was bounded by validate_adapter_zip).
+    # The reader maps the file, so it goes to a temporary file: no larger than an upload may be
+    # (GGUF weights hardly compress), counted as it inflates, since a zip's stated sizes can lie.
+    limit = settings.MODEL_ADAPTER_MAX_BYTES
+    if member.file_size > limit:
+        raise ValidationError(f"{member.filename} unpacks to {member.file_size / 1e6:.1f} MB; an adapter may be {limit / 1e6:.0f} MB.")
     with tempfile.TemporaryDirectory(prefix="bv-adapter-") as scratch:
         path = Path(scratch) / "adapter.gguf"
+        written = 0
         with archive.open(member) as source, path.open("wb") as target:
             while chunk := source.read(1 << 20):
+                written += len(chunk)
+                if written > limit:
+                    raise ValidationError(f"{member.filename} unpacks to more than {limit / 1e6:.0f} MB; an adapter may be no more.")
                 target.write(chunk)
         try:
             adapters.check(path, model)

@@ -4,7 +4,9 @@ The adapters are real (tests/adapters.py writes them with the `gguf`
 package); the weights come from `manage.py install_local_model`.
 """
 
+import io
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +128,21 @@ def test_an_adapter_for_another_base_is_refused_on_upload_and_nothing_is_stored(
     assert response.status_code == 200 and message in response.content.decode()
     assert not FineTunedModel.objects.exists()
     assert not (tmp_path / "media").exists() or not any((tmp_path / "media").rglob("*.zip"))
+
+
+@pytest.mark.django_db
+def test_a_gguf_member_that_inflates_past_the_upload_limit_is_refused_before_it_is_written_out(owner_client, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.MODEL_ADAPTER_MAX_BYTES = 1 << 20
+    # 8 MB of zeros deflate to a few KB: within the upload's size, 8 times an adapter's once unpacked.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("adapter/x.gguf", b"GGUF" + b"\0" * (8 << 20))
+    bomb = buffer.getvalue()
+    assert len(bomb) < settings.MODEL_ADAPTER_MAX_BYTES
+    response = upload(owner_client, "m", LOCAL, bomb)
+    assert response.status_code == 200 and "x.gguf unpacks to 8.4 MB; an adapter may be 1 MB." in response.content.decode()
+    assert not FineTunedModel.objects.exists()
 
 
 @pytest.mark.django_db
