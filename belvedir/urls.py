@@ -6,16 +6,17 @@ from rest_framework.routers import SimpleRouter
 
 from belvedir.core import email_views, team_api, team_views
 from belvedir.core import views as core_views
-from belvedir.workspace import api as workspace_api
-from belvedir.workspace import views as workspace_views
 from billing import api as billing_api
 from evals import api as evals_api
-from evals import dataset_api, suite_api
+from evals.datasets import api as dataset_api
+from evals.suites import api as suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from traces import api as traces_api
 from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
+from workspace import api as workspace_api
+from workspace import views as workspace_views
 
 router = SimpleRouter(trailing_slash=False)
 router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
@@ -48,6 +49,7 @@ api_v1 = [
     # Before the router's datasets/<pk>: "rows-from-traces" is no dataset's id.
     path("datasets/rows-from-traces", traces_dataset_api.rows_from_traces, name="api-rows-from-traces"),
     path("benchmarks", evals_api.benchmark_list, name="api-benchmarks"),
+    path("scorers", evals_api.scorer_list, name="api-scorers"),
     path("judges", suite_api.judges, name="api-judges"),
     *router.urls,
 ]

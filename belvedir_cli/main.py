@@ -108,6 +108,26 @@ def benchmarks_list():
 
 
 @cli.group()
+def scorers():
+    """The scorers a dataset eval or an evaluator names: {"name": ..., "options": {...}}."""
+
+
+@scorers.command("list")
+@json_option
+def scorers_list():
+    """Each scorer, whether it asks a judge, and its options (type, default)."""
+    found = client().get("scorers")
+    if click.get_current_context().obj.get("json"):
+        output(found)
+        return
+    rows = [
+        {**s, "judge": "yes" if s["needs_judge"] else "", "options": ", ".join(f"{k} ({o['type']}, default {o['default']!r})" for k, o in s["options"].items())}
+        for s in found
+    ]
+    output(rows, ["name", "judge", "options", "description"])
+
+
+@cli.group()
 def deployments():
     """Model deployments (OpenAI-compatible endpoints)."""
 

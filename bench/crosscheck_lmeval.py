@@ -274,7 +274,7 @@ def compare_loglikelihood(spec, rows, indices, samples, logged, show):
 
 
 def compare_generative(name, spec, rows, indices, samples, logged, show):
-    from evals.scoring import normalize_number
+    from evals.scoring.extraction import normalize_number
 
     n, same_output, same_answer, same_messages, ours_right, differing = len(indices), 0, 0, 0, 0.0, []
     theirs_right = defaultdict(float)

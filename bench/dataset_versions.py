@@ -1,7 +1,7 @@
 """Versioned datasets: what a version costs to make, store and read, against a dataset that has one version.
 
 A 95,000-row dataset goes through 100 versions (ending under the 100,000-row limit), each editing 100 rows,
-adding 100 and removing 50 (evals/dataset_versions.py). Then, 5 times each
+adding 100 and removing 50 (evals/datasets/versions.py). Then, 5 times each
 (median): every row of its first and of its latest version, a page of 100
 rows deep in the latest (the API's cursor), and diffs; against the same reads
 of a dataset of the latest version's rows in one version (the floor: what a
@@ -46,7 +46,7 @@ def measure(args):
     from django.db import connection
 
     from belvedir.core.actions import create_account
-    from evals.dataset_versions import _change, diff, new_dataset, rows_at
+    from evals.datasets.versions import _change, diff, new_dataset, rows_at
     from evals.models import DatasetRow, DatasetVersion
 
     user = create_account(username="bench", password=None)

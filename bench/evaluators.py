@@ -125,8 +125,10 @@ def main():
                 stored_before = stored
                 if kind == "on":
                     on_turns.append(first)
-                # Every session of the turn segmented (and sent to scoring, or not) before the next turn switches the evaluator.
+                # Every session of the turn segmented, and scored (or not), before the next turn switches the evaluator:
+                # a score task still queued when an "off" turn begins would find it disabled and leave its sessions unscored.
                 _segmented(database)
+                _queue_drained(database)
                 wait_for_autovacuum(database)
         batches = [first + b for first in on_turns for b in range(args.requests)]
         lags = _lags(database, evaluator, batches, len(batches) * (args.spans // 50), args.quiet)
@@ -165,6 +167,15 @@ def _segmented(database, timeout=300):
     with psycopg.connect(database, autocommit=True) as conn:
         while conn.execute("SELECT EXISTS (SELECT 1 FROM traces_tracesession WHERE needs_processing)").fetchone()[0]:
             assert time.monotonic() < deadline, "sessions were not segmented in time"
+            time.sleep(0.2)
+
+
+def _queue_drained(database, timeout=300):
+    """The eval queue (django-q2's ORM broker) holds no task: each is deleted once its worker has done it."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(database, autocommit=True) as conn:
+        while conn.execute("SELECT EXISTS (SELECT 1 FROM django_q_ormq)").fetchone()[0]:
+            assert time.monotonic() < deadline, "the eval queue did not drain in time"
             time.sleep(0.2)
 
 

@@ -7,8 +7,8 @@ the same machine:
   (unsandboxed: a process per sample on the host, 4 workers);
 - platform: `CodeSandboxes`, laid out as an eval's are (4 slots: one
   locked-down container under runc, one container per slot under gVisor, see
-  `slots_per_sandbox`; every sample under its own uid, session, rlimits and
-  private temp dir), container start and removal included.
+  `concurrency_per_sandbox`; every sample under its own uid, session, rlimits
+  and private temp dir), container start and removal included.
 Target: platform at most 1.0x the baseline at n = 10.
 
 Usage: .venv/bin/python bench/humaneval_sandbox.py [--slots 4] [--n 10] [--runtimes runc,runsc]
@@ -75,12 +75,12 @@ def sandboxed(jobs: list[dict], slots: int, runtime: str, timeout: int = 10) -> 
     """Seconds to score every job (`CodeSandboxes.run`'s arguments) as an eval does, container start and removal
     included; the runtime it resolved to, its containers, and each job's (passed, detail)."""
     from django.conf import settings
+    from standalone_sandboxes import standalone_code_sandboxes
 
     from belvedir.sandbox.backends.docker import DockerBackend
-    from evals.code_sandbox import CodeSandboxes
 
     started = time.perf_counter()
-    with CodeSandboxes.standalone("bench", DockerBackend(settings.SANDBOX_DOCKER_URL), slots=slots, timeout=timeout, runtime=runtime) as scorer:
+    with standalone_code_sandboxes("bench", DockerBackend(settings.SANDBOX_DOCKER_URL), slots=slots, timeout=timeout, runtime=runtime) as scorer:
         runtime, containers = scorer.runtime, len(scorer.parts)
         with ThreadPoolExecutor(slots) as pool:
             outcomes = list(pool.map(lambda job: scorer.run(**job), jobs))

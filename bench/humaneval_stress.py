@@ -28,11 +28,11 @@ def main():
 
     django.setup()
     from django.conf import settings
+    from standalone_sandboxes import standalone_code_sandboxes
 
     from belvedir.sandbox.backends.docker import DockerBackend
     from belvedir.sandbox.errors import SandboxPlatformError
     from evals.benchmarks import humaneval
-    from evals.code_sandbox import CodeSandboxes
 
     rows = humaneval.rows()
     failures, errors, durations = [], [], []
@@ -48,7 +48,7 @@ def main():
 
     for number in range(1, args.rounds + 1):
         started = time.perf_counter()
-        with CodeSandboxes.standalone(
+        with standalone_code_sandboxes(
             f"stress-{number}", DockerBackend(settings.SANDBOX_DOCKER_URL), slots=args.slots, timeout=settings.HUMANEVAL_TIMEOUT_SECONDS
         ) as scorer:
             with ThreadPoolExecutor(args.slots) as pool:

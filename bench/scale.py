@@ -93,12 +93,12 @@ def set_hosts(engines: int, second, capacity: int, runtime: str):
 
     from belvedir.sandbox.models import SandboxHost
 
-    SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": capacity, "runtime": runtime})
+    SandboxHost.objects.update_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": capacity, "runtime": runtime})
     SandboxHost.objects.filter(name="second").delete()
     if engines == 2:
         remote = second.tls_engine()
         SandboxHost.objects.create(
-            name="second", docker_url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=capacity, runtime=runtime
+            name="second", url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=capacity, runtime=runtime
         )
 
 

@@ -56,7 +56,7 @@ def main():
         from belvedir.core.actions import create_account
         from evals.actions import create_eval
         from evals.models import Deployment, Eval
-        from evals.suites import create_suite_run
+        from evals.suites.actions import create_suite_run
         from evals.tasks import run_eval
 
         user = create_account(username="bench", password=None)

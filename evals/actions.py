@@ -6,16 +6,16 @@ from django.db.models import F
 from django.utils import timezone
 
 from belvedir.core import jsonvalues
-from belvedir_cli import yamlsafe
 from billing.actions import debt_gate, refuse_if_in_debt
 
 from . import benchmarks, local_model, queue
 from .benchmarks.base import DataMissing, OptionError
+from .config_files import read_fields
 from .connection import try_connection
 from .engine import refresh_counters
 from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
-from .patterns import PatternError, compile_pattern
-from .scoring import DATASET_SCORERS, LLM_JUDGE
+from .scoring.base import ScorerConfigError, config
+from .scoring.scorers import SCORERS, named, read_config
 from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
@@ -137,7 +137,9 @@ def plan_eval(
     elif benchmark_options:
         raise EvalConfigError("benchmark_options apply to a catalog benchmark; a dataset eval takes scorers instead.")
     else:
-        scorers = _check_scorers(project, scorers)
+        if same_rows_as is not None and judge is None and scorers == list(same_rows_as.scorers):
+            judge = same_rows_as.judge  # its scorers, so its judge
+        scorers, judge = _check_scorers(project, scorers, judge)
         dataset_version = _check_dataset_version(dataset, dataset_version)
     if dataset_version is not None and dataset is None:
         raise EvalConfigError("dataset_version pins a dataset's version: give the dataset too.")
@@ -186,28 +188,18 @@ def check_benchmark(name: str):
 
 
 def _check_judge(project, benchmark: str, scorers: list, judge: Deployment | None) -> Deployment | None:
-    """The eval's judge: the one given for a judged benchmark, or the llm_judge scorer's for a dataset."""
+    """The eval's judge: the one given for a judged benchmark, or the llm_judge scorer's for a dataset (_check_scorers)."""
     if judge is not None and judge.project_id != project.pk:
         raise EvalConfigError("The judge must be a deployment of this project.")
-    if benchmark:
-        if benchmarks.get(benchmark).judged:
-            if judge is None:
-                raise EvalConfigError(f"{benchmark} is graded by an LLM judge: choose a judge deployment (judge), preferably not the one under test.")
-            return judge
-        if judge is not None:
-            raise EvalConfigError(f"{benchmark} is not judged by a model: leave judge unset.")
-        return None
-    scorer_judges = {s["deployment"] for s in scorers if isinstance(s, dict) and s.get("name") == LLM_JUDGE}
-    if len(scorer_judges) > 1:
-        raise EvalConfigError("One judge per eval: give the llm_judge scorer once.")
-    if not scorer_judges:
-        if judge is not None:
-            raise EvalConfigError('A dataset eval is judged through its llm_judge scorer: {"name": "llm_judge", "deployment": ID}.')
-        return None
-    scorer_judge = Deployment.objects.get(project=project, pk=scorer_judges.pop())
-    if judge is not None and judge.pk != scorer_judge.pk:
-        raise EvalConfigError("The llm_judge scorer names another judge than the eval's judge: give one.")
-    return scorer_judge
+    if not benchmark:
+        return judge
+    if benchmarks.get(benchmark).judged:
+        if judge is None:
+            raise EvalConfigError(f"{benchmark} is graded by an LLM judge: choose a judge deployment (judge), preferably not the one under test.")
+        return judge
+    if judge is not None:
+        raise EvalConfigError(f"{benchmark} is not judged by a model: leave judge unset.")
+    return None
 
 
 def _check_epochs(epochs: int, samples_per_problem: int, mode: str):
@@ -269,30 +261,34 @@ def _check_mode(mode, benchmark: str, deployment: Deployment, generation):
         raise EvalConfigError("Log-likelihood mode generates nothing: leave generation settings unset.")
 
 
-def _check_scorers(project, scorers) -> list:
+def _check_scorers(project, scorers, judge: Deployment | None) -> tuple[list, Deployment | None]:
+    """A dataset eval's scorers, each {"name", "options"} checked, and its judge: the eval's, which a scorer that
+    needs one (llm_judge) asks; the old shape names it beside the scorer ({"name": "llm_judge", "deployment": ID})."""
     if not scorers:
-        raise EvalConfigError("A dataset eval needs at least one scorer: " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
+        raise EvalConfigError("A dataset eval needs at least one scorer: " + ", ".join(SCORERS) + ".")
     checked = []
-    for scorer in scorers:
-        name = scorer.get("name") if isinstance(scorer, dict) else scorer
-        if name == LLM_JUDGE:
-            judge_id = scorer.get("deployment") if isinstance(scorer, dict) else None
-            if not Deployment.objects.filter(project=project, pk=judge_id).exists():
-                raise EvalConfigError('The llm_judge scorer needs a judge deployment of this project: {"name": "llm_judge", "deployment": ID}.')
-            checked.append({"name": LLM_JUDGE, "deployment": judge_id})
-        elif name in DATASET_SCORERS:
-            options = scorer.get("options", {}) if isinstance(scorer, dict) else {}
-            if name == "regex" and not options.get("pattern"):
-                raise EvalConfigError('The regex scorer needs a pattern: {"name": "regex", "options": {"pattern": "..."}}.')
-            if name == "regex":
-                try:
-                    compile_pattern(str(options["pattern"]), expected="x")
-                except PatternError as exc:
-                    raise EvalConfigError(f"The regex scorer's pattern {exc}.") from None
-            checked.append({"name": name, "options": options} if options else name)
-        else:
-            raise EvalConfigError(f"Unknown scorer {name!r}; choose from " + ", ".join([*DATASET_SCORERS, LLM_JUDGE]) + ".")
-    return checked
+    for entry in scorers:
+        try:
+            name, options, deployment = read_config(entry)
+            scorer = named(name)
+            checked.append(config(name, scorer.check(options)))
+        except ScorerConfigError as exc:
+            raise EvalConfigError(str(exc)) from None
+        if deployment is not None:
+            named_judge = Deployment.objects.filter(project=project, pk=deployment).first() if isinstance(deployment, int) else None
+            if named_judge is None:
+                raise EvalConfigError(f"The {name} scorer's judge must be a deployment of this project.")
+            if judge is not None and judge.pk != named_judge.pk:
+                raise EvalConfigError(f"The {name} scorer names another judge than the eval's judge: give one.")
+            judge = named_judge
+    judged = [entry["name"] for entry in checked if named(entry["name"]).needs_judge]
+    if len(judged) > 1:
+        raise EvalConfigError("One judge per eval: give the llm_judge scorer once.")
+    if judged and judge is None:
+        raise EvalConfigError(f"The {judged[0]} scorer needs a judge deployment of this project: give the eval a judge (judge).")
+    if judge is not None and not judged:
+        raise EvalConfigError('A dataset eval is judged through its llm_judge scorer: add {"name": "llm_judge", "options": {}} to its scorers.')
+    return checked, judge
 
 
 def cancel_eval(ev: Eval) -> bool:
@@ -475,16 +471,7 @@ CONFIG_FIELDS = {
 
 def parse_config(text: str) -> dict:
     """An eval config file (YAML, or JSON, which is YAML) into the API's fields."""
-    try:
-        data = yamlsafe.load(text)
-    except yamlsafe.YAMLRefused as exc:
-        raise EvalConfigError(f"The config {exc}.") from None
-    if not isinstance(data, dict):
-        raise EvalConfigError("The config must be a mapping of fields (benchmark, deployment, sample_limit, …).")
-    unknown = set(data) - CONFIG_FIELDS
-    if unknown:
-        raise EvalConfigError(f"Unknown config fields: {', '.join(sorted(unknown))}. Allowed: {', '.join(sorted(CONFIG_FIELDS))}.")
-    return data
+    return read_fields(text, allowed=CONFIG_FIELDS, what="config", hint="benchmark, deployment, sample_limit, …", error=EvalConfigError)
 
 
 def dataset_for(project, dataset_id) -> Dataset | None:

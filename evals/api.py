@@ -14,7 +14,6 @@ from belvedir.core.serializers import django_validator
 
 from . import benchmarks
 from .actions import cancel_eval, create_eval, dataset_for, rescore_eval, resume_eval, retry_errors
-from .calibration import NOT_CALIBRATED, calibration_status, label_verdict
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import try_connection
@@ -22,6 +21,8 @@ from .downloads import samples_file
 from .metrics import metrics
 from .models import Deployment, Eval, Sample, SampleAttempt
 from .noise import noise
+from .scoring.calibration import NOT_CALIBRATED, calibration_status, label_verdict
+from .scoring.scorers import DEPRECATED_SHAPES, SCORERS, old_shapes
 from .validation import validate_deployment_url
 
 
@@ -172,7 +173,12 @@ class EvalCreateSerializer(serializers.Serializer):
         required=False, allow_null=True, min_value=1, default=None, help_text="The dataset's version to score; its latest by default."
     )
     deployment = serializers.CharField(help_text="Deployment name or id.")
-    scorers = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    scorers = serializers.ListField(
+        child=serializers.JSONField(),
+        required=False,
+        default=list,
+        help_text='A dataset eval\'s scorers, {"name": ..., "options": {...}} each (GET /api/v1/scorers lists them); llm_judge asks the eval\'s judge.',
+    )
     sample_limit = serializers.IntegerField(required=False, allow_null=True, min_value=1, default=None)
     seed = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=jsonvalues.INT_MIN, max_value=jsonvalues.INT_MAX)
     generation = serializers.DictField(required=False, default=dict)
@@ -313,7 +319,10 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             judge=judge,
             epochs=data["epochs"],
         )
-        return Response(EvalSerializer(ev).data, status=status.HTTP_201_CREATED)
+        body = EvalSerializer(ev).data
+        if old_shapes(data["scorers"]):
+            body = {**body, "deprecation": DEPRECATED_SHAPES}
+        return Response(body, status=status.HTTP_201_CREATED)
 
     @extend_schema(
         parameters=[OpenApiParameter("filter", str, enum=["wrong", "errors"]), OpenApiParameter("download", str, enum=["jsonl", "csv"])],
@@ -446,3 +455,10 @@ def delete_protected(instance, message):
 def benchmark_list(request):
     """The live benchmark catalog."""
     return Response([benchmarks.describe(module) for module in benchmarks.CATALOG.values()])
+
+
+@extend_schema(responses={200: dict})
+@api_view(["GET"])
+def scorer_list(request):
+    """The scorers a dataset eval or an evaluator may name, with their options ({"name": ..., "options": {...}} each)."""
+    return Response([scorer.describe() for scorer in SCORERS.values()])

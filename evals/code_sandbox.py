@@ -5,8 +5,9 @@ even a `docker exec` per sample costs more than most tests (about 85 ms of
 engine work on this machine kind). So one locked-down container (network
 none, memory and pids limits, read-only root, no capabilities) serves a whole
 eval, with one long-lived runner per concurrency slot, fed samples through
-its stdin; under gVisor, one such container per slot (`slots_per_sandbox`,
-`code_sandbox_layout`, `CodeSandboxes`). Isolation between samples comes from the kernel:
+its stdin; where the runtime wants it, one such container per slot (the
+sandbox's `concurrency_per_sandbox`, `code_sandbox_layout`, `CodeSandboxes`).
+Isolation between samples comes from the kernel:
 
 - every slot has its own uid: a sample cannot signal, ptrace or read the
   files of a sample in another slot;
@@ -49,8 +50,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from belvedir.sandbox import launch
-from belvedir.sandbox.backend import Backend, Sandbox, Session
+from belvedir.sandbox.backend import Sandbox, Session, concurrency_per_sandbox
 from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.errors import SandboxError, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.owners import Owner
@@ -75,32 +75,21 @@ def code_sandbox_spec(owner: Owner, *, slots: int, memory_mb: int = MEMORY_MB, r
 
 
 def code_sandbox_layout(owner: Owner, *, slots: int, runtime: str, memory_mb: int = MEMORY_MB) -> list[SandboxSpec]:
-    """The sandboxes a scorer of `slots` needs under `runtime` (resolved): one for all of them, or one per slot under gVisor.
+    """The sandboxes a scorer of `slots` needs under `runtime` (resolved): as many slots in each as the runtime
+    runs well side by side (`concurrency_per_sandbox`: all of them, or one each).
 
     All are the owner's, so its lease and the reaper cover every one of them.
     """
-    per = slots_per_sandbox(runtime, slots)
+    per = concurrency_per_sandbox(runtime, slots)
     return [code_sandbox_spec(owner, slots=per, memory_mb=memory_mb, runtime=runtime, part=part) for part in range(math.ceil(slots / per))]
-
-
-def slots_per_sandbox(runtime: str, slots: int) -> int:
-    """How many of a scorer's slots share one sandbox under this (resolved) runtime.
-
-    Under gVisor, one: on its ptrace platform the processes of one sandbox
-    wait on each other to fork and to fault pages in. With the same CPU,
-    4 sandboxes of one slot scored ~1.4 times as fast as one of 4 slots
-    (45.8 against 65 ms a sample on one core in all, 21-23 against 30.4 on
-    two; bench/README.md). Under runc the kernel runs a sandbox's slots side
-    by side, and one container is cheapest.
-    """
-    return 1 if runtime == "runsc" else slots
 
 
 class CodeSandbox:
     """Runners in an open sandbox (one made from `code_sandbox_spec` with as many slots).
 
     The sandbox is the caller's to open and close: an eval's comes from
-    `belvedir.sandbox.launch.layout`, which also holds its lease.
+    `belvedir.sandbox.launch.layout`, which also holds its lease (benches
+    open theirs without one: bench/standalone_sandboxes.py).
     """
 
     def __init__(self, sandbox: Sandbox, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB):
@@ -126,15 +115,6 @@ class CodeSandbox:
         for session in [*self._runners, self._reporter]:
             if session is not None:
                 session.close()
-
-    @classmethod
-    @contextmanager
-    def standalone(cls, name: str, backend: Backend, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
-        """Its own sandbox on `backend`, with no lease: for benches and tests that bring an engine."""
-        # Not an "eval" owner: the reaper would take it for an ended eval's sandbox.
-        spec = code_sandbox_spec(Owner("standalone", name), slots=slots, memory_mb=memory_mb, runtime=runtime)
-        with backend.sandbox(spec) as box, cls(box, slots=slots, timeout=timeout, memory_mb=memory_mb) as code:
-            yield code
 
     def run(self, program: str, *, proof: str | None = None) -> tuple[bool, str]:
         """(passed, detail). Blocks for a free slot; safe to call from several threads.
@@ -298,7 +278,7 @@ class CodeSandbox:
 
 
 class CodeSandboxes:
-    """Several CodeSandboxes scoring as one (see `slots_per_sandbox`): `run` takes the one with the most free slots.
+    """Several CodeSandboxes scoring as one (see `code_sandbox_layout`): `run` takes the one with the most free slots.
 
     A part that fails with a platform error (its container gone: under
     gVisor a sandbox out of memory stops whole) takes no more samples; the
@@ -320,7 +300,7 @@ class CodeSandboxes:
         `launch.layout`); if any part's runners cannot start, the parts
         started are closed again.
         """
-        per = slots_per_sandbox(boxes[0].runtime, slots)
+        per = concurrency_per_sandbox(boxes[0].runtime, slots)
         with ExitStack() as stack:
             with ThreadPoolExecutor(len(boxes)) as pool:
                 futures = [pool.submit(lambda box: CodeSandbox(box, slots=per, timeout=timeout, memory_mb=memory_mb).__enter__(), box) for box in boxes]
@@ -331,14 +311,6 @@ class CodeSandboxes:
             if failed:
                 raise failed[0]
             yield cls([future.result() for future in futures])
-
-    @classmethod
-    @contextmanager
-    def standalone(cls, name: str, backend: Backend, *, slots: int = 4, timeout: int = 10, memory_mb: int = MEMORY_MB, runtime: str = "auto"):
-        """Its own sandboxes on `backend`, laid out as an eval's are, with no lease: for benches and tests."""
-        specs = code_sandbox_layout(Owner("standalone", name), slots=slots, runtime=backend.runtime(runtime), memory_mb=memory_mb)
-        with launch.sandboxes(backend, specs) as boxes, cls.opened(boxes, slots=slots, timeout=timeout, memory_mb=memory_mb) as scorer:
-            yield scorer
 
     @property
     def runtime(self) -> str:

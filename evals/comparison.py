@@ -9,10 +9,10 @@ is refused with the reason, never silently matched by index.
 from dataclasses import dataclass
 
 from . import benchmarks, statistics
-from .calibration import NOT_CALIBRATED, calibration_status
 from .categories import axes_of, group_by_category
 from .models import DatasetVersion, Eval
 from .noise import noise
+from .scoring.calibration import NOT_CALIBRATED, calibration_status
 from .subset import select_rows
 
 FIELDS = ("row_index", "input", "output", "reference", "score", "error", "category", "completions")

@@ -3,7 +3,7 @@ import time
 
 from billing.actions import debt_gate, refuse_if_in_debt
 
-from .engine import RequestFailed, complete, http_session
+from .client import RequestFailed, complete, http_session
 
 
 @debt_gate("one tiny request to a deployment (its tokens)")

@@ -6,7 +6,8 @@ from belvedir_cli import yamlsafe
 
 from . import benchmarks, statistics
 from .models import Dataset, Deployment, Eval, Suite, SuiteRun
-from .scoring import DATASET_SCORERS, LLM_JUDGE
+from .scoring.base import config
+from .scoring.scorers import SCORERS
 from .validation import validate_deployment_url
 
 
@@ -92,7 +93,7 @@ def choice_label(entry: dict) -> str:
     return f"{entry['name']} ({entry['rows']} rows, {entry['metric']})"
 
 
-SCORER_CHOICES = [(name, name.replace("_", " ")) for name in [*DATASET_SCORERS, LLM_JUDGE]]
+SCORER_CHOICES = [(name, name.replace("_", " ")) for name in SCORERS]
 
 
 class DatasetEvalForm(forms.Form):
@@ -110,16 +111,8 @@ class DatasetEvalForm(forms.Form):
         self.fields["deployment"].queryset = self.fields["judge"].queryset = Deployment.objects.filter(project=project)
 
     def scorer_config(self) -> list:
-        config = []
-        for name in self.cleaned_data["scorers"]:
-            if name == "regex":
-                config.append({"name": "regex", "options": {"pattern": self.cleaned_data["regex_pattern"]}})
-            elif name == LLM_JUDGE:
-                judge = self.cleaned_data["judge"]
-                config.append({"name": LLM_JUDGE, "deployment": judge.pk if judge else None})
-            else:
-                config.append(name)
-        return config
+        """The ticked scorers, {"name", "options"} each; the judge is the eval's (judge), which llm_judge asks."""
+        return [config(name, {"pattern": self.cleaned_data["regex_pattern"]} if name == "regex" else {}) for name in self.cleaned_data["scorers"]]
 
 
 DATASET_FILE_HELP = (

@@ -184,6 +184,7 @@ class Eval(models.Model):
     dataset = models.ForeignKey(Dataset, null=True, blank=True, on_delete=models.PROTECT, related_name="evals")
     # The dataset's version it scores (DatasetVersion.number): its rows stay that version's, whatever the dataset becomes.
     dataset_version = models.PositiveIntegerField(null=True, blank=True)
+    # A dataset eval's scorers, {"name": ..., "options": {...}} each (evals.scoring); empty for a benchmark eval.
     scorers = models.JSONField(default=list, blank=True)
     mode = models.CharField(max_length=13, choices=Mode.choices, default=Mode.GENERATIVE)
     sample_limit = models.PositiveIntegerField(null=True, blank=True)

@@ -22,7 +22,7 @@ from . import benchmarks
 from .actions import next_pass, resume_eval
 from .benchmarks.base import Benchmark, DataMissing
 from .code_sandbox import CodeSandboxes, code_sandbox_layout
-from .datasets import DatasetBenchmark
+from .datasets.evals import DatasetBenchmark
 from .engine import EvalRun, StoredOutput, refresh_counters
 from .models import Eval, Sample
 from .queue import advance, enqueue

@@ -1,6 +1,8 @@
 from django.urls import path
 
-from . import dataset_views, suite_views, views
+from . import views
+from .datasets import views as dataset_views
+from .suites import views as suite_views
 
 app_name = "evals"
 urlpatterns = [

@@ -13,7 +13,6 @@ from billing.errors import InsufficientBalance
 from . import benchmarks, local_model
 from .actions import EvalConfigError, cancel_eval, create_eval, rescore_eval, resume_eval, retry_errors
 from .api import attempts_by_row, eval_warnings, filter_samples
-from .calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, verdicts_of
 from .categories import category_scores
 from .comparison import NotPaired, compare_evals
 from .connection import try_connection
@@ -22,6 +21,7 @@ from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm
 from .metrics import metrics
 from .models import Deployment, Eval
 from .noise import noise
+from .scoring.calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, posted_grade, verdicts_of
 
 
 @login_required
@@ -86,6 +86,7 @@ def create_dataset_eval(request):
                 dataset=form.cleaned_data["dataset"],
                 dataset_version=form.cleaned_data["dataset_version"],
                 scorers=form.scorer_config(),
+                judge=form.cleaned_data["judge"],
                 sample_limit=form.cleaned_data["sample_limit"],
             )
         except (EvalConfigError, InsufficientBalance) as exc:
@@ -166,10 +167,8 @@ def eval_label(request, pk):
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     row_index = request.POST.get("row_index", "")
     sample = get_object_or_404(ev.samples.all(), row_index=int(row_index) if row_index.isdecimal() else -1)
-    answer = request.POST.get("label", "")
     try:
-        value = float(request.POST["value"]) if answer == "grade" else None
-        label_verdict(sample, request.user, turn=int(request.POST.get("turn", 1)), value=value, agree={"agree": True, "disagree": False}.get(answer))
+        label_verdict(sample, request.user, turn=int(request.POST.get("turn", 1)), **posted_grade(request.POST))
     except (LabelRefused, ValueError, KeyError) as exc:
         messages.error(request, f"Not labelled: {exc}")
     else:

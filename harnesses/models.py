@@ -1,3 +1,4 @@
+import enum
 import json
 import math
 
@@ -17,6 +18,17 @@ from . import drivers
 
 MAX_TIME_LIMIT_SECONDS = 3600
 MAX_TASK_ROWS = 500
+
+
+class Place(enum.IntFlag):
+    """Where a run's output held one of its secrets (the values of Run.secret_places; found by harnesses.redaction)."""
+
+    LOG = 1
+    RESULTS = 2
+    SPANS = 4
+
+
+PLACE_NAMES = {Place.LOG: "log", Place.RESULTS: "results.json", Place.SPANS: "spans"}
 
 
 class Preset(models.Model):
@@ -159,7 +171,7 @@ class Run(models.Model):
     extra_env = models.JSONField(default=dict, blank=True, help_text="Env added by whoever started the run (e.g. a model benchmark).")
     # Secret env added at start (HF_TOKEN, signed URLs): masked in logs, never shown.
     secret_env = models.JSONField(default=dict, blank=True)
-    # Which of its secrets the run's output held, by env name, and where (harnesses.redaction.Place flags):
+    # Which of its secrets the run's output held, by env name, and where (Place flags):
     # {"API_TOKEN": 1}. Never a value. Empty while none did.
     secret_places = models.JSONField(default=dict, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -231,8 +243,6 @@ class Run(models.Model):
     @property
     def secrets_reached_output(self) -> list[dict]:
         """Which of its secrets reached the run's output and where, found there and redacted: [{"name": "API_TOKEN", "places": ["log"]}]."""
-        from .redaction import PLACE_NAMES  # .redaction imports this module
-
         return [
             {"name": name, "places": [label for place, label in PLACE_NAMES.items() if flags & place]}
             for name, flags in sorted(self.secret_places.items())
@@ -242,8 +252,6 @@ class Run(models.Model):
     @property
     def secret_reached_output(self) -> list[str]:
         """Where any of its secrets reached the run's output ("log", "results.json", "spans")."""
-        from .redaction import PLACE_NAMES
-
         flags = 0
         for value in self.secret_places.values():
             flags |= value if isinstance(value, int) else 0

@@ -17,7 +17,6 @@ value) its output held, and where (Run.secret_places), and its page, the
 API and `bv` say so. A user wants to know the run printed their key.
 """
 
-import enum
 import json
 import secrets
 from dataclasses import dataclass
@@ -27,23 +26,12 @@ from django.db import connection, transaction
 from belvedir.core.models import ProjectSecret
 from belvedir.redaction import Redactor
 
-from .models import HarnessEnvVar, Run
+from .models import HarnessEnvVar, Place, Run
 
 CANARY_ENV = "BELVEDIR_CANARY_API_KEY"
 # The per-run key, kept with the run's secret env so that the trace workers,
 # which only see the key's hash, can redact it from the spans it sends.
 RUN_KEY_ENV = "BELVEDIR_API_KEY"
-
-
-class Place(enum.IntFlag):
-    """Where a run's output held one of its secrets (the values of Run.secret_places)."""
-
-    LOG = 1
-    RESULTS = 2
-    SPANS = 4
-
-
-PLACE_NAMES = {Place.LOG: "log", Place.RESULTS: "results.json", Place.SPANS: "spans"}
 
 
 def new_canary() -> str:
@@ -124,14 +112,14 @@ def _note_portably(run_id: int, found: list[str], place: Place):
         Run.objects.filter(pk=run_id).update(secret_places=places)
 
 
-def redact_run_rows(run_id: str, rows: list[dict], source: bytes | None = None) -> list[dict]:
+def redact_run_rows(run_id: int, rows: list[dict], source: bytes | None = None) -> list[dict]:
     """A run key's batch of span rows with the run's secrets masked (every string: attributes, events, messages, names).
 
     `source`: the request body they were parsed from. A batch holding no
     secret costs one query and one scan of it (or, when it has escapes that
     could hide one, a serialisation of the rows and a scan of that).
     """
-    secrets = run_secrets(int(run_id)) if run_id.isdigit() else None
+    secrets = run_secrets(run_id)
     if secrets is None:
         return rows
     redactor = secrets.redactor()

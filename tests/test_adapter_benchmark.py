@@ -44,7 +44,7 @@ def local_model_harness(settings, egress, tmp_path, project, owner):
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     # Transactional tests flush the host the migrations made.
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
     fund(project, 5000)
     source = drivers.SOURCE / "local-model"
     driver = {path.name: path.read_text() for path in source.glob("*") if path.is_file()}

@@ -161,7 +161,7 @@ def test_refund_revoke_and_drain_need_their_permissions(owner, project, tmp_path
     run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, status="failed")
     charge_for_run(run)
     key, _ = ApiKey.issue(project=project, user=owner, name="k")
-    host = SandboxHost.objects.create(name="gpu-1", docker_url="unix:///nowhere.sock")
+    host = SandboxHost.objects.create(name="gpu-1", url="unix:///nowhere.sock")
     viewer = staff_with("harnesses.view_run", "core.view_apikey", "sandbox.view_sandboxhost", "sandbox.change_sandboxhost")
 
     run_action(viewer, "/admin/harnesses/run/", "refund_runs", [run.pk])
@@ -173,7 +173,7 @@ def test_refund_revoke_and_drain_need_their_permissions(owner, project, tmp_path
         {
             "name": "gpu-1",
             "kind": host.kind,
-            "docker_url": host.docker_url,
+            "url": host.url,
             "capacity": host.capacity,
             "gpu_count": host.gpu_count,
             "enabled": "on",

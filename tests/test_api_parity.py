@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 from evals.models import Dataset, Deployment, Eval
 from finetunes.models import FineTunedModel
 

@@ -308,7 +308,7 @@ def test_the_reaper_removes_an_ended_owners_sandbox_and_keeps_an_active_ones(fla
     owners.register("contract", active=lambda: get_user_model().objects.filter(is_active=True))
     user = get_user_model().objects.create_user(username="owner")
     SandboxHost.objects.update(enabled=False)
-    SandboxHost.objects.create(name="contract", backend=flavour.backend_class.name, docker_url=flavour.url)
+    SandboxHost.objects.create(name="contract", backend=flavour.backend_class.name, url=flavour.url)
     box = backend.sandbox(SandboxSpec(owner=Owner("contract", user.pk), runtime=flavour.runtime)).__enter__()
     try:
         assert reap()["orphans_removed"] == 0

@@ -89,7 +89,7 @@ def test_a_sample_limit_above_the_rows_is_refused(api, deployment, benchmark, li
 
 def test_a_dataset_sample_limit_above_its_rows_is_refused(project, owner, deployment):
     from evals.actions import EvalConfigError
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, owner, "three", b'{"input": "a", "expected": "1"}\n' * 3)
     with pytest.raises(EvalConfigError, match="sample_limit 4 is above the 3 rows of three"):

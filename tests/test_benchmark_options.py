@@ -57,7 +57,7 @@ def test_an_unknown_option_or_a_wrong_type_is_refused_and_nothing_is_created(api
 
 
 def test_options_that_are_not_a_mapping_or_go_with_a_dataset_are_refused(api, project, owner, deployment):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     listed = api.post("/api/v1/evals", {"benchmark": "mbpp", "deployment": "fake", "benchmark_options": ["challenge_tests"]}, format="json")
     assert listed.status_code == 400 and "benchmark_options" in listed.json()

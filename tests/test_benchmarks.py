@@ -10,8 +10,8 @@ from django.conf import settings
 from evals import benchmarks
 from evals.benchmarks import arc_challenge, hellaswag, math500, mmlu, winogrande
 from evals.benchmarks.base import Row
+from evals.benchmarks.math_equivalence import gold_of
 from evals.benchmarks.multiple_choice import extract_choice
-from evals.math_equivalence import gold_of
 
 
 def file_sha256(name: str) -> str:

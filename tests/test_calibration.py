@@ -6,7 +6,7 @@ import random
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from evals.calibration import CALIBRATED_AT, cohen_kappa, kappa_interval
+from evals.scoring.calibration import CALIBRATED_AT, cohen_kappa, kappa_interval
 
 
 def noisy_grades(seed: int, n: int, spread: int) -> tuple[list[int], list[int]]:

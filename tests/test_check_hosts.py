@@ -34,7 +34,7 @@ def _no_wait_before_the_retry(monkeypatch):
 @pytest.fixture
 def silent_host(settings):
     settings.SANDBOX_HEALTH_TIMEOUT_SECONDS = 1
-    return SandboxHost.objects.create(name="silent", backend="docker", docker_url=SILENT, capacity=4)
+    return SandboxHost.objects.create(name="silent", backend="docker", url=SILENT, capacity=4)
 
 
 def running_run(project, owner, host) -> Run:
@@ -79,7 +79,7 @@ def test_its_runs_end_in_error_and_are_refunded_once(silent_host, project, owner
 def test_it_comes_back_when_it_answers_again(silent_host):
     health.check_hosts()
     local = SandboxHost.objects.get(name="local")
-    SandboxHost.objects.filter(pk=silent_host.pk).update(backend=local.backend, docker_url=local.docker_url)  # the engine is back
+    SandboxHost.objects.filter(pk=silent_host.pk).update(backend=local.backend, url=local.url)  # the engine is back
     assert health.check_hosts()["unhealthy"] == []
     silent_host.refresh_from_db()
     assert silent_host.healthy and silent_host.last_error == ""
@@ -111,7 +111,7 @@ def test_the_command_checks_every_enabled_host(silent_host):
 
 def test_the_admin_lists_health_runtime_capacity_gpu_slots_use_and_drain(staff_client, silent_host):
     SandboxHost.objects.filter(pk=silent_host.pk).update(healthy=False, last_error="Docker engine is unreachable", last_checked_at=timezone.now())
-    SandboxHost.objects.create(name="gpu-box", docker_url="tcp://10.0.0.9:2376", kind="gpu", gpu_count=4, draining=True, runtime="runsc")
+    SandboxHost.objects.create(name="gpu-box", url="tcp://10.0.0.9:2376", kind="gpu", gpu_count=4, draining=True, runtime="runsc")
     page = staff_client.get("/admin/sandbox/sandboxhost/").content.decode()
     for heading in ("Healthy", "Runtime", "Capacity", "In use", "Gpu count", "Draining", "Last checked at", "Last error"):
         assert heading in page, heading
@@ -121,7 +121,7 @@ def test_the_admin_lists_health_runtime_capacity_gpu_slots_use_and_drain(staff_c
 
 def test_tls_secrets_are_never_shown_and_the_mask_keeps_them(staff_client):
     host = SandboxHost.objects.create(
-        name="remote", docker_url="tcp://10.0.0.9:2376", tls_ca="/etc/belvedir/ca.pem", tls_cert="/etc/belvedir/cert.pem", tls_key=PEM_KEY
+        name="remote", url="tcp://10.0.0.9:2376", tls_ca="/etc/belvedir/ca.pem", tls_cert="/etc/belvedir/cert.pem", tls_key=PEM_KEY
     )
     url = f"/admin/sandbox/sandboxhost/{host.pk}/change/"
     page = staff_client.get(url).content.decode()
@@ -131,7 +131,7 @@ def test_tls_secrets_are_never_shown_and_the_mask_keeps_them(staff_client):
     form = {
         "name": "remote",
         "backend": "docker",
-        "docker_url": "tcp://10.0.0.9:2376",
+        "url": "tcp://10.0.0.9:2376",
         "kind": "cpu",
         "gpu_type": "",
         "gpu_count": 0,
@@ -157,7 +157,7 @@ def test_a_client_certificate_needs_its_key(staff_client):
     form = {
         "name": "half",
         "backend": "docker",
-        "docker_url": "tcp://10.0.0.9:2376",
+        "url": "tcp://10.0.0.9:2376",
         "kind": "cpu",
         "gpu_type": "",
         "gpu_count": 0,

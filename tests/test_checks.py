@@ -48,7 +48,7 @@ def test_it_warns_about_a_host_running_untrusted_code_under_runc(settings):
 
     SandboxHost.objects.update(runtime="auto")
     assert "belvedir.W002" not in ids(settings)
-    SandboxHost.objects.create(name="old-box", docker_url="tcp://10.1.2.3:2376", runtime="runc")
+    SandboxHost.objects.create(name="old-box", url="tcp://10.1.2.3:2376", runtime="runc")
     messages = [m for m in run_checks() if m.id == "belvedir.W002"]
     assert len(messages) == 1 and "old-box" in messages[0].msg
 
@@ -57,8 +57,8 @@ def test_it_warns_about_a_host_running_untrusted_code_under_runc(settings):
 def test_it_warns_about_a_tcp_host_without_a_tls_client_certificate(settings):
     from belvedir.sandbox.models import SandboxHost
 
-    SandboxHost.objects.create(name="open-port", docker_url="tcp://10.1.2.3:2375")
-    SandboxHost.objects.create(name="mutual-tls", docker_url="tcp://10.1.2.4:2376", tls_cert="/etc/b/cert.pem", tls_key="/etc/b/key.pem")
+    SandboxHost.objects.create(name="open-port", url="tcp://10.1.2.3:2375")
+    SandboxHost.objects.create(name="mutual-tls", url="tcp://10.1.2.4:2376", tls_cert="/etc/b/cert.pem", tls_key="/etc/b/key.pem")
     messages = [m for m in run_checks() if m.id == "belvedir.W003"]
     assert [m.msg.split("'")[1] for m in messages] == ["open-port"]
 

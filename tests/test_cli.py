@@ -101,6 +101,9 @@ def test_catalog_listings(bv, project):
     benchmarks = {b["name"] for b in json.loads(bv("benchmarks", "list", "--json").stdout)}
     assert benchmarks == {"gsm8k", "humaneval", "mmlu", "arc_challenge", "hellaswag", "winogrande", "math500", "mbpp", "bfcl", "ifbench", "mt_bench"}
     assert "gsm8k" in bv("benchmarks", "list").output
+    scorers = {s["name"]: s for s in json.loads(bv("scorers", "list", "--json").stdout)}
+    assert set(scorers) == {"exact_match", "contains", "regex", "last_number", "json_valid", "llm_judge"} and scorers["llm_judge"]["needs_judge"]
+    assert "pattern (string" in bv("scorers", "list").output
 
 
 def answers_right_first(n):
@@ -170,7 +173,7 @@ def test_harnesses_and_runs(bv, project, owner, tmp_path, settings, monkeypatch)
 def test_runs_start_wait_and_logs(bv, project, owner, tmp_path, settings, worker, egress):
     from belvedir.sandbox.models import SandboxHost
 
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     fund(project, 1000)
     make_repo(tmp_path / "ok", {"run.py": "import json; print('hello from cli run'); json.dump({'score': 3}, open('results.json','w'))"})

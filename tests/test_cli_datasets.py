@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from evals.dataset_versions import rows_at
+from evals.datasets.versions import rows_at
 from evals.models import Dataset
 
 from .test_cli_parity import bv  # noqa: F401 (a fixture)

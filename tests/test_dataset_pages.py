@@ -6,8 +6,7 @@ import re
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from evals.dataset_versions import rows_at
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset, rows_at
 from evals.models import Dataset
 
 from .pages import shown

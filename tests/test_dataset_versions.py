@@ -7,12 +7,12 @@ import threading
 import pytest
 from django.apps import apps
 
-from evals import dataset_versions
 from evals.actions import create_eval, rescore_eval
 from evals.comparison import NotPaired, check_same_rows, compare_evals
-from evals.dataset_rows import DatasetError
-from evals.dataset_versions import RowNotFound, add_rows, diff, edit_row, remove_rows, replace_rows, rows_at
-from evals.datasets import DatasetBenchmark, create_dataset, upload_into
+from evals.datasets import versions as dataset_versions
+from evals.datasets.evals import DatasetBenchmark
+from evals.datasets.rows import DatasetError
+from evals.datasets.versions import RowNotFound, add_rows, create_dataset, diff, edit_row, remove_rows, replace_rows, rows_at, upload_into
 from evals.models import DatasetRow, DatasetVersion, Deployment, Eval, Sample
 from evals.tasks import run_eval
 

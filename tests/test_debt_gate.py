@@ -18,7 +18,7 @@ from django.utils import timezone
 from billing.actions import DEBT_GATES, post_entry
 from billing.models import Account, LedgerEntry
 from evals import queue
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 from evals.models import Deployment, Eval, SuiteRun
 from evals.tasks import run_eval
 from finetunes.models import FineTunedModel
@@ -124,7 +124,7 @@ def eval_on_the_queue(w):
 def suite_cells(w):
     """A suite's pending cells wait while the project is in debt, on the worker's advance and the scheduled one."""
     assert queue.advance(w.suite_run.pk) == 0
-    from evals.suites import advance_all
+    from evals.suites.actions import advance_all
 
     assert advance_all() == 0
     assert Eval.objects.get(pk=w.pending.pk).status == "pending"
@@ -198,7 +198,7 @@ SPENDING_PATHS = [
     ("POST /api/v1/evals/{id}/resume", "evals.actions.resume_eval", resume_eval_api),
     ("POST /api/v1/evals/{id}/retry-errors", "evals.actions.retry_errors", retry_eval_errors_api),
     ("POST /api/v1/evals/{id}/rescore (a judge's tokens)", "evals.actions.rescore_eval", rescore_eval_api),
-    ("POST /api/v1/suite-runs", "evals.suites.create_suite_run", create_suite_run_api),
+    ("POST /api/v1/suite-runs", "evals.suites.actions.create_suite_run", create_suite_run_api),
     ("an eval's pass on the queue", "evals.tasks.run_eval", eval_on_the_queue),
     ("a suite run's next cells", "evals.queue.advance", suite_cells),
     ("POST /api/v1/deployments/{id}/test", "evals.connection.try_connection", deployment_test_api),
@@ -262,11 +262,10 @@ BEHIND = {
     "evals.queue.enqueue": {"evals.tasks.run_eval"},  # whatever queued it, the task refuses in debt
     "evals.engine.EvalRun._one.ask": {"evals.tasks.run_eval"},
     "evals.engine.EvalRun._one_by_loglikelihood": {"evals.tasks.run_eval"},
-    "evals.judges.Judge.grade": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
-    "evals.datasets.DatasetBenchmark._judge": {"evals.tasks.run_eval"},
+    "evals.scoring.judge.Judge.grade": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
+    "evals.scoring.judge.LlmJudge.score": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
     "evals.benchmarks.mt_bench.MTBench._judge_turn": {"evals.tasks.run_eval"},
     "evals.connection.test_connection": {"evals.connection.try_connection"},
-    "traces.evaluators.judge_all.one": {"traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
     "traces.evaluators.enqueue_for": {"traces.evaluators.score_targets"},  # score_sessions scores through it
     "traces.evaluators.start_backfill": {"traces.evaluators.start_backfill"},
 }
@@ -301,7 +300,7 @@ def spending_calls() -> dict[str, set[str]]:
 def test_every_call_that_spends_is_behind_a_registered_gate():
     found = spending_calls()
     # Every request to a deployment goes out through the engine's _post, which only these two make:
-    assert {name for name, calls in found.items() if "_post" in calls} == {"evals.engine.complete", "evals.engine.option_loglikelihood"}
+    assert {name for name, calls in found.items() if "_post" in calls} == {"evals.client.complete", "evals.client.option_loglikelihood"}
     spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS}
     assert spenders == set(BEHIND)
     assert set().union(*BEHIND.values()) <= set(DEBT_GATES)

@@ -73,7 +73,7 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     # The harness reaches the platform (traces) through the egress proxy, as in production.
     settings.MEDIA_ROOT = tmp_path / "media"
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
     # Transactional tests flush the catalog the data migration seeded: seed it again, the same way.
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     Coupon.objects.create(code="WELCOME25", amount_cents=2500)
@@ -258,7 +258,7 @@ def test_a_person_runs_the_reference_agent_from_the_catalog(browser, live_server
     from .harness_fixtures import fund
 
     settings.PRESET_REPO_ORG = ""  # the default egress network reaches the fake model on the allowed outside address
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     user = create_account(username="rita", password="a-long-pass-42")
     fund(user.memberships.get().project)

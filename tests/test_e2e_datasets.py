@@ -3,8 +3,7 @@ dataset, reads its versions and their diffs, an old version as it was, and adds 
 
 import pytest
 
-from evals.dataset_versions import rows_at
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset, rows_at
 from evals.models import Dataset
 
 from .test_e2e_browser import shot

@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -43,6 +44,10 @@ class OutsideHandler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/hello":
             self._reply(200, b"hello from outside")
+        elif self.path.startswith("/quiet/"):
+            # A model's non-streamed answer: nothing at all on the connection until it is done.
+            time.sleep(float(self.path.rsplit("/", 1)[1]))
+            self._reply(200, b"done thinking")
         elif self.path == "/redirect-to-postgres":
             self.send_response(302)
             self.send_header("Location", "http://127.0.0.1:5432/")
@@ -127,7 +132,7 @@ def runs(settings, egress, owner, project, tls_files):
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.EGRESS_EXTRA_CA_FILE = str(tls_files / "ca.pem")
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     fund(project)
 
     def launch(tmp_path, script, runtime, background=False, **fields):
@@ -542,3 +547,24 @@ def test_a_plain_request_past_the_size_limit_is_refused_without_being_held(small
     # What the sandbox sent counts against its egress, and the refusal is on the run's record.
     recorded = wait_for(lambda: (g := EgressGrant.objects.get(pk=grant.pk)).bytes_up >= 48 * MB and g)
     assert recorded.destinations.get(reason__contains="2 MB").requests == 1
+
+
+@pytest.fixture
+def quick_to_idle_proxy(live_server, tmp_path):
+    """A proxy of this test's own that drops a connection quiet for 2 s (the default is 600 s)."""
+    with egress_proxy_process(tmp_path, live_server.url, BELVEDIR_EGRESS_IDLE_TIMEOUT_SECONDS="2"):
+        yield tmp_path
+
+
+def test_a_quiet_connection_is_dropped_only_after_the_idle_timeout_the_operator_set(quick_to_idle_proxy, outside):
+    """The timeout is a setting (BELVEDIR_EGRESS_IDLE_TIMEOUT_SECONDS): a model answer quieter than it passes, a
+    longer silence is cut. At the 30 s it was fixed at, a small model's answer on a busy CPU was cut mid-run."""
+    grant, token = issue_grant(Owner("run", "quiet-upstream"), max_bytes=MB)
+    proxy = proxy_url(grant.owner, token)
+    base = f"http://{OUTSIDE_ADDRESS}:{outside['http']}"
+    assert through_the_proxy(quick_to_idle_proxy, proxy, f"{base}/quiet/0.5") == 200
+    try:
+        cut = through_the_proxy(quick_to_idle_proxy, proxy, f"{base}/quiet/5")
+    except ConnectionResetError:
+        cut = "closed"
+    assert cut == "closed"

@@ -234,7 +234,7 @@ def test_the_eval_page_resumes_a_budget_stop_with_a_higher_budget(owner_client, 
 
 
 def test_dataset_evals_with_different_scorers_are_not_paired(api, project, owner, pairs):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, owner, "d", b'{"input": "1+1", "expected": "2"}\n{"input": "2+2", "expected": "4"}\n')
     deployment = pairs.deployment("a")
@@ -243,4 +243,4 @@ def test_dataset_evals_with_different_scorers_are_not_paired(api, project, owner
     response = api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}")
     assert response.status_code == 409 and "different scorers" in response.json()["detail"]
     same = create_eval(project, owner, deployment=deployment, same_rows_as=a)
-    assert same.scorers == ["exact_match"] and api.get(f"/api/v1/evals/{a.pk}/compare/{same.pk}").status_code == 200
+    assert same.scorers == [{"name": "exact_match", "options": {"expected": ""}}] and api.get(f"/api/v1/evals/{a.pk}/compare/{same.pk}").status_code == 200

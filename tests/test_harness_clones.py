@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _worker(settings):
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.HARNESS_SANDBOX_NETWORK = "none"
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
 
 
 @pytest.fixture

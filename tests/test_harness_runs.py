@@ -54,7 +54,7 @@ def _runs_env(settings, egress):
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     # Transactional tests flush the table the migration seeded.
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
 
 
 @pytest.fixture
@@ -184,7 +184,7 @@ def test_an_unreachable_repo_fails_to_launch_and_is_refunded_once(owner, funded)
 
 def test_docker_unreachable_fails_to_launch_and_is_refunded(tmp_path, owner, funded):
     make_repo(tmp_path / "repo", {"run.py": "print(1)"})
-    SandboxHost.objects.update(docker_url="unix:///tmp/no-docker-here.sock")
+    SandboxHost.objects.update(url="unix:///tmp/no-docker-here.sock")
     before = Account.balance_for(funded)
     run = launch(harness(funded, owner, tmp_path / "repo"), owner)
     assert run.status == "launch_failed"

@@ -210,7 +210,7 @@ def test_insufficient_balance_is_402_and_queues_nothing(a_harness, project, api,
 def test_gpu_harness_costs_the_gpu_price(a_harness, project, api):
     from belvedir.sandbox.models import SandboxHost
 
-    SandboxHost.objects.create(name="gpu", docker_url="unix:///g.sock", kind="gpu", gpu_type="A10G", gpu_count=1)
+    SandboxHost.objects.create(name="gpu", url="unix:///g.sock", kind="gpu", gpu_type="A10G", gpu_count=1)
     a_harness.compute_type = "gpu"
     a_harness.save()
     fund(project, 500)

@@ -6,9 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from belvedir.sandbox.models import SandboxHost
+from bench.standalone_sandboxes import standalone_code_sandbox, standalone_code_sandboxes
 from evals.actions import create_eval
 from evals.benchmarks import humaneval
-from evals.code_sandbox import CodeSandbox, CodeSandboxes
+from evals.code_sandbox import CodeSandbox
 from evals.models import Deployment, Sample
 from evals.tasks import run_eval
 
@@ -51,7 +52,7 @@ def test_hostile_completions_fail_alone(docker_backend, runtime):
     assert runtime in docker_backend.runtimes(), f"this engine has no {runtime}"
     programs = {**{k: v for k, v in HOSTILE.items()}, **{k: v for k, (v, _) in HONEST.items()}}
     # Laid out as an eval's: one container of 4 slots under runc, 4 of one slot under gVisor.
-    with CodeSandboxes.standalone("hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
+    with standalone_code_sandboxes("hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
         assert len(scorer.parts) == {"runc": 1, "runsc": 4}[runtime]
         # Honest samples interleaved with hostile ones, several at once.
         order = [name for pair in zip(list(HONEST), list(HOSTILE), strict=False) for name in pair] + list(HONEST)[len(HOSTILE) :] + list(HOSTILE)[len(HONEST) :]
@@ -88,9 +89,9 @@ READER = (
 @pytest.mark.parametrize("runtime", ["runc", "runsc"])
 def test_a_sample_cannot_read_another_running_beside_it(docker_backend, runtime):
     """Two slots of one sandbox, as under runc (gVisor's one-slot sandboxes share no files at all,
-    so there it is the uid isolation of CodeSandbox.standalone's several slots that is tried)."""
+    so there it is the uid isolation of standalone_code_sandbox's several slots that is tried)."""
     honest = "import time\nsecret = 'the honest one'\ntime.sleep(3)\n"
-    with CodeSandbox.standalone("reader", docker_backend, slots=2, timeout=10, runtime=runtime) as sandbox:
+    with standalone_code_sandbox("reader", docker_backend, slots=2, timeout=10, runtime=runtime) as sandbox:
         with ThreadPoolExecutor(2) as pool:
             running = pool.submit(sandbox.run, honest)
             passed, detail = pool.submit(sandbox.run, READER).result()
@@ -112,7 +113,7 @@ def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_backend):
     import time
 
     honest = "import time\ntime.sleep(4)\nassert sum(range(10)) == 45\n"
-    with CodeSandbox.standalone("killer", docker_backend, slots=4, timeout=15) as sandbox:
+    with standalone_code_sandbox("killer", docker_backend, slots=4, timeout=15) as sandbox:
         with ThreadPoolExecutor(4) as pool:
             running = [pool.submit(sandbox.run, honest) for _ in range(3)]
             time.sleep(1.5)  # the honest samples are mid-run now
@@ -126,7 +127,7 @@ def test_a_sample_that_kills_others_while_they_run_fails_alone(docker_backend):
 
 @pytest.mark.django_db(transaction=True)
 def test_all_164_canonical_solutions_pass_through_an_eval(project, owner, settings):
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt]) as fake:
         deployment = Deployment.objects.create(project=project, name="oracle", base_url=fake.url, model="oracle")
         ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval")
@@ -137,7 +138,7 @@ def test_all_164_canonical_solutions_pass_through_an_eval(project, owner, settin
 
 @pytest.mark.django_db(transaction=True)
 def test_wrong_completions_fail_and_a_dead_sandbox_counts_as_errors(project, owner, settings):
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     with FakeOpenAI(answer=lambda prompt: "```python\n    return None\n```") as fake:
         deployment = Deployment.objects.create(project=project, name="wrong", base_url=fake.url, model="wrong")
         ev = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=8)
@@ -146,7 +147,7 @@ def test_wrong_completions_fail_and_a_dead_sandbox_counts_as_errors(project, own
     assert (ev.done_count, ev.error_count, ev.score) == (8, 0, 0.0)
     assert Sample.objects.filter(eval=ev).exclude(extracted="").count() == 8  # each says why it failed
 
-    SandboxHost.objects.update(docker_url="unix:///tmp/no-docker-here.sock")
+    SandboxHost.objects.update(url="unix:///tmp/no-docker-here.sock")
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt]) as fake:
         deployment = Deployment.objects.create(project=project, name="oracle2", base_url=fake.url, model="oracle")
         broken = create_eval(project, owner, deployment=deployment, benchmark="humaneval", sample_limit=3)
@@ -162,7 +163,7 @@ KILL_RUNNERS_OF_UID = (
 
 
 def test_a_runner_that_dies_under_an_honest_sample_is_replaced_and_the_sample_passes(docker_backend):
-    with CodeSandbox.standalone("flaky", docker_backend, slots=1, timeout=4) as sandbox:
+    with standalone_code_sandbox("flaky", docker_backend, slots=1, timeout=4) as sandbox:
         assert sandbox.run("assert True\n") == (True, "")
         # An infrastructure hiccup: the slot's runner is killed from outside, between two samples.
         sandbox.sandbox.exec(["python3", "-c", KILL_RUNNERS_OF_UID], user="20000", timeout=30)
@@ -201,7 +202,7 @@ def test_a_runner_whose_first_line_arrives_with_the_exec_answer_still_starts(doc
     monkeypatch.setattr(DockerSandbox, "open_session", slow_open_session)
     rows = humaneval.rows()[:8]
     started = time.monotonic()
-    with CodeSandbox.standalone("late", docker_backend, slots=2, timeout=10) as sandbox:
+    with standalone_code_sandbox("late", docker_backend, slots=2, timeout=10) as sandbox:
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(lambda r: sandbox.run(humaneval.program(r, r["reference"])), rows))
     assert outcomes == [(True, "")] * 8
@@ -214,7 +215,7 @@ def test_pass_at_k_sandboxes_every_completion_at_the_configured_temperature(proj
 
     from evals.subset import select_rows
 
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     prompts = [humaneval.rows()[i]["input"] for i in select_rows(164, 3, seed=1)]
     right = dict(zip(prompts, (1, 3, 5), strict=True))  # of 5 completions per problem, these many pass
     asked = Counter()
@@ -304,7 +305,6 @@ def test_a_stopped_sandbox_takes_no_more_samples_and_the_others_go_on():
 
 def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_backend, monkeypatch):
     from belvedir.sandbox.errors import SandboxPlatformError
-    from evals.code_sandbox import CodeSandboxes
 
     start_reporter = CodeSandbox._start_reporter
 
@@ -315,7 +315,7 @@ def test_when_one_of_several_sandboxes_cannot_start_none_is_left_running(docker_
 
     monkeypatch.setattr(CodeSandbox, "_start_reporter", third_fails)
     with pytest.raises(SandboxPlatformError, match="made to fail"):
-        with CodeSandboxes.standalone("half", docker_backend, slots=4, runtime="runsc"):
+        with standalone_code_sandboxes("half", docker_backend, slots=4, runtime="runsc"):
             pass
     # The others started beside it (the parts open side by side) and were all removed again.
     assert not [c for c in docker_backend.managed("standalone") if c.name.startswith("bv-standalone-half")]

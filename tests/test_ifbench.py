@@ -12,12 +12,12 @@ from click.testing import CliRunner
 from django.conf import settings
 
 from belvedir_cli.main import cli
-from evals import instruction_following, statistics
+from evals import statistics
 from evals.actions import create_eval
-from evals.benchmarks import ifbench
-from evals.instruction_following import CHECKER_FILES, PUNKT_ENGLISH, UNCHECKABLE, Followed, check_reply, loose_variants
+from evals.benchmarks import ifbench, instruction_following
+from evals.benchmarks.instruction_following import CHECKER_FILES, PUNKT_ENGLISH, UNCHECKABLE, Followed, check_reply, loose_variants
 from evals.models import Deployment
-from evals.scoring import ScoringError
+from evals.scoring.base import ScoringError
 from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI

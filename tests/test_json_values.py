@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from belvedir.core import jsonvalues
 from evals.models import Deployment, Suite
 from harnesses.models import Harness
-from traces.evaluators import EvaluatorError, check_config
+from traces.evaluators import EvaluatorError, check_scorer, scorer_of_kind
 
 pytestmark = pytest.mark.django_db
 
@@ -91,7 +91,7 @@ def test_loads_refuses_with_its_own_error_never_a_recursion_error(text):
 )
 def test_a_trajectory_evaluators_limits_are_finite_and_not_negative(api, config, says):
     refused(post(api, "/api/v1/evaluators", '{"name": "t", "kind": "trajectory", "config": ' + config + "}"), says)
-    assert check_config("trajectory", {"max_steps": 0, "max_cost": "2.5"}, None, None) == {"max_steps": 0, "max_cost": 2.5}
+    assert check_scorer(scorer_of_kind("trajectory", {"max_steps": 0, "max_cost": "2.5"}), None, None)["options"] == {"max_steps": 0, "max_cost": 2.5}
 
 
 def test_a_seed_beyond_its_column_is_refused_on_evaluators_and_evals(api, project):
@@ -133,14 +133,14 @@ def test_options_nested_thousands_deep_are_refused(api, project, url, prefix, su
 
 
 def test_domain_functions_check_what_the_dashboard_sends_too(project, owner):
-    from evals.suites import SuiteError, save_suite
+    from evals.suites.actions import SuiteError, save_suite
 
     with pytest.raises(SuiteError, match="NUL"):
         save_suite(project, owner, "s", [{"benchmark": "gsm8k", "options": {"a": "\x00"}}])
     with pytest.raises(SuiteError, match="finite"):
         save_suite(project, owner, "s", [{"benchmark": "gsm8k", "options": {"a": float("inf")}}])
     with pytest.raises(EvaluatorError, match="NUL"):
-        check_config("code", {"check": "contains", "expected": "a\x00"}, None, None)
+        check_scorer(scorer_of_kind("code", {"check": "contains", "expected": "a\x00"}), None, None)
 
 
 @pytest.mark.parametrize("body", ["[1, 2]", '"x"', "null"])

@@ -22,8 +22,8 @@ OWNER = Owner("test", 7)
 def hosts():
     """Two fake hosts, `ghost` first in line (the most free places), and no other host enabled."""
     SandboxHost.objects.update(enabled=False)
-    ghost = SandboxHost.objects.create(name="ghost", backend="fake", docker_url="fake://ghost", capacity=50)
-    steady = SandboxHost.objects.create(name="steady", backend="fake", docker_url="fake://steady", capacity=4)
+    ghost = SandboxHost.objects.create(name="ghost", backend="fake", url="fake://ghost", capacity=50)
+    steady = SandboxHost.objects.create(name="steady", backend="fake", url="fake://steady", capacity=4)
     return ghost, steady
 
 

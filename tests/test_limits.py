@@ -5,7 +5,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.pagination import CursorPagination, LimitOffsetPagination, PageNumberPagination
 
 from belvedir.core.pagination import MAX_LIMIT
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 
 HUGE = "99999999"
 

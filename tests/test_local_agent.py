@@ -35,7 +35,7 @@ def proxied(settings, live_server, model_url, tmp_path):
     settings.BELVEDIR_BASE_URL = live_server.url
     settings.LOCAL_MODEL_URL = model_url
     settings.HARNESS_SANDBOX_NETWORK = "egress"
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     settings.EGRESS_SOCKET_DIR = tmp_path / "egress"
     settings.EGRESS_SOCKET_DIR.mkdir()

@@ -20,7 +20,7 @@ from billing.models import Account, LedgerEntry
 from evals import benchmarks, local_model, loglikelihood, queue
 from evals.actions import EvalConfigError, create_eval
 from evals.models import Deployment, Eval, SuiteRun
-from evals.suites import builtin_entries
+from evals.suites.actions import builtin_entries
 from evals.tasks import run_eval
 from harnesses.actions import start_run
 from harnesses.models import Harness

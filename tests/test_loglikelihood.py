@@ -299,7 +299,7 @@ def test_a_mode_the_benchmark_or_deployment_cannot_serve_is_refused_with_the_rea
 
 
 def test_a_dataset_eval_is_generative_only(api, project, owner, completions):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     dataset = create_dataset(project, owner, "qa", b'{"input": "a", "expected": "1"}\n')
     body = {"dataset_id": dataset.pk, "scorers": ["exact_match"], "deployment": "base", "mode": "loglikelihood"}

@@ -126,7 +126,7 @@ def test_two_workers_one_killed_mid_way_lose_nothing_and_do_nothing_twice(machin
     settings.PROJECT_MAX_ACTIVE_EVALS = EVALS_COUNT
     settings.HARNESS_STALE_SECONDS = settings.EVAL_STALE_SECONDS = settings.REQUEUE_AFTER_SECONDS = STALE
     # Transactional tests flush the host the migration seeded; room for every worker's run and the killed ones'.
-    SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 8, "runtime": "runc"})
+    SandboxHost.objects.update_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 8, "runtime": "runc"})
     outside, calls = executions
     fund(project, 100_000)
     balance_before = Account.balance_for(project)

@@ -5,8 +5,8 @@ import asyncio
 import multiprocessing
 import time
 
-from evals import math_equivalence
-from evals.math_equivalence import Checker
+from evals.benchmarks import math_equivalence
+from evals.benchmarks.math_equivalence import Checker
 
 
 def check_in_a_daemon(results):

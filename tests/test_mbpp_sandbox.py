@@ -6,10 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from belvedir.sandbox.models import SandboxHost
+from bench.standalone_sandboxes import standalone_code_sandbox, standalone_code_sandboxes
 from evals.actions import create_eval
 from evals.benchmarks import mbpp
 from evals.benchmarks.base import Row
-from evals.code_sandbox import CodeSandbox, CodeSandboxes
 from evals.models import Deployment, Sample
 from evals.subset import select_rows
 from evals.tasks import run_eval
@@ -76,7 +76,7 @@ def test_hostile_completions_fail_alone_while_their_neighbours_pass(docker_backe
     good |= {f"wrong #{i}": honest("MBPP/11", wrong=True) for i in range(3)}
     checks = {**{name: (check, False) for name, check in bad.items()}, **good}
     order = [name for pair in zip(good, bad, strict=False) for name in pair] + list(good)[len(bad) :] + list(bad)[len(good) :]
-    with CodeSandboxes.standalone("mbpp-hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
+    with standalone_code_sandboxes("mbpp-hostile", docker_backend, slots=4, timeout=4, runtime=runtime) as scorer:
         with ThreadPoolExecutor(4) as pool:
             results = dict(zip(order, pool.map(lambda name: scorer.run(checks[name][0].source, proof=checks[name][0].proof), order), strict=True))
         for name, (_, should_pass) in checks.items():
@@ -103,7 +103,7 @@ def test_the_setup_code_runs_and_a_wrong_solution_fails_naming_its_assert(docker
     tree = ROWS["MBPP/367"]
     without_setup = Row(tree.id, tree.input, tree.reference, extra={**tree.extra, "test_setup_code": ""})
     failing_setup = Row(tree.id, tree.input, tree.reference, extra={**tree.extra, "test_setup_code": "root = Node(1) / 0"})
-    with CodeSandbox.standalone("mbpp-setup", docker_backend, slots=2, timeout=10) as sandbox:
+    with standalone_code_sandbox("mbpp-setup", docker_backend, slots=2, timeout=10) as sandbox:
 
         def run(row, code, tests):
             check = mbpp.program(row, code, tests)
@@ -127,7 +127,7 @@ def oracle(prompt: str) -> str:
 @pytest.mark.django_db(transaction=True)
 def test_reference_solutions_pass_through_an_eval(project, owner, settings):
     """A fixed sample of 60 rows, with their code in a fence as a chat model writes it (all 500: bench/mbpp_sandbox.py)."""
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     with FakeOpenAI(answer=oracle) as fake:
         deployment = Deployment.objects.create(project=project, name="oracle", base_url=fake.url, model="oracle")
         ev = create_eval(project, owner, deployment=deployment, benchmark="mbpp", sample_limit=60, seed=7)
@@ -139,7 +139,7 @@ def test_reference_solutions_pass_through_an_eval(project, owner, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_challenge_tests_option_runs_the_challenge_asserts_too(project, owner, settings):
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     # Four rows with MBPP/11 (row 0) among them, drawn as any eval's rows are.
     seed = next(seed for seed in range(1000) if 0 in select_rows(500, 4, seed))
 

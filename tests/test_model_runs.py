@@ -42,9 +42,7 @@ def setup(settings, egress, tmp_path, project, owner):
 
 def test_a_model_benchmark_run_gets_the_model_env_and_lands_in_the_panel(setup, tmp_path, project, owner, api):
     # A CPU container stands in for the GPU: this host gives no device request.
-    SandboxHost.objects.create(
-        name="gpu-stand-in", docker_url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1, gpu_device_requests=False
-    )
+    SandboxHost.objects.create(name="gpu-stand-in", url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1, gpu_device_requests=False)
     ProjectSecret.objects.create(project=project, name="HF_TOKEN", value="hf_secret_for_test")
     make_repo(tmp_path / "repo", {"run.py": DOWNLOADING_HARNESS})
     gpu = harness(project, owner, tmp_path / "repo", compute_type="gpu", gpu_type="A10G")
@@ -61,7 +59,7 @@ def test_a_model_benchmark_run_gets_the_model_env_and_lands_in_the_panel(setup, 
 
 
 def test_a_real_gpu_request_fails_to_launch_on_an_engine_without_nvidia_and_is_refunded_once(setup, tmp_path, project, owner):
-    SandboxHost.objects.create(name="gpu-real", docker_url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1)
+    SandboxHost.objects.create(name="gpu-real", url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=1)
     make_repo(tmp_path / "repo", {"run.py": "print('never runs')"})
     gpu = harness(project, owner, tmp_path / "repo", compute_type="gpu", gpu_type="A10G")
     before = Account.balance_for(project)

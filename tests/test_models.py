@@ -59,7 +59,7 @@ def gpu_harness(project, owner):
 
 @pytest.fixture
 def gpu_host(db):
-    return SandboxHost.objects.create(name="gpu-1", docker_url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=2, capacity=4)
+    return SandboxHost.objects.create(name="gpu-1", url="unix:///var/run/docker.sock", kind="gpu", gpu_type="A10G", gpu_count=2, capacity=4)
 
 
 def a_run(project, harness):

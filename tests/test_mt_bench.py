@@ -12,9 +12,9 @@ import pytest
 
 from evals.actions import EvalConfigError, create_eval, retry_errors
 from evals.benchmarks import mt_bench
-from evals.calibration import CALIBRATED_AT, NOT_CALIBRATED, card, cohen_kappa, judge_key_of
-from evals.judges import rating_1_to_10
 from evals.models import Deployment, Eval, JudgeLabel, Sample
+from evals.scoring.calibration import CALIBRATED_AT, NOT_CALIBRATED, card, cohen_kappa, judge_key_of
+from evals.scoring.judge import rating_1_to_10
 from evals.tasks import run_eval
 
 from .fakes.openai_server import FakeOpenAI

@@ -117,7 +117,7 @@ def test_every_special_purpose_range_is_refused_on_save(api, settings, url):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_llm_judge_is_checked_when_connecting_too(project, owner, serve, production_policy):
-    from evals.datasets import create_dataset
+    from evals.datasets.versions import create_dataset
 
     internal, internal_url = serve("127.0.0.2")
     with FakeOpenAI(answer=lambda text: "Paris") as fake:

@@ -12,7 +12,7 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evals.dataset_rows import DatasetError, parse_jsonl
+from evals.datasets.rows import DatasetError, parse_jsonl
 from harnesses.results import parse_results
 from traces import otlp
 

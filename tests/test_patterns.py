@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 from evals.models import Deployment, Eval
-from evals.patterns import MAX_DEPTH, MAX_LENGTH, MAX_REPEAT, PatternError, compile_pattern
-from evals.scoring import ScoringError, regex
+from evals.scoring.base import ScoringError
+from evals.scoring.checks import regex
+from evals.scoring.patterns import MAX_DEPTH, MAX_LENGTH, MAX_REPEAT, PatternError, compile_pattern
 from traces.models import Evaluator
 
 # 24 bytes that took a worker 540 MB to compile (the module's cache kept it there).
@@ -91,7 +92,7 @@ def test_compiling_a_hostile_pattern_keeps_memory_bounded():
     script = f"""
 import resource, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from evals.patterns import PatternError, compile_pattern
+from evals.scoring.patterns import PatternError, compile_pattern
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 refused = []
 for pattern in {[MULTIPLIED, "(?:(?:a{300}){300}){100}", "a{4000000}", "(?:a{1000}){50}"]!r}:

@@ -6,13 +6,13 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from belvedir.sandbox import backends, scheduler
-from belvedir.sandbox.backend import Sandbox
+from belvedir.sandbox.backend import Sandbox, concurrency_per_sandbox
 from belvedir.sandbox.models import SandboxHost, SandboxLease
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
 from evals.actions import create_eval
 from evals.benchmarks import humaneval
-from evals.code_sandbox import code_sandbox_spec, slots_per_sandbox
+from evals.code_sandbox import code_sandbox_spec
 from evals.models import Deployment, Eval
 
 from .fakes.openai_server import FakeOpenAI
@@ -52,7 +52,7 @@ def test_one_schedule_reaps_every_kind_of_workload():
 
 def local_host():
     # A transactional test before this one may have flushed the migrated host away.
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
 
 
 def an_eval(project, owner, status) -> Eval:
@@ -118,9 +118,9 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     from .harness_fixtures import wait_for
 
     local_host()
-    # Under gVisor an eval scores in a container per slot (slots_per_sandbox): all of them must go.
+    # Under gVisor an eval scores in a container per slot (concurrency_per_sandbox): all of them must go.
     runtime = docker_backend.runtime("auto")
-    containers = settings.HUMANEVAL_SLOTS // slots_per_sandbox(runtime, settings.HUMANEVAL_SLOTS)
+    containers = settings.HUMANEVAL_SLOTS // concurrency_per_sandbox(runtime, settings.HUMANEVAL_SLOTS)
     assert (runtime, containers) == ("runsc", 4)
     with FakeOpenAI(answer=lambda prompt: CANONICAL[prompt], latency=5) as fake:
         deployment = Deployment.objects.create(project=project, name="slow", base_url=fake.url, model="oracle")

@@ -54,7 +54,7 @@ def platform(settings, live_server, egress):
     settings.HARNESS_ALLOW_LOCAL_REPOS = False  # the platform's own driver repo needs no exception
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.TRACE_QUIET_SECONDS = 0
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     return live_server.url
 

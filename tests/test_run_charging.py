@@ -34,7 +34,7 @@ def _runs_env(settings, runtime):
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
     settings.HARNESS_SANDBOX_NETWORK = "none"
-    SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4, "runtime": runtime})
+    SandboxHost.objects.update_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4, "runtime": runtime})
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def fake_host(settings):
     settings.HARNESS_ALLOW_LOCAL_REPOS = True
     settings.HARNESS_SANDBOX_NETWORK = "none"  # the fake backend mounts no egress proxy
     SandboxHost.objects.update(enabled=False)
-    return SandboxHost.objects.create(name="fake", backend="fake", docker_url="fake://secrets", capacity=4)
+    return SandboxHost.objects.create(name="fake", backend="fake", url="fake://secrets", capacity=4)
 
 
 def launch(project, owner, tmp_path, program: str) -> Run:

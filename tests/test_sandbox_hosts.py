@@ -47,8 +47,8 @@ def hosts(settings, second_engine):
         second_engine.start()
     remote = second_engine.tls_engine()
     # The migration seeds `local`, but transactional tests flush it.
-    local, _ = SandboxHost.objects.update_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
-    second = SandboxHost.objects.create(name="second", docker_url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=4)
+    local, _ = SandboxHost.objects.update_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    second = SandboxHost.objects.create(name="second", url=remote.url, tls_ca=remote.ca, tls_cert=remote.cert, tls_key=remote.key, capacity=4)
     yield local, second
     if second_engine.process.poll() is None:
         assert docker_engine.managed_containers(remote) == []
@@ -214,7 +214,7 @@ def test_a_launch_on_a_silent_engine_moves_to_another_host_once(hosts, owner, fu
 
     local, second = hosts
     # The silent host has the most free places, so it is chosen first.
-    ghost = SandboxHost.objects.create(name="ghost", docker_url="unix:///tmp/bv-no-engine-here.sock", capacity=50)
+    ghost = SandboxHost.objects.create(name="ghost", url="unix:///tmp/bv-no-engine-here.sock", capacity=50)
     SandboxHost.objects.filter(pk=second.pk).update(enabled=False)
     h = quick_harness(funded, owner, tmp_path)
     before = Account.balance_for(funded)

@@ -25,7 +25,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
-from evals.datasets import create_dataset
+from evals.datasets.versions import create_dataset
 from evals.models import Deployment, Eval, Suite, SuiteRun
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
@@ -131,7 +131,7 @@ def owners_objects(project, owner, settings, tmp_path):
     topup = TopUp.objects.create(account=Account.for_project(project), amount_cents=1000)
     TraceSession.objects.create(project=project, session_id="owner-session", first_span_at=run.created_at, last_span_at=run.created_at)
     group = TaskGroup.objects.create(project=project, key="workflow:x", name="x")
-    evaluator = Evaluator.objects.create(project=project, name="e", kind="code", config={"check": "contains", "expected": "x"})
+    evaluator = Evaluator.objects.create(project=project, name="e", scorer={"name": "contains", "options": {"expected": "x"}})
     suite = Suite.objects.create(project=project, name="mine", entries=[{"benchmark": "gsm8k", "sample_limit": 5, "mode": "generative", "options": {}}])
     suite_run = SuiteRun.objects.create(project=project, suite_name="mine", entries=suite.entries)
     suite_run.deployments.add(deployment)

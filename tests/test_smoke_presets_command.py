@@ -29,7 +29,7 @@ def does_the_smoke_task(body):
 def platform(settings, live_server, project, egress):
     settings.PRESET_REPO_ORG = ""
     settings.HARNESS_HEARTBEAT_SECONDS = 0.5
-    SandboxHost.objects.get_or_create(name="local", defaults={"docker_url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL, "capacity": 4})
     importlib.import_module("harnesses.migrations.0006_presets_use_shipped_drivers").seed(apps, None)
     fund(project)
     return project

@@ -11,8 +11,8 @@ from evals import statistics
 from evals.benchmarks import gsm8k, mmlu
 from evals.models import Deployment, Eval, Sample, SuiteRun
 from evals.subset import select_rows
-from evals.suite_comparison import compare_suite_runs, summary
-from evals.suites import QUICK_ROWS, SuiteError, create_suite_run
+from evals.suites.actions import QUICK_ROWS, SuiteError, create_suite_run
+from evals.suites.comparison import compare_suite_runs, summary
 
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import wait_for

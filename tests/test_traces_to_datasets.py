@@ -10,9 +10,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from evals.dataset_rows import DatasetError
-from evals.dataset_versions import rows_at
-from evals.datasets import create_dataset
+from evals.datasets.rows import DatasetError
+from evals.datasets.versions import create_dataset, rows_at
 from evals.models import Dataset, DatasetRow, DatasetVersion
 from traces.models import Task, TraceSession
 from traces.segmentation import process_quiet_sessions

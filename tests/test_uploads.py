@@ -45,7 +45,7 @@ def test_an_oversized_upload_stops_being_read_at_the_limit(api, settings, monkey
 
 
 def test_dataset_files_are_parsed_line_by_line():
-    from evals.dataset_rows import parse_jsonl
+    from evals.datasets.rows import parse_jsonl
 
     class Lines(io.BytesIO):
         read_whole = False

@@ -6,9 +6,10 @@ import json
 import pytest
 
 from belvedir_cli import yamlsafe
-from evals import actions, suites
+from evals import actions
 from evals.actions import EvalConfigError
 from evals.models import Suite
+from evals.suites import actions as suites
 
 from .test_cli import bv  # noqa: F401 (the fixture)
 

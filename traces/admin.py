@@ -116,8 +116,8 @@ class IngestRejectionAdmin(admin.ModelAdmin):
 
 @admin.register(Evaluator)
 class EvaluatorAdmin(admin.ModelAdmin):
-    list_display = ["name", "project", "kind", "target", "sample_rate", "enabled", "version", "judge", "daily_budget", "created_at"]
-    list_filter = ["kind", "enabled"]
+    list_display = ["name", "project", "scorer_label", "target", "sample_rate", "enabled", "version", "judge", "daily_budget", "created_at"]
+    list_filter = ["enabled"]
     search_fields = ["name", "project__name"]
     list_select_related = ["project", "judge"]
     raw_id_fields = ["project", "task_group", "harness", "judge", "created_by"]

@@ -14,13 +14,13 @@ from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
 
-from . import batches, diff, otlp, trajectory
+from . import batches, diff, otlp, run_keys, trajectory
 from .actions import report_outcome
 from .evaluator_api import EvaluatorScoreSerializer
 from .evaluator_rules import session_scores
 from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, foreign_in_body, run_session_of
+from .ingest import collector_paused, foreign_in_body
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import training_data_response
 
@@ -81,7 +81,8 @@ class TraceIngest(APIView):
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
             rejected, reasons = checked.rejected, checked.reasons
-            own_session = run_session_of(request.auth)
+            run_id = run_keys.run_of(request.auth)
+            own_session = run_keys.session_of(request.auth, run_id)
             # A run's key: its answer counts the spans the worker will refuse to store (another session's).
             if own_session is not None and (foreign := foreign_in_body(body, request.content_type, own_session)):
                 rejected, reasons = rejected + foreign, [*reasons, f"A run's key writes only its own session ({own_session})."]
@@ -89,7 +90,7 @@ class TraceIngest(APIView):
                 # A database that is down answers 503 (DatabaseUnavailableMiddleware):
                 # nothing was kept, and the exporter sends the batch again.
                 key = request.auth if isinstance(request.auth, ApiKey) else None
-                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted)
+                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted, run_id=run_id)
                 batches.process_inline(batch_id)
         content, media = otlp.success_response(rejected, reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
@@ -108,7 +109,7 @@ def outcomes(request):
     payload = OutcomeSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
     session_id = payload.validated_data["session_id"]
-    own_session = run_session_of(request.auth)
+    own_session = run_keys.session_of(request.auth, run_keys.run_of(request.auth))
     if own_session is not None and session_id != own_session:
         return Response({"detail": f"A run's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
     project = request_project(request)

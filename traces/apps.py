@@ -6,7 +6,7 @@ class TracesConfig(AppConfig):
     verbose_name = "Traces"
 
     def ready(self):
-        from evals import calibration
+        from evals.scoring import calibration
 
         from . import checks  # noqa: F401  (registers the system checks)
         from .evaluator_rules import judge_keys, label_pairs

@@ -22,10 +22,9 @@ from django.utils import timezone
 from psycopg.errors import CheckViolation
 
 from belvedir.core.models import Project
-from harnesses.redaction import redact_run_rows
 
-from . import backlog, otlp, partitions
-from .ingest import collector_paused, run_session_of, store_spans
+from . import backlog, otlp, partitions, run_keys
+from .ingest import collector_paused, store_spans
 from .models import IngestRejection, TraceBatch
 
 logger = logging.getLogger(__name__)
@@ -46,14 +45,19 @@ class _NeedPartitions(Exception):
         self.months = months
 
 
-def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int) -> int:
-    """Keep one checked request body; returns the batch's id. Durable on return (committed)."""
+def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int, *, run_id: int | None = None) -> int:
+    """Keep one checked request body; returns the batch's id. Durable on return (committed).
+
+    `run_id`: the run whose own key sent it (`run_keys.run_of`), found by the
+    request and kept for the worker, which does not look it up again.
+    """
     received_at = timezone.now()
     key_id = getattr(api_key, "pk", None)
     if connection.vendor != "postgresql":
         return TraceBatch.objects.create(
             project=project,
             api_key_id=key_id,
+            run_id=run_id,
             body=raw,
             content_type=content_type[:100],
             content_encoding=content_encoding[:20],
@@ -72,10 +76,10 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
         batch_id, _, _ = cursor.fetchone()
         # Binary COPY: the body travels as bytes. As a query parameter it
         # would be escaped to hex text twice its size, then parsed back.
-        columns = "id, project_id, api_key_id, body, content_type, content_encoding, span_count, received_at"
+        columns = "id, project_id, api_key_id, run_id, body, content_type, content_encoding, span_count, received_at"
         with cursor.cursor.copy(f"COPY traces_tracebatch ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "int8", "bytea", "varchar", "varchar", "int4", "timestamptz"])
-            copy.write_row([batch_id, project.pk, key_id, raw, content_type[:100], content_encoding[:20], span_count, received_at])
+            copy.set_types(["int8", "int8", "int8", "int8", "bytea", "varchar", "varchar", "int4", "timestamptz"])
+            copy.write_row([batch_id, project.pk, key_id, run_id, raw, content_type[:100], content_encoding[:20], span_count, received_at])
     return batch_id
 
 
@@ -139,7 +143,7 @@ def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
             raise _NeedPartitions(missing)
         for batch, parsed in work:
             # A run's key writes only its own run's session (the request already told the client).
-            own_session = run_session_of(batch.api_key)
+            own_session = run_keys.session_of(batch.api_key, batch.run_id)
             stored, reasons = _store(batch, parsed, own_session) if parsed else (0, batch.error)
             if stored < batch.span_count:
                 _record_rejection(batch, batch.span_count - stored, reasons)
@@ -206,7 +210,7 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
     try:
         body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
         parsed = otlp.parse(body, batch.content_type)
-        batch.decoded_body = body  # what a run key's redaction scans first (redact_run_rows)
+        batch.decoded_body = body  # what a run key's redaction scans first (run_keys.redact)
     except otlp.IngestError as exc:
         batch.error = [exc.message]
         return None
@@ -231,7 +235,7 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> t
     try:
         # A run's key: the run's secrets never reach the span table (nor what
         # is built from it: sessions, training data). Other keys' batches pay nothing.
-        redact = partial(redact_run_rows, own_session, source=batch.decoded_body) if own_session else None
+        redact = partial(run_keys.redact, batch.run_id, source=batch.decoded_body) if batch.run_id is not None else None
         stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session, redact=redact)
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
         # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
@@ -291,22 +295,15 @@ def lag_past_limit() -> float | None:
     spans fresh and the waiting table bounded, where accepting would let
     both grow without end. `traces.backlog` estimates the wait.
 
-    A request only a little past it (up to TRACE_INGEST_HOLD_SECONDS) is held
-    until storage catches up instead. Retry-After counts whole seconds: with 4
-    clients each refused about once a second, they sat out a second apiece
-    while the processors ran dry, and stored 0.57-0.72 x what the machine
-    could (bench/ingest.py); a fraction of a second held keeps the queue fed.
+    Refused at once, never held: holding a request up to 0.2 s past the
+    limit for storage to catch up stored no more once the processors
+    published their rates, and tripled the request p99 (bench/README.md,
+    2026-12-05).
     """
     if settings.TRACE_INGEST_INLINE:
         return None
-    limit, deadline = settings.TRACE_INGEST_MAX_LAG_SECONDS, time.monotonic() + settings.TRACE_INGEST_HOLD_SECONDS
-    while (lag := backlog.current_lag()) > limit:
-        left = deadline - time.monotonic()
-        if lag - limit > left:
-            return lag  # storage will not catch up within the hold: refuse now, holding no worker
-        # The lag falls as the processors store; `backlog` looks again every LOOK_SECONDS.
-        time.sleep(min(lag - limit, backlog.LOOK_SECONDS))
-    return None
+    lag = backlog.current_lag()
+    return lag if lag > settings.TRACE_INGEST_MAX_LAG_SECONDS else None
 
 
 def process_inline(batch_id: int):

@@ -7,8 +7,8 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
-from evals.dataset_api import DatasetSerializer, DatasetVersionSerializer
-from evals.dataset_rows import DatasetError
+from evals.datasets.api import DatasetSerializer, DatasetVersionSerializer
+from evals.datasets.rows import DatasetError
 from evals.models import Dataset
 
 from .models import TraceSession

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from evals.dataset_rows import DatasetError
+from evals.datasets.rows import DatasetError
 
 from .dataset_forms import SessionRowForm, ToDatasetForm
 from .models import TraceSession

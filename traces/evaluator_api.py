@@ -10,15 +10,17 @@ from rest_framework.settings import api_settings
 from belvedir.core import jsonvalues
 from belvedir.core.permissions import request_project
 from evals.models import Deployment
-from harnesses.models import Harness
 
 from .evaluator_rules import daily, label_score, save_evaluator, summary
-from .evaluators import EvaluatorError, backfill_estimate, start_backfill
+from .evaluators import EvaluatorError, backfill_estimate, kind_and_config, start_backfill
 from .models import Evaluator, EvaluatorScore, TaskGroup
 from .training import BadFilter, parse_bound
 
 
 class EvaluatorSerializer(serializers.ModelSerializer):
+    # Deprecated, answered for one release beside `scorer`: the scorer as it was given before.
+    kind = serializers.SerializerMethodField(help_text="Deprecated: read scorer.")
+    config = serializers.SerializerMethodField(help_text="Deprecated: read scorer.")
     judge = serializers.CharField(source="judge.name", read_only=True, allow_null=True, default=None)
     task_group = serializers.CharField(source="task_group.name", read_only=True, allow_null=True, default=None)
 
@@ -37,6 +39,7 @@ class EvaluatorSerializer(serializers.ModelSerializer):
             "harness",
             "sample_rate",
             "seed",
+            "scorer",
             "kind",
             "config",
             "judge",
@@ -44,6 +47,12 @@ class EvaluatorSerializer(serializers.ModelSerializer):
             "version",
             "created_at",
         ]
+
+    def get_kind(self, evaluator) -> str:
+        return kind_and_config(evaluator.scorer)[0]
+
+    def get_config(self, evaluator) -> dict:
+        return kind_and_config(evaluator.scorer)[1]
 
 
 class EvaluatorWriteSerializer(serializers.Serializer):
@@ -58,15 +67,21 @@ class EvaluatorWriteSerializer(serializers.Serializer):
     harness = serializers.IntegerField(required=False, allow_null=True, default=None)
     sample_rate = serializers.FloatField(min_value=0, max_value=1, default=1.0)
     seed = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=jsonvalues.INT_MIN, max_value=jsonvalues.INT_MAX)
-    kind = serializers.ChoiceField(choices=Evaluator.Kind.choices)
-    config = serializers.DictField(required=False, default=dict, help_text="The scorer's settings (traces.evaluators.check_config lists them).")
+    scorer = serializers.JSONField(
+        required=False,
+        default=None,
+        help_text='{"name": ..., "options": {...}}: a scorer of GET /api/v1/scorers (llm_judge with judge and daily_budget), or trajectory '
+        "(max_steps, max_tool_errors, max_cost).",
+    )
+    kind = serializers.ChoiceField(choices=["code", "judge", "trajectory"], required=False, default=None, help_text="Deprecated: send scorer.")
+    config = serializers.DictField(required=False, default=dict, help_text="Deprecated: send scorer.")
     judge = serializers.CharField(required=False, allow_null=True, allow_blank=True, default=None, help_text="A judge evaluator's deployment, name or id.")
     daily_budget = serializers.DecimalField(max_digits=12, decimal_places=4, required=False, allow_null=True, default=None, min_value=0)
 
     def resolved(self, project) -> dict:
         data = dict(self.validated_data)
         data["task_group"] = _one(TaskGroup.objects.filter(project=project), data["task_group"], "task group")
-        data["harness"] = _one(Harness.objects.filter(project=project), data["harness"], "harness")
+        data["harness"] = _one(Evaluator.harnesses_of(project), data["harness"], "harness")
         judge = data["judge"]
         if judge:
             deployments = Deployment.objects.filter(project=project)
@@ -77,6 +92,14 @@ class EvaluatorWriteSerializer(serializers.Serializer):
         else:
             data["judge"] = None
         return data
+
+
+DEPRECATED_KIND = 'Deprecated: kind and config are read until the next release; send scorer: {"name": ..., "options": {...}}.'
+
+
+def _noted(body: dict, payload) -> dict:
+    """The answer, with a deprecation note when the evaluator was given the old way (kind and config)."""
+    return {**body, "deprecation": DEPRECATED_KIND} if payload.validated_data.get("scorer") is None else body
 
 
 def _one(queryset, pk, what):
@@ -145,7 +168,7 @@ class EvaluatorViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         payload.is_valid(raise_exception=True)
         project = request_project(request)
         evaluator = save_evaluator(project, request.user, payload.resolved(project))
-        return Response(EvaluatorSerializer(evaluator).data, status=201)
+        return Response(_noted(EvaluatorSerializer(evaluator).data, payload), status=201)
 
     @extend_schema(request=EvaluatorWriteSerializer, responses={200: EvaluatorSerializer})
     def update(self, request, pk=None):
@@ -154,7 +177,7 @@ class EvaluatorViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.
         payload = EvaluatorWriteSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         project = request_project(request)
-        return Response(EvaluatorSerializer(save_evaluator(project, request.user, payload.resolved(project), evaluator)).data)
+        return Response(_noted(EvaluatorSerializer(save_evaluator(project, request.user, payload.resolved(project), evaluator)).data, payload))
 
     @extend_schema(
         parameters=[OpenApiParameter("status", str, enum=["scored", "error", "skipped"]), OpenApiParameter("session", str)],

@@ -12,14 +12,16 @@ from django.utils import timezone
 from belvedir.core import jsonvalues
 from billing.actions import debt_gate, refuse_if_in_debt
 from evals import statistics
-from evals.judges import judge_key
 from evals.models import Deployment
+from evals.scoring.calibration import LabelRefused, person_grade
+from evals.scoring.judge import SCALES, judge_key
 
-from .evaluators import SCALES, EvaluatorError, check_config, rubric_of
-from .models import Evaluator, EvaluatorLabel, EvaluatorScore, TaskGroup
+from .evaluators import EvaluatorError, check_scorer, rubric_of, scorer_of_kind
+from .models import JUDGE_SCORER, Evaluator, EvaluatorLabel, EvaluatorScore, TaskGroup
+from .scorers import evaluator_scorer
 
 # What changes a verdict: edited, they make a new version (old scores keep theirs).
-RULE_FIELDS = ("target", "task_group", "user_id", "metadata", "outcome", "source", "harness", "sample_rate", "seed", "kind", "config", "judge")
+RULE_FIELDS = ("target", "task_group", "user_id", "metadata", "outcome", "source", "harness", "sample_rate", "seed", "scorer", "judge")
 FIELDS = (*RULE_FIELDS, "name", "enabled", "daily_budget")
 
 
@@ -59,7 +61,8 @@ def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None
     budget = data.get("daily_budget")
     if budget is not None and Decimal(budget) < 0:
         raise EvaluatorError("The daily budget must not be negative.")
-    kind = data.get("kind")
+    scorer = check_scorer(scorer_given(data), judge, budget)
+    judged = evaluator_scorer(scorer["name"]).needs_judge
     values = {
         "name": name,
         "enabled": data.get("enabled", True),
@@ -72,14 +75,13 @@ def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None
         "harness": data.get("harness"),
         "sample_rate": float(rate),
         "seed": data.get("seed") if data.get("seed") is not None else (evaluator.seed if evaluator else secrets.randbelow(2**31)),
-        "kind": kind,
-        "config": check_config(kind, data.get("config") or {}, judge, budget),
-        "judge": judge if kind == Evaluator.Kind.JUDGE else None,
+        "scorer": scorer,
+        "judge": judge if judged else None,
         "daily_budget": budget,
     }
     if values["target"] not in Evaluator.Target.values or values["source"] not in Evaluator.Source.values:
         raise EvaluatorError("The target is session or task; the source any, production or harness.")
-    if kind == Evaluator.Kind.JUDGE and values["enabled"]:
+    if judged and values["enabled"]:
         refuse_if_in_debt(project)
     with transaction.atomic():
         if evaluator is None:
@@ -91,6 +93,15 @@ def save_evaluator(project, user, data: dict, evaluator: Evaluator | None = None
             evaluator.version += 1
         evaluator.save()
     return evaluator
+
+
+def scorer_given(data: dict):
+    """The scorer `data` names: {"name", "options"} as `scorer`, or the way taken before, `kind` and `config` (one release)."""
+    if data.get("scorer") is not None:
+        return data["scorer"]
+    if data.get("kind") is None:
+        raise EvaluatorError('An evaluator needs a scorer: {"name": ..., "options": {...}} (GET /api/v1/scorers lists them, and trajectory).')
+    return scorer_of_kind(data["kind"], data.get("config") or {})
 
 
 def summary(evaluator: Evaluator) -> dict:
@@ -143,17 +154,12 @@ def session_scores(session) -> list[EvaluatorScore]:
 def label_score(score: EvaluatorScore, user, *, value: float | None = None, agree: bool | None = None) -> EvaluatorLabel:
     """A person's grade of a judge evaluator's verdict (their own, or agree / disagree); the same person again replaces it."""
     evaluator = score.evaluator
-    if evaluator.kind != Evaluator.Kind.JUDGE or score.status != EvaluatorScore.Status.SCORED:
+    if not evaluator.needs_judge or score.status != EvaluatorScore.Status.SCORED:
         raise EvaluatorError("Only a judge's verdict can be labelled.")
-    low, high = SCALES[evaluator.config["scale"]]
-    if (value is None) == (agree is None):
-        raise EvaluatorError("Give either your own grade (value) or whether you agree with the judge (agree).")
-    if agree is not None:
-        if not agree and high - low > 1:
-            raise EvaluatorError(f"To disagree with a {low:g}-{high:g} grade, give your own (value).")
-        value = score.value if agree else high + low - score.value
-    if not low <= value <= high or (high - low == 1 and value not in (low, high)):
-        raise EvaluatorError(f"A grade on this judge's scale is between {low:g} and {high:g}.")
+    try:
+        value = person_grade(SCALES[evaluator.scale], score.value, value=value, agree=agree)
+    except LabelRefused as exc:
+        raise EvaluatorError(str(exc)) from None
     label, _ = EvaluatorLabel.objects.update_or_create(
         score=score, user=user, defaults={"judge_key": score.detail.get("judge", ""), "judge_value": score.value, "value": float(value)}
     )
@@ -167,6 +173,6 @@ def label_pairs(project, judge_key: str) -> list[tuple[float, float]]:
 
 def judge_keys(project) -> list[str]:
     keys = []
-    for evaluator in Evaluator.objects.filter(project=project, kind=Evaluator.Kind.JUDGE, judge__isnull=False):
+    for evaluator in Evaluator.objects.filter(project=project, scorer__name=JUDGE_SCORER, judge__isnull=False):
         keys.append(judge_key(evaluator.judge_id, rubric_of(evaluator)))
     return keys

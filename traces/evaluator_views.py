@@ -9,12 +9,23 @@ from django.views.decorators.http import require_POST
 from belvedir.core.charts import Series, line_chart
 from billing.errors import InsufficientBalance
 from evals.models import Deployment
-from harnesses.models import Harness
+from evals.scoring.base import config
+from evals.scoring.calibration import posted_grade
+from evals.scoring.judge import SCALES, WITHOUT_REFERENCE
+from evals.scoring.scorers import SCORERS
 
 from .evaluator_rules import daily, label_score, save_evaluator, summary
-from .evaluators import DEFAULT_JUDGE_PROMPT, SCALES, EvaluatorError, backfill_estimate, start_backfill
-from .models import Evaluator, EvaluatorScore, TaskGroup
+from .evaluators import EvaluatorError, backfill_estimate, start_backfill
+from .models import JUDGE_SCORER, Evaluator, EvaluatorScore, TaskGroup
 from .training import BadFilter, parse_bound
+
+# The form's families of scorers: a code check (which one: `check`), the LLM judge, the trajectory check.
+KINDS = [
+    ("code", "Code (exact, contains, regex, JSON-valid, last number)"),
+    ("judge", "LLM judge"),
+    ("trajectory", "Trajectory check (steps, tool errors, cost)"),
+]
+LIMITS = ("max_steps", "max_tool_errors", "max_cost")
 
 
 class EvaluatorForm(forms.Form):
@@ -28,11 +39,11 @@ class EvaluatorForm(forms.Form):
     )
     outcome = forms.ChoiceField(choices=[("", "Any"), ("success", "success"), ("fail", "fail"), ("none", "none reported")], required=False)
     source = forms.ChoiceField(choices=Evaluator.Source.choices)
-    harness = forms.ModelChoiceField(queryset=Harness.objects.none(), required=False, help_text="Only this harness's runs.")
+    harness = forms.ModelChoiceField(queryset=Evaluator.harnesses_of(None).none(), required=False, help_text="Only this harness's runs.")
     sample_rate = forms.FloatField(min_value=0, max_value=1, initial=1.0, help_text="The share scored: 0.1 scores a fixed tenth (the same for the same seed).")
-    kind = forms.ChoiceField(choices=Evaluator.Kind.choices, label="Scorer")
+    kind = forms.ChoiceField(choices=KINDS, label="Scorer")
     check = forms.ChoiceField(
-        choices=[(c, c) for c in ("contains", "exact_match", "regex", "json_valid", "last_number")],
+        choices=[(name, name) for name, scorer in SCORERS.items() if not scorer.needs_judge],
         required=False,
         help_text="Code: what the answer must pass.",
     )
@@ -40,7 +51,7 @@ class EvaluatorForm(forms.Form):
     pattern = forms.CharField(required=False, help_text="Code, regex: the pattern the answer must match (stopped after its time limit).")
     judge = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, help_text="LLM judge: the deployment that grades.")
     prompt = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 4}), initial=DEFAULT_JUDGE_PROMPT, help_text="LLM judge: {input} and {output} are filled in."
+        required=False, widget=forms.Textarea(attrs={"rows": 4}), initial=WITHOUT_REFERENCE, help_text="LLM judge: {input} and {output} are filled in."
     )
     scale = forms.ChoiceField(choices=[(s, s) for s in SCALES], required=False, help_text="LLM judge: PASS/FAIL, or a 1-10 rating as [[n]].")
     daily_budget = forms.DecimalField(
@@ -53,7 +64,7 @@ class EvaluatorForm(forms.Form):
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["task_group"].queryset = TaskGroup.objects.filter(project=project)
-        self.fields["harness"].queryset = Harness.objects.filter(project=project)
+        self.fields["harness"].queryset = Evaluator.harnesses_of(project)
         self.fields["judge"].queryset = Deployment.objects.filter(project=project)
 
     def data_for_save(self) -> dict:
@@ -63,26 +74,30 @@ class EvaluatorForm(forms.Form):
             key, sep, value = line.partition("=")
             if sep and key.strip():
                 metadata[key.strip()] = value.strip()
-        config = {
-            Evaluator.Kind.CODE: {k: data[k] for k in ("check", "expected", "pattern") if data[k]},
-            Evaluator.Kind.JUDGE: {"prompt": data["prompt"], "scale": data["scale"] or "pass_fail"},
-            Evaluator.Kind.TRAJECTORY: {k: data[k] for k in ("max_steps", "max_tool_errors", "max_cost") if data[k] is not None},
-        }[data["kind"]]
+        scorer = {
+            "code": lambda: config(data["check"], {k: data[k] for k in ("expected", "pattern") if data[k] and k in SCORERS[data["check"]].options}),
+            "judge": lambda: config(JUDGE_SCORER, {"prompt": data["prompt"], "scale": data["scale"] or "pass_fail"}),
+            "trajectory": lambda: config("trajectory", {k: float(data[k]) if k == "max_cost" else data[k] for k in LIMITS if data[k] is not None}),
+        }[data["kind"]]()
         return {
             **{
                 k: data[k]
-                for k in ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "kind", "judge", "daily_budget")
+                for k in ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "judge", "daily_budget")
             },
             "metadata": metadata,
-            "config": config,
+            "scorer": scorer,
         }
 
     @classmethod
     def initial_of(cls, evaluator: Evaluator) -> dict:
-        fields = ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "kind", "judge", "daily_budget")
+        fields = ("name", "enabled", "target", "task_group", "user_id", "outcome", "source", "harness", "sample_rate", "judge", "daily_budget")
+        name, options = evaluator.scorer["name"], evaluator.scorer["options"]
+        kind = "judge" if evaluator.needs_judge else "trajectory" if name == "trajectory" else "code"
         return {
             **{f: getattr(evaluator, f) for f in fields},
-            **evaluator.config,
+            **options,
+            "kind": kind,
+            **({"check": name} if kind == "code" else {}),
             "metadata": "\n".join(f"{k}={v}" for k, v in evaluator.metadata.items()),
         }
 
@@ -186,10 +201,8 @@ def evaluator_label(request, pk):
     evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project), pk=pk)
     score_id = request.POST.get("score", "")
     score = get_object_or_404(EvaluatorScore.objects.filter(evaluator=evaluator), pk=int(score_id) if score_id.isdecimal() else 0)
-    answer = request.POST.get("label", "")
     try:
-        value = float(request.POST["value"]) if answer == "grade" else None
-        label_score(score, request.user, value=value, agree={"agree": True, "disagree": False}.get(answer))
+        label_score(score, request.user, **posted_grade(request.POST))
     except (EvaluatorError, ValueError, KeyError) as exc:
         messages.error(request, f"Not labelled: {exc}")
     else:

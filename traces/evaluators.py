@@ -16,7 +16,6 @@ A judge stops at its daily budget: what is left that day is marked skipped.
 import asyncio
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -31,24 +30,18 @@ from belvedir.core import jsonvalues
 from billing.actions import debt_gate, refuse_if_in_debt
 from billing.errors import InsufficientBalance
 from billing.models import Account
-from evals.judges import Judge, Rubric, correct_or_incorrect, rating_1_to_10
-from evals.patterns import PatternError, compile_pattern
-from evals.scoring import DATASET_SCORERS, ScoringError
+from evals.scoring.base import Context, Item, ScorerConfigError, ScoringError, config
+from evals.scoring.judge import SCALES, WITHOUT_REFERENCE, Judge, Rubric
+from evals.scoring.scorers import SCORERS
 
 from . import trajectory
-from .models import Evaluator, EvaluatorScore, Span, Task, TraceSession
+from .models import JUDGE_SCORER, Evaluator, EvaluatorScore, Span, Task, TraceSession
+from .scorers import TRACE_SCORERS, evaluator_scorer
 from .training import conversation
 
-CODE_CHECKS = (*DATASET_SCORERS, "json_valid")
-SCALES = {"pass_fail": (0.0, 1.0), "1-10": (1.0, 10.0)}
-DEFAULT_JUDGE_PROMPT = (
-    "You review an AI assistant's work. The user asked:\n{input}\n\nThe assistant answered:\n{output}\n\n"
-    "Did the assistant answer helpfully and correctly? Reply with exactly one word: PASS or FAIL."
-)
 MAX_ATTEMPTS = 5  # a judge error is retried this many times in all, then left as an error
 RETRY_AFTER = timedelta(minutes=2)
 BATCH = 200  # sessions per queue task
-MAX_TRAJECTORY_LIMIT = 1_000_000  # steps, tool errors or dollars: beyond any session this platform stores
 
 
 class EvaluatorError(ValueError):
@@ -57,59 +50,56 @@ class EvaluatorError(ValueError):
     status_code = 400
 
 
-def check_config(kind: str, config, judge, daily_budget) -> dict:
-    """An evaluator's scorer settings, checked; EvaluatorError naming what is wrong.
+def check_scorer(scorer, judge, daily_budget) -> dict:
+    """An evaluator's scorer, {"name": ..., "options": {...}}, checked; EvaluatorError naming what is wrong.
 
-    code:       {"check": exact_match | contains | regex | json_valid | last_number, "expected": "...", "pattern": "..."}
-    judge:      {"prompt": "... {input} ... {output} ...", "scale": pass_fail | 1-10}, with a judge deployment and a daily budget
-    trajectory: {"max_steps": N, "max_tool_errors": N, "max_cost": dollars}, at least one
+    Any scorer of traces.scorers.evaluator_scorer: a code check (exact_match, contains, last_number and regex
+    against `expected`, json_valid), llm_judge with a judge deployment and a daily budget, or trajectory.
     """
-    if not isinstance(config, dict):
-        raise EvaluatorError("The scorer's settings are a mapping.")
+    if not isinstance(scorer, dict) or set(scorer) - {"name", "options"}:
+        raise EvaluatorError('The scorer is {"name": ..., "options": {...}}.')
     try:
-        jsonvalues.check(config, "config")
+        jsonvalues.check(scorer, "scorer")
     except jsonvalues.JsonValueError as exc:
         raise EvaluatorError(exc.message) from None
-    if kind == Evaluator.Kind.CODE:
-        check = config.get("check")
-        if check not in CODE_CHECKS:
-            raise EvaluatorError(f"A code evaluator's check is one of {', '.join(CODE_CHECKS)}.")
-        if check in ("exact_match", "contains", "last_number") and not str(config.get("expected", "")).strip():
-            raise EvaluatorError(f"The {check} check needs the expected text (expected).")
-        if check == "regex":
-            if not config.get("pattern"):
-                raise EvaluatorError("The regex check needs a pattern.")
-            try:
-                compile_pattern(str(config["pattern"]))
-            except PatternError as exc:
-                raise EvaluatorError(f"The regex {exc}.") from None
-        return {k: config[k] for k in ("check", "expected", "pattern") if k in config}
-    if kind == Evaluator.Kind.JUDGE:
+    try:
+        found = evaluator_scorer(scorer.get("name"))
+        # Live traffic has no reference answer: a check against one is given it as `expected`.
+        options = found.check(scorer.get("options") or {}, references=False)
+    except ScorerConfigError as exc:
+        raise EvaluatorError(str(exc)) from None
+    if found.needs_judge:
         if judge is None:
             raise EvaluatorError("A judge evaluator needs a judge deployment.")
         if daily_budget is None or not judge.is_priced:
             raise EvaluatorError("A judge evaluator needs a daily budget, and a judge deployment with prices to keep it.")
-        scale = config.get("scale", "pass_fail")
-        if scale not in SCALES:
-            raise EvaluatorError(f"The judge's scale is one of {', '.join(SCALES)}.")
-        prompt = config.get("prompt") or DEFAULT_JUDGE_PROMPT
-        if "{output}" not in prompt:
-            raise EvaluatorError("The judge's prompt must place the answer it judges: {output} (and the question: {input}).")
-        return {"prompt": prompt, "scale": scale}
-    if kind == Evaluator.Kind.TRAJECTORY:
-        limits = {k: config[k] for k in ("max_steps", "max_tool_errors", "max_cost") if config.get(k) not in (None, "")}
-        if not limits:
-            raise EvaluatorError("A trajectory check needs at least one of max_steps, max_tool_errors, max_cost.")
-        try:
-            checked = {k: (float(v) if k == "max_cost" else int(v)) for k, v in limits.items() if not isinstance(v, bool)}
-        except (TypeError, ValueError, OverflowError):
-            checked = {}
-        # A limit is compared with a session's figures: NaN compares false with all of them, and a negative or
-        # astronomic one is a typo; "nan" and "1e999" arrive as text, past the JSON parser's check.
-        if len(checked) != len(limits) or not all(math.isfinite(v) and 0 <= v <= MAX_TRAJECTORY_LIMIT for v in checked.values()):
-            raise EvaluatorError(f"max_steps and max_tool_errors are whole numbers, max_cost a number of dollars, each from 0 to {MAX_TRAJECTORY_LIMIT:,}.")
-        return checked
-    raise EvaluatorError(f"Unknown scorer {kind!r}; choose {', '.join(Evaluator.Kind.values)}.")
+    return config(found.name, options)
+
+
+def scorer_of_kind(kind, config_) -> dict:
+    """The scorer of an evaluator given the way the API took before (kind and config), read for one release:
+    a code check's name is its check, a judge is llm_judge, a trajectory check is trajectory."""
+    if not isinstance(config_, dict):
+        raise EvaluatorError("The scorer's settings are a mapping.")
+    kept = {"code": ("expected", "pattern"), "judge": ("prompt", "scale"), "trajectory": ("max_steps", "max_tool_errors", "max_cost")}
+    if kind not in kept:
+        raise EvaluatorError(f"Unknown scorer {kind!r}; choose code, judge or trajectory (or, from now on, a scorer by name).")
+    name = {"code": config_.get("check"), "judge": JUDGE_SCORER, "trajectory": "trajectory"}[kind]
+    if kind == "code" and name in (JUDGE_SCORER, "trajectory"):
+        raise EvaluatorError(f"A code evaluator's check is a code check, not {name}.")
+    # The old config held every field of the form: a check keeps only the options it has.
+    known = TRACE_SCORERS.get(name) or SCORERS.get(name)
+    return {"name": name, "options": {k: config_[k] for k in kept[kind] if k in config_ and (known is None or k in known.options)}}
+
+
+def kind_and_config(scorer: dict) -> tuple[str, dict]:
+    """An evaluator's scorer the way the API answered before (kind and config), for one release: scorer_of_kind's inverse."""
+    name, options = scorer["name"], scorer["options"]
+    if name == JUDGE_SCORER:
+        return "judge", {k: options[k] for k in ("prompt", "scale") if k in options}
+    if name == "trajectory":
+        return "trajectory", dict(options)
+    return "code", {"check": name, **{k: v for k, v in options.items() if v != ""}}
 
 
 # -- which sessions and tasks --------------------------------------------------
@@ -213,38 +203,9 @@ def _text(content) -> str:
     return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
-def code_score(config: dict, seen: Exchange) -> tuple[float, dict]:
-    check = config["check"]
-    if check == "json_valid":
-        try:
-            json.loads(seen.output)
-        except ValueError as exc:
-            return 0.0, {"answer": seen.output[:500], "why": f"not JSON: {exc}"}
-        return 1.0, {"answer": seen.output[:500]}
-    options = {"pattern": config["pattern"]} if check == "regex" else {}
-    return DATASET_SCORERS[check](seen.output, str(config.get("expected", "")), **options), {"answer": seen.output[:500]}
-
-
-def trajectory_score(config: dict, seen: Exchange) -> tuple[float, dict]:
-    """1 when every limit holds; each figure and limit in the detail."""
-    broken = []
-    if "max_steps" in config and seen.steps > config["max_steps"]:
-        broken.append(f"{seen.steps} steps > {config['max_steps']}")
-    if "max_tool_errors" in config and seen.tool_errors > config["max_tool_errors"]:
-        broken.append(f"{seen.tool_errors} tool errors > {config['max_tool_errors']}")
-    if "max_cost" in config:
-        if seen.cost is None:
-            broken.append("cost unknown (no priced deployment serves its model)")
-        elif seen.cost > Decimal(str(config["max_cost"])):
-            broken.append(f"cost ${seen.cost:.4f} > ${config['max_cost']}")
-    detail = {"steps": seen.steps, "tool_errors": seen.tool_errors, "cost": str(seen.cost) if seen.cost is not None else None, "broken": broken}
-    return float(not broken), detail
-
-
 def rubric_of(evaluator: Evaluator) -> Rubric:
-    # The scale is in the name, which is how a calibration card knows it (evals.calibration.scale_of).
-    scale = evaluator.config["scale"]
-    return Rubric(name=f"evaluator-{evaluator.pk}-{scale}", version=str(evaluator.version), scale=SCALES[scale])
+    # The scale is in the name, which is how a calibration card knows it (evals.scoring.calibration.scale_of).
+    return Rubric(name=f"evaluator-{evaluator.pk}-{evaluator.scale}", version=str(evaluator.version), scale=SCALES[evaluator.scale])
 
 
 # -- the queue --------------------------------------------------------------------
@@ -297,67 +258,49 @@ def score_targets(evaluator: Evaluator, work, prices) -> int:
     work = [(s, t) for s, t in work if (s.pk, t.pk if t else None) not in done]
     if not work:
         return 0
-    balance = Account.balance_for(evaluator.project_id) if evaluator.kind == Evaluator.Kind.JUDGE else 0
+    balance = Account.balance_for(evaluator.project_id) if evaluator.needs_judge else 0
     if balance < 0:
         skipped = {"status": EvaluatorScore.Status.SKIPPED, "error": f"Not judged: {InsufficientBalance(balance, 0)}"}
         return sum(_store(evaluator, session, task, skipped) for session, task in work)
-    seen = exchanges(work, prices, figures=evaluator.kind == Evaluator.Kind.TRAJECTORY)
-    if evaluator.kind == Evaluator.Kind.JUDGE:
-        outcomes = asyncio.run(judge_all(evaluator, seen, spent_today(evaluator)))
-    else:
-        scorer = code_score if evaluator.kind == Evaluator.Kind.CODE else trajectory_score
-        outcomes = [_safely(scorer, evaluator.config, one) for one in seen]
+    seen = exchanges(work, prices, figures=evaluator.scorer["name"] == "trajectory")
+    outcomes = asyncio.run(score_all(evaluator, seen, spent_today(evaluator) if evaluator.needs_judge else Decimal(0)))
     return sum(_store(evaluator, session, task, outcome) for (session, task), outcome in zip(work, outcomes, strict=True))
 
 
-def _safely(scorer, config, seen) -> dict:
-    try:
-        value, detail = scorer(config, seen)
-    except ScoringError as exc:  # a regex past its time limit: an error, not a verdict
-        return {"status": EvaluatorScore.Status.ERROR, "error": str(exc), "final": True}
-    return {"status": EvaluatorScore.Status.SCORED, "value": value, "detail": detail}
+async def score_all(evaluator: Evaluator, seen: list[Exchange], spent: Decimal) -> list[dict]:
+    """Each exchange scored by the evaluator's scorer; a judge's asked up to its max_in_flight at once, and once the
+    day's spend (`spent` so far) reaches the budget the rest are skipped. No ORM in here: it runs in its own event loop."""
+    scorer, options = evaluator_scorer(evaluator.scorer["name"]), evaluator.scorer["options"]
+    judge = Judge(evaluator.judge, rubric_of(evaluator)) if scorer.needs_judge else None
+    context, budget = Context(judge=judge), evaluator.daily_budget if judge else None
+    gate = asyncio.Semaphore(evaluator.judge.max_in_flight if judge else len(seen) or 1)
 
-
-async def judge_all(evaluator: Evaluator, seen: list[Exchange], spent: Decimal) -> list[dict]:
-    """Each exchange judged, up to the judge's max_in_flight at once; once the day's spend (`spent` so far) reaches
-    the budget the rest are skipped. No ORM in here: it runs in its own event loop."""
-    judge = Judge(evaluator.judge, rubric_of(evaluator))
-    budget = evaluator.daily_budget
-    gate = asyncio.Semaphore(evaluator.judge.max_in_flight)
-    parse = correct_verdict if evaluator.config["scale"] == "pass_fail" else rating_1_to_10
+    def cost_of(usage) -> Decimal | None:
+        return (evaluator.judge.cost(*usage) or Decimal(0)) if judge else None
 
     async def one(exchange_: Exchange) -> dict:
         nonlocal spent
         async with gate:
             if budget is not None and spent >= budget:
                 return {"status": EvaluatorScore.Status.SKIPPED, "error": f"Daily budget of ${budget} spent."}
-            messages = [{"role": "user", "content": evaluator.config["prompt"].replace("{input}", exchange_.input).replace("{output}", exchange_.output)}]
+            figures = {"steps": exchange_.steps, "tool_errors": exchange_.tool_errors, "cost": exchange_.cost}
             try:
-                verdict = await judge.grade(messages, parse, {"temperature": 0, "max_tokens": 1024})
+                score = await scorer.score(Item(exchange_.input, exchange_.output, extra=figures), options, context)
             except ScoringError as exc:
-                cost = evaluator.judge.cost(*exc.usage) or Decimal(0)
-                spent += cost
-                return {"status": EvaluatorScore.Status.ERROR, "error": str(exc), "usage": exc.usage, "cost": cost}
-            cost = evaluator.judge.cost(*verdict.usage) or Decimal(0)
-            spent += cost
-            return {
-                "status": EvaluatorScore.Status.SCORED,
-                "value": verdict.value,
-                "detail": {"judge": judge.key, "reasoning": verdict.reasoning[:4000], "answer": exchange_.output[:500]},
-                "usage": verdict.usage,
-                "cost": cost,
-            }
+                cost = cost_of(exc.usage)
+                spent += cost or 0
+                # A judge that could not answer is asked again later; a check (a regex past its time limit) would only fail again.
+                return {"status": EvaluatorScore.Status.ERROR, "error": str(exc), "usage": exc.usage, "cost": cost, "final": judge is None}
+            cost = cost_of(score.usage)
+            spent += cost or 0
+            detail = dict(score.detail) if scorer.name == "trajectory" else {**score.detail, "answer": exchange_.output[:500]}
+            return {"status": EvaluatorScore.Status.SCORED, "value": score.value, "detail": detail, "usage": score.usage, "cost": cost}
 
     try:
         return await asyncio.gather(*(one(x) for x in seen))
     finally:
-        await judge.aclose()
-
-
-def correct_verdict(text: str) -> float | None:
-    """PASS is 1, FAIL 0 (CORRECT and INCORRECT read the same), anything else no verdict."""
-    word = text.strip().split(maxsplit=1)[0].strip(".,:;!*\"'").upper() if text.strip() else ""
-    return {"PASS": 1.0, "FAIL": 0.0}.get(word, correct_or_incorrect(text))
+        if judge is not None:
+            await judge.aclose()
 
 
 def spent_today(evaluator: Evaluator) -> Decimal:
@@ -414,10 +357,10 @@ def retry_errors() -> int:
     retried = 0
     for score in due:
         evaluator = score.evaluator
-        if evaluator.version != score.version or evaluator.kind != Evaluator.Kind.JUDGE:
+        if evaluator.version != score.version or not evaluator.needs_judge:
             continue
         seen = exchange(score.session, score.task, trajectory.model_prices(score.project_id))
-        outcome = asyncio.run(judge_all(evaluator, [seen], spent_today(evaluator)))[0]
+        outcome = asyncio.run(score_all(evaluator, [seen], spent_today(evaluator)))[0]
         usage = outcome.get("usage") or (0, 0)
         EvaluatorScore.objects.filter(pk=score.pk, status=EvaluatorScore.Status.ERROR).update(
             status=outcome["status"],
@@ -466,12 +409,15 @@ def backfill_estimate(evaluator: Evaluator, since: datetime, until: datetime) ->
         if (session.pk, task.pk if task else None) not in scored
     ]
     estimate = {"sessions": len(sessions), "to_score": len(todo), "session_ids": sorted({pk for pk, _ in todo}), "cost": None, "tokens_each": None}
-    if evaluator.kind == Evaluator.Kind.JUDGE:
+    if evaluator.needs_judge:
         past = EvaluatorScore.objects.filter(evaluator=evaluator, status=EvaluatorScore.Status.SCORED).aggregate(
             p=Avg("prompt_tokens"), c=Avg("completion_tokens")
         )
         # Without past verdicts: the prompt's words, a typical conversation's, and a short explanation.
-        prompt_tokens, completion_tokens = round(past["p"] or len(evaluator.config["prompt"].split()) * 1.5 + 400), round(past["c"] or 150)
+        prompt_tokens, completion_tokens = (
+            round(past["p"] or len((evaluator.scorer["options"]["prompt"] or WITHOUT_REFERENCE).split()) * 1.5 + 400),
+            round(past["c"] or 150),
+        )
         estimate["tokens_each"] = {"prompt": prompt_tokens, "completion": completion_tokens, "from": "past verdicts" if past["p"] else "a guess"}
         estimate["cost"] = (evaluator.judge.cost(prompt_tokens, completion_tokens) or Decimal(0)) * len(todo)
     return estimate
@@ -482,7 +428,7 @@ def start_backfill(evaluator: Evaluator, since: datetime, until: datetime) -> di
     """Queue the window's sessions for this evaluator (older than it included); the estimate it was started on.
 
     A judge's backfill is refused while the project is in debt (InsufficientBalance), before anything is queued."""
-    if evaluator.kind == Evaluator.Kind.JUDGE:
+    if evaluator.needs_judge:
         refuse_if_in_debt(evaluator.project_id)
     estimate = backfill_estimate(evaluator, since, until)
     ids = estimate["session_ids"]

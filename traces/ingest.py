@@ -26,7 +26,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg.types.string import BytesBinaryDumper
 
-from . import otlp
+from . import otlp, run_keys
 from .extract import SESSION_KEYS, extract, session_of, to_datetime
 from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
@@ -117,17 +117,6 @@ def foreign_in_body(body: bytes, content_type: str, session: str) -> int:
     except otlp.IngestError:
         return 0  # the worker refuses the batch whole, and records why
     return sum(1 for attributes in found if session_of(attributes) not in ("", session))
-
-
-def run_session_of(key) -> str | None:
-    """The one session a per-run key may write (its run's id); None for other keys."""
-    # Here, not at the top: harnesses imports traces (scores, trajectories), and the apps must not import each other at load.
-    from harnesses.models import Run
-
-    if not getattr(key, "per_run", False):
-        return None
-    run_id = Run.objects.filter(api_key=key).values_list("pk", flat=True).first()
-    return str(run_id) if run_id else ""
 
 
 def _row(project_id, raw: dict, received_at) -> dict:
@@ -308,9 +297,7 @@ def _upsert_sessions_portable(project, sessions, now):
 
 def _run_ids(project, sessions) -> dict[str, int]:
     """A run's id is its session id: link sessions whose id names a run of the project."""
-    from harnesses.models import Run  # here, not at the top: see run_session_of()
-
     candidates = [int(s) for s in sessions if s.isdigit() and len(s) < 18]
     if not candidates:
         return {}
-    return {str(pk): pk for pk in Run.objects.filter(project=project, pk__in=candidates).values_list("pk", flat=True)}
+    return {str(pk): pk for pk in run_keys.runs_among(project.pk, candidates)}

@@ -201,6 +201,10 @@ class TraceBatch(models.Model):
     # Who sent it: the worker applies what the key may write (a per-run key,
     # its own session) and records what it rejects against it.
     api_key = models.ForeignKey("core.ApiKey", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
+    # The run whose own key sent it, found once by the request (run_keys.run_of)
+    # and kept for the worker. An id, not a foreign key: a batch lives seconds,
+    # and a constraint would be checked on every accepted request.
+    run_id = models.BigIntegerField(null=True, blank=True)
     body = models.BinaryField()
     content_type = models.CharField(max_length=100)
     content_encoding = models.CharField(max_length=20, blank=True)
@@ -265,6 +269,10 @@ class IngestRejection(models.Model):
         return f"{self.rejected} spans rejected"
 
 
+# The scorer that asks the evaluator's judge deployment (evals.scoring.judge.LlmJudge).
+JUDGE_SCORER = "llm_judge"
+
+
 class Evaluator(models.Model):
     """A rule that scores live traffic: which sessions (or their tasks) it looks at, a sampling rate, and a scorer.
 
@@ -283,11 +291,6 @@ class Evaluator(models.Model):
         PRODUCTION = "production", "Production only (not from a harness run)"
         HARNESS = "harness", "From harness runs only"
 
-    class Kind(models.TextChoices):
-        CODE = "code", "Code (exact, contains, regex, JSON-valid, last number)"
-        JUDGE = "judge", "LLM judge"
-        TRAJECTORY = "trajectory", "Trajectory check (steps, tool errors, cost)"
-
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evaluators")
     name = models.CharField(max_length=100)
     enabled = models.BooleanField(default=True)
@@ -302,9 +305,9 @@ class Evaluator(models.Model):
     sample_rate = models.FloatField(default=1.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)])
     # Which sessions a sample takes is a function of the seed and the session: the same seed, the same subset.
     seed = models.BigIntegerField(default=0)
-    kind = models.CharField(max_length=12, choices=Kind.choices)
-    # The scorer's settings, checked by traces.evaluators.check_config (its docstring lists them per kind).
-    config = models.JSONField(default=dict)
+    # What scores a session: {"name": a scorer of traces.scorers.evaluator_scorer, "options": {...}}, checked by
+    # traces.evaluators.check_scorer (GET /api/v1/scorers lists evals' scorers and their options; "trajectory" is a trace's own).
+    scorer = models.JSONField(default=dict)
     judge = models.ForeignKey("evals.Deployment", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
     daily_budget = models.DecimalField(
         max_digits=12,
@@ -329,6 +332,25 @@ class Evaluator(models.Model):
 
     def get_absolute_url(self):
         return reverse("traces:evaluator", args=[self.pk])
+
+    @classmethod
+    def harnesses_of(cls, project):
+        """The harnesses an evaluator of `project` may filter on, through its own foreign key: traces imports no harness."""
+        return cls._meta.get_field("harness").related_model.objects.filter(project=project)
+
+    @property
+    def needs_judge(self) -> bool:
+        return self.scorer.get("name") == JUDGE_SCORER
+
+    @property
+    def scale(self) -> str:
+        """A judge's scale (pass_fail or 1-10)."""
+        return self.scorer.get("options", {}).get("scale", "pass_fail")
+
+    @property
+    def scorer_label(self) -> str:
+        name = self.scorer.get("name", "")
+        return {JUDGE_SCORER: "LLM judge", "trajectory": "Trajectory check"}.get(name, f"Code check: {name.replace('_', ' ')}")
 
 
 class EvaluatorScore(models.Model):

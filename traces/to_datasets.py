@@ -20,8 +20,8 @@ session that has no user message refuses the lot, naming it.
 import json
 from dataclasses import dataclass
 
-from evals.dataset_rows import DatasetError
-from evals.dataset_versions import add_rows, new_dataset
+from evals.datasets.rows import DatasetError
+from evals.datasets.versions import add_rows, new_dataset
 from evals.models import Dataset, DatasetVersion
 
 from .filters import by_user_and_metadata

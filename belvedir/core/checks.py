@@ -1,5 +1,3 @@
-from urllib.parse import urlparse
-
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.checks import Error, Tags, Warning, register
@@ -18,14 +16,6 @@ def check_configuration(app_configs, **kwargs):
                 "SECRET_KEY is not set and DEBUG is off.",
                 hint="Set SECRET_KEY to a long random string (it is generated under var/ only when DEBUG=1).",
                 id="belvedir.E002",
-            )
-        )
-    if urlparse(settings.SANDBOX_DOCKER_URL).scheme not in {"unix", "tcp", "ssh", "http", "https"}:
-        errors.append(
-            Error(
-                f"DOCKER_HOST={settings.SANDBOX_DOCKER_URL!r} is not a Docker URL.",
-                hint="Use unix:///var/run/docker.sock or tcp://host:2376.",
-                id="belvedir.E003",
             )
         )
     if not settings.SANDBOX_IMAGE:

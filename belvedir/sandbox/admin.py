@@ -65,11 +65,11 @@ class SandboxHostAdmin(admin.ModelAdmin):
         "draining",
         "last_checked_at",
         "last_error_short",
-        "docker_url",
+        "url",
     ]
     list_filter = ["healthy", "backend", "kind", "runtime", "enabled", "draining", "gpu_type"]
     list_editable = ["enabled", "capacity"]
-    search_fields = ["name", "docker_url"]
+    search_fields = ["name", "url"]
     actions = ["check_now", "drain", "undrain"]
 
     def get_readonly_fields(self, request, obj=None):

@@ -214,3 +214,17 @@ def resolve_runtime(wanted: str, offered: frozenset[str]) -> str:
     if wanted != "auto":
         return wanted
     return next((r for r in PREFERRED_RUNTIMES if r in offered), None) or min(offered, default=PREFERRED_RUNTIMES[-1])
+
+
+def concurrency_per_sandbox(runtime: str, concurrency: int) -> int:
+    """How many of a workload's `concurrency` busy processes one sandbox should hold under `runtime` (resolved);
+    the workload lays the rest out in sandboxes of their own (an eval's scorers: evals/code_sandbox.py).
+
+    Under gVisor, one: on its ptrace platform the processes of one sandbox
+    wait on each other to fork and to fault pages in. With the same CPU,
+    4 sandboxes of one slot scored ~1.4 times as fast as one of 4 slots
+    (45.8 against 65 ms a sample on one core in all, 21-23 against 30.4 on
+    two; bench/README.md). Under runc (and the fake's plain processes) the
+    kernel runs a sandbox's processes side by side, and one sandbox is cheapest.
+    """
+    return 1 if runtime == "runsc" else concurrency

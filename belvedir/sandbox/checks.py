@@ -1,10 +1,26 @@
-"""System checks of the sandbox hosts: untrusted code's isolation, and the fake backend kept out of deployments."""
+"""System checks of the sandbox hosts: the local engine's address, untrusted code's isolation, and the fake backend kept out of deployments."""
+
+from urllib.parse import urlparse
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.db import DatabaseError
 
 from .models import Runtime, SandboxHost, backend_choices
+
+
+@register(Tags.compatibility)
+def check_docker_host(app_configs, **kwargs):
+    """DOCKER_HOST is the `local` host's engine (created on migrate): a typo there fails every launch."""
+    if urlparse(settings.SANDBOX_DOCKER_URL).scheme in {"unix", "tcp", "ssh", "http", "https"}:
+        return []
+    return [
+        Error(
+            f"DOCKER_HOST={settings.SANDBOX_DOCKER_URL!r} is not a Docker URL.",
+            hint="Use unix:///var/run/docker.sock or tcp://host:2376.",
+            id="belvedir.E003",
+        )
+    ]
 
 
 @register(Tags.security)
@@ -28,7 +44,7 @@ def check_sandbox_runtimes(app_configs, **kwargs):
 def check_sandbox_host_tls(app_configs, **kwargs):
     """A Docker engine on plain TCP runs containers as root for anyone who can reach its port."""
     try:
-        hosts = list(SandboxHost.objects.filter(enabled=True, docker_url__startswith="tcp://").values_list("name", "tls_cert", "tls_key"))
+        hosts = list(SandboxHost.objects.filter(enabled=True, url__startswith="tcp://").values_list("name", "tls_cert", "tls_key"))
     except (DatabaseError, RuntimeError):
         return []
     return [

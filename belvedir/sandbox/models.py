@@ -35,7 +35,9 @@ class SandboxHost(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # Which code runs its sandboxes (belvedir/sandbox/backend.py); belvedir/sandbox/backends/ holds them.
     backend = models.CharField(max_length=20, choices=backend_choices, default=default_backend)
-    docker_url = models.CharField(max_length=255, help_text="The engine's address: unix:///var/run/docker.sock or tcp://host:2376.")
+    url = models.CharField(
+        "URL", max_length=255, help_text="The engine's address, as its backend reads it: for Docker, unix:///var/run/docker.sock or tcp://host:2376."
+    )
     # A remote engine (dockerd --tlsverify) takes a client certificate signed
     # by a CA it trusts. Each field: a PEM, or the path of a PEM file on the workers.
     tls_ca = models.TextField("TLS CA certificate", blank=True, help_text="PEM or path. The CA that signed the engine's certificate.")
@@ -74,7 +76,7 @@ class SandboxHost(models.Model):
 
     @property
     def engine(self) -> Engine:
-        return Engine(self.docker_url, ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key)
+        return Engine(self.url, ca=self.tls_ca, cert=self.tls_cert, key=self.tls_key)
 
 
 class SandboxLease(models.Model):
@@ -95,7 +97,7 @@ class SandboxLease(models.Model):
 
 
 def default_host_values():
-    return {"docker_url": settings.SANDBOX_DOCKER_URL, "kind": ComputeType.CPU, "capacity": 4}
+    return {"url": settings.SANDBOX_DOCKER_URL, "kind": ComputeType.CPU, "capacity": 4}
 
 
 class EgressGrantQuerySet(models.QuerySet):

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from ..loglikelihood import Choice
-from ..scoring import Usage
+from ..scoring.base import Option, Score
 from .data import DataMissing, record_row_count, recorded_row_count
 
 __all__ = ["GENERATIVE", "LOGLIKELIHOOD", "Benchmark", "Choice", "DataMissing", "Option", "OptionError", "Row", "Score", "chat", "tool_reply"]
@@ -57,49 +57,10 @@ class Row(Mapping):
         return 4 + len(self.extra)
 
 
-@dataclass(frozen=True)
-class Score:
-    """A scored output: its value (1 right, 0 wrong, or between), the answer taken from it, and why.
-
-    `category` overrides the row's categories where the output decides them;
-    `detail` holds the scorer's parts (a dataset's per-scorer scores, a judge's verdicts);
-    `usage` is what a judge spent scoring it, which the eval's cost includes.
-    """
-
-    value: float
-    extracted: str = ""
-    category: Mapping[str, str] | None = None
-    detail: Mapping[str, Any] = field(default_factory=dict)
-    usage: Usage = Usage()
-
-
 class OptionError(ValueError):
     """An eval chose an option its benchmark does not have, or a value of the wrong type."""
 
     status_code = 400
-
-
-@dataclass(frozen=True)
-class Option:
-    """One per-eval choice of a benchmark: its default (a bool, int, float or str, whose type the value must have) and what it does."""
-
-    default: bool | int | float | str
-    help: str
-
-    @property
-    def type(self) -> str:
-        return {bool: "boolean", int: "integer", float: "number", str: "string"}[type(self.default)]
-
-    def accepts(self, value) -> bool:
-        # bool is an int in Python, and JSON's 1 is not its true: each type takes only its own values (a number takes an integer too).
-        if isinstance(self.default, bool) or isinstance(value, bool):
-            return isinstance(value, bool) and isinstance(self.default, bool)
-        if isinstance(self.default, float):
-            return isinstance(value, int | float)
-        return isinstance(value, type(self.default))
-
-    def describe(self) -> dict:
-        return {"type": self.type, "default": self.default, "help": self.help}
 
 
 class Benchmark:

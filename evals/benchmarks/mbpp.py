@@ -5,7 +5,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..scoring import strip_fences
+from ..scoring.extraction import strip_fences
 from .base import Benchmark, Option, Row, Score, chat
 from .data import read_jsonl_gz, version_of
 

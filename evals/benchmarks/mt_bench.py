@@ -15,8 +15,8 @@ import hashlib
 import json
 
 from .. import statistics
-from ..judges import Judge, Rubric, rating_1_to_10
-from ..scoring import ScoringError, Usage
+from ..scoring.base import ScoringError, Usage
+from ..scoring.judge import PARSERS, Judge, Rubric
 from .base import Benchmark, Row, Score
 from .data import read_jsonl, version_of
 
@@ -122,7 +122,7 @@ class MTBench(Benchmark):
         return Score((first.value + second.value) / 2, f"{first.value:g}, {second.value:g}", detail=detail, usage=usage)
 
     async def _judge_turn(self, row, answers: list[str], turn: int):
-        return await self.judge.grade(judge_messages(row, answers, turn, judge_prompts()), rating_1_to_10)
+        return await self.judge.grade(judge_messages(row, answers, turn, judge_prompts()), PARSERS["1-10"])
 
     def metrics(self, details):
         """The mean rating of each turn, beside the headline (both turns)."""

@@ -25,9 +25,9 @@ class Command(BaseCommand):
         parser.add_argument("--host", help="Build on this sandbox host's engine (through its TLS settings) instead of DOCKER_HOST.")
 
     def handle(self, *args, force, tag, mirror, host=None, **options):
-        docker_url = self._engine(host)
+        engine = self._engine(host)
         try:
-            if not force and docker_engine.image_exists(docker_url, tag):
+            if not force and docker_engine.image_exists(engine, tag):
                 self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
                 return
             if shutil.which("mmdebstrap") is None:
@@ -35,13 +35,13 @@ class Command(BaseCommand):
             packages = [line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
             # The base tag names its package list, so a changed list builds a new base.
             base_tag = f"belvedir-sandbox-base:{hashlib.sha256(','.join(packages).encode()).hexdigest()[:12]}"
-            if force or not docker_engine.image_exists(docker_url, base_tag):
-                self._build_base(docker_url, base_tag, packages, mirror)
+            if force or not docker_engine.image_exists(engine, base_tag):
+                self._build_base(engine, base_tag, packages, mirror)
             self.stdout.write(f"Finishing {tag} from {base_tag}…")
             with tempfile.TemporaryDirectory() as context:
                 dockerfile = (IMAGE_DIR / "Dockerfile").read_text().replace("${BASE}", base_tag)
                 (Path(context) / "Dockerfile").write_text(dockerfile)
-                docker_engine.build_image(docker_url, context, tag)
+                docker_engine.build_image(engine, context, tag)
         except SandboxError as exc:
             raise CommandError(exc.message) from exc
         self.stdout.write(self.style.SUCCESS(f"Sandbox image {tag} is ready."))
@@ -57,7 +57,7 @@ class Command(BaseCommand):
             raise CommandError(f"Sandbox host {name!r} runs the {host.backend} backend, which has no Docker images to build.")
         return host.engine
 
-    def _build_base(self, docker_url, base_tag, packages, mirror):
+    def _build_base(self, engine, base_tag, packages, mirror):
         self.stdout.write(f"Building a Debian bookworm root filesystem with {', '.join(packages)} (about a minute)…")
         with tempfile.TemporaryDirectory() as workdir:
             rootfs = Path(workdir) / "rootfs.tar"
@@ -76,4 +76,4 @@ class Command(BaseCommand):
             result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 raise CommandError(f"mmdebstrap failed:\n{result.stderr[-3000:]}")
-            docker_engine.import_image(docker_url, str(rootfs), base_tag)
+            docker_engine.import_image(engine, str(rootfs), base_tag)

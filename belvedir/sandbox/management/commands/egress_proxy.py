@@ -9,6 +9,7 @@ import signal
 import threading
 
 import proxy
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connections
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
             "--log-level",
             "WARNING",
             "--timeout",
-            "30",
+            str(settings.EGRESS_IDLE_TIMEOUT_SECONDS),
         ]
         with proxy.Proxy(flags):
             # Every sandbox uid connects through the forwarder; the policy, not

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.db.models import Max, Q
 
-from .dataset_rows import MAX_ROWS, MESSAGES, DatasetError, clean_row, is_messages
-from .models import Dataset, DatasetRow, DatasetVersion
+from ..models import Dataset, DatasetRow, DatasetVersion
+from .rows import MAX_ROWS, MESSAGES, DatasetError, clean_row, is_messages, parse_upload
 
 ROW_FIELDS = ("input", "input_format", "expected", "metadata")
 
@@ -196,3 +196,16 @@ def diff(dataset: Dataset, number: int, base: int | None = None) -> Diff:
             # Edited and edited back between the two would read the same: no change then.
             result.edited.append((old, new))
     return result
+
+
+def create_dataset(project, user, name: str, data, filename: str = "") -> Dataset:
+    """A new dataset, version 1, of an uploaded file's rows (JSONL, or CSV when `filename` ends in .csv)."""
+    return new_dataset(project, user, name, parse_upload(data, filename), note=f"Uploaded {filename}".strip())
+
+
+def upload_into(dataset: Dataset, user, data, filename: str = "", *, replace: bool = False) -> DatasetVersion:
+    """A file's rows as the dataset's next version: added after its rows, or in their place (replace_rows matches them by place)."""
+    rows = parse_upload(data, filename)
+    how = "replacing its rows" if replace else "appended"
+    note = f"Uploaded {filename or 'a file'}, {how}"
+    return replace_rows(dataset, user, rows, note) if replace else add_rows(dataset, user, rows, note)

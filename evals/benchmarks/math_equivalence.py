@@ -3,13 +3,15 @@
 A completion is hostile input to a computer algebra system: `\\boxed{9^{9^{9^9}}}`
 would have sympy compute for ever. math-verify bounds its parse and its
 comparison with signal.alarm, which works only in a process's main thread,
-so the checks run in a few worker processes (`python -m
-evals.math_equivalence`, one JSON line in, one out), and one that still does
+so the checks run in a few worker processes (this file run as a script,
+one JSON line in, one out), and one that still does
 not answer in time is killed and replaced. They are plain subprocesses, not
 a multiprocessing pool: an eval runs in a django-q2 worker, a daemonic
 process, which multiprocessing refuses to give children (every math500 eval
 failed in a real worker while the tests, running evals in threads, passed).
-This module imports nothing of Django: the workers import only it.
+This module imports nothing of Django, and runs by its path, not as
+`-m evals.benchmarks...`: that would import the benchmark catalog, and
+with it Django's models, in every worker.
 """
 
 import asyncio
@@ -23,7 +25,6 @@ from pathlib import Path
 
 from math_verify import LatexExtractionConfig, parse, verify
 
-ROOT = Path(__file__).resolve().parent.parent
 CHECK_SECONDS = 5  # math-verify's own bound on each parse and on the comparison
 ANSWER_SECONDS = 3 * CHECK_SECONDS + 5  # then the process is taken for stuck
 PROCESSES = 2
@@ -94,8 +95,7 @@ class Checker:
 
 def _worker() -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "evals.math_equivalence"],
-        cwd=ROOT,
+        [sys.executable, str(Path(__file__).resolve())],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

@@ -17,10 +17,9 @@ from collections import Counter
 import numpy as np
 from django.utils import timezone
 
-from . import benchmarks, statistics
-from .datasets import DATASET_RUBRIC
-from .judges import judge_key
-from .models import Deployment, Eval, JudgeLabel, Sample
+from .. import benchmarks, statistics
+from ..models import Deployment, Eval, JudgeLabel, Sample
+from .judge import dataset_rubric, judge_key
 
 CALIBRATED_AT = 30
 NOT_CALIBRATED = f"judge not calibrated: fewer than {CALIBRATED_AT} human labels agree or disagree with it"
@@ -147,7 +146,8 @@ def judge_key_of(ev: Eval) -> str | None:
     if not ev.judge_id:
         return None
     if ev.dataset_id:
-        return judge_key(ev.judge_id, DATASET_RUBRIC)
+        judged = next((entry["options"] for entry in ev.scorers if entry["name"] == "llm_judge"), {})
+        return judge_key(ev.judge_id, dataset_rubric(judged))
     benchmark = benchmarks.get(ev.benchmark)
     rubric = benchmark.rubric(ev.benchmark_version) if benchmark is not None else None
     return judge_key(ev.judge_id, rubric) if rubric is not None else None
@@ -176,16 +176,11 @@ def verdicts_of(sample: Sample) -> list[float]:
     return []
 
 
-def label_verdict(sample: Sample, user, *, turn: int = 1, value: float | None = None, agree: bool | None = None) -> JudgeLabel:
-    """Record a person's grade of one verdict (their own, or agree / disagree); a second label by the same person replaces the first."""
-    key = judge_key_of(sample.eval)
-    grades = verdicts_of(sample) if not sample.error else []
-    if key is None or not grades:
-        raise LabelRefused(f"Row {sample.row_index} holds no verdict of a judge to label.")
-    if not 1 <= turn <= len(grades):
-        raise LabelRefused(f"Row {sample.row_index}'s verdicts are turns 1 to {len(grades)}.")
-    judged = grades[turn - 1]
-    low, high = scale_of(key)
+def person_grade(scale: tuple[float, float], judged: float, *, value: float | None, agree: bool | None) -> float:
+    """A person's grade of a verdict `judged` on `scale`: their own `value`, or the judge's (agree) or its opposite (a
+    pass/fail disagreement); LabelRefused when it is off the scale or both or neither are given. Evals' labels and
+    evaluators' (traces) are read by this one rule."""
+    low, high = scale
     if (value is None) == (agree is None):
         raise LabelRefused("Give either your own grade (value) or whether you agree with the judge (agree).")
     if agree is not None:
@@ -196,6 +191,28 @@ def label_verdict(sample: Sample, user, *, turn: int = 1, value: float | None = 
         raise LabelRefused(
             f"A grade on this judge's scale is {'a number from' if high - low > 1 else 'either'} {low:g} {'to' if high - low > 1 else 'or'} {high:g}."
         )
+    return float(value)
+
+
+def posted_grade(data) -> dict:
+    """A label form's answer (the eval's page and an evaluator's): {"value": the person's grade} when label=grade, else
+    {"agree": whether they agree}; ValueError or KeyError when the grade is not a number."""
+    answer = data.get("label", "")
+    if answer == "grade":
+        return {"value": float(data["value"]), "agree": None}
+    return {"value": None, "agree": {"agree": True, "disagree": False}.get(answer)}
+
+
+def label_verdict(sample: Sample, user, *, turn: int = 1, value: float | None = None, agree: bool | None = None) -> JudgeLabel:
+    """Record a person's grade of one verdict (their own, or agree / disagree); a second label by the same person replaces the first."""
+    key = judge_key_of(sample.eval)
+    grades = verdicts_of(sample) if not sample.error else []
+    if key is None or not grades:
+        raise LabelRefused(f"Row {sample.row_index} holds no verdict of a judge to label.")
+    if not 1 <= turn <= len(grades):
+        raise LabelRefused(f"Row {sample.row_index}'s verdicts are turns 1 to {len(grades)}.")
+    judged = grades[turn - 1]
+    value = person_grade(scale_of(key), judged, value=value, agree=agree)
     label, _ = JudgeLabel.objects.update_or_create(
         sample=sample, turn=turn, user=user, defaults={"judge_key": key, "judge_value": judged, "value": float(value), "created_at": timezone.now()}
     )

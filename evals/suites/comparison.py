@@ -9,11 +9,11 @@ The CI gate (`bv suites compare A B --fail-if-worse`) fails when any
 benchmark is significantly worse after the correction.
 """
 
-from . import benchmarks, statistics
-from .comparison import NotPaired, compare_evals
-from .models import Deployment, Eval, SuiteRun
-from .multiplicity import HOLM, adjust
-from .suites import SuiteError
+from .. import benchmarks, statistics
+from ..comparison import NotPaired, compare_evals
+from ..models import Deployment, Eval, SuiteRun
+from ..multiplicity import HOLM, adjust
+from .actions import SuiteError
 
 
 def side(run: SuiteRun, deployment: Deployment | None) -> Deployment:

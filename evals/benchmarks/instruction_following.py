@@ -39,8 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .benchmarks.data import DataMissing, data_dir, installed_file, sha256_of
-from .scoring import ScoringError
+from ..scoring.base import ScoringError
+from .data import DataMissing, data_dir, installed_file, sha256_of
 
 PACKAGE = "if_verifiable/ifbench/"
 CHECKER_FILES = tuple(f"{PACKAGE}{name}.py" for name in ("__init__", "instructions", "instructions_registry", "instructions_util"))

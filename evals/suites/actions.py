@@ -21,11 +21,10 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 
 from belvedir.core import jsonvalues
-from belvedir_cli import yamlsafe
 from billing.actions import debt_gate, refuse_if_in_debt
 
-from . import benchmarks, local_model
-from .actions import (
+from .. import benchmarks, local_model
+from ..actions import (
     EvalBusy,
     EvalConfigError,
     cancel_eval,
@@ -37,8 +36,9 @@ from .actions import (
     resume_eval,
     retry_errors,
 )
-from .models import Deployment, Eval, Suite, SuiteRun
-from .queue import advance
+from ..config_files import read_fields
+from ..models import Deployment, Eval, Suite, SuiteRun
+from ..queue import advance
 
 QUICK_ROWS = 100  # "for quick checkpoint comparisons, 50-100 samples is usually enough"
 ENTRY_FIELDS = {"benchmark", "sample_limit", "mode", "options"}
@@ -141,14 +141,7 @@ def save_suite(project, user, name: str, entries, description: str = "", suite: 
 
 def parse_config(text: str) -> dict:
     """A suite run's YAML (or JSON) file: `suite` (a name) or `benchmarks` (entries), plus deployments, judge, max_cost, epochs, same_rows_as."""
-    try:
-        data = yamlsafe.load(text)
-    except yamlsafe.YAMLRefused as exc:
-        raise SuiteError(f"The suite config {exc}.") from None
-    if not isinstance(data, dict):
-        raise SuiteError("The suite config must be a mapping (suite or benchmarks, deployments, ...).")
-    if unknown := set(data) - CONFIG_FIELDS:
-        raise SuiteError(f"Unknown suite config fields: {', '.join(sorted(unknown))}. Allowed: {', '.join(sorted(CONFIG_FIELDS))}.")
+    data = read_fields(text, allowed=CONFIG_FIELDS, what="suite config", hint="suite or benchmarks, deployments, …", error=SuiteError)
     if bool(data.get("suite")) == bool(data.get("benchmarks")):
         raise SuiteError("Give either `suite` (core, quick or one of yours) or `benchmarks` (a list), not both.")
     return data

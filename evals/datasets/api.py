@@ -10,13 +10,12 @@ from rest_framework.response import Response
 from belvedir.core.pagination import MAX_LIMIT, next_link, window
 from belvedir.core.permissions import request_project
 
-from .api import delete_protected
-from .dataset_rows import DatasetError, clean_row
-from .dataset_versions import add_rows, edit_row, remove_rows, rows_at, version_of
-from .dataset_versions import diff as diff_versions
-from .datasets import create_dataset, upload_into
-from .forms import DatasetRowsUploadForm, DatasetUploadForm
-from .models import Dataset, DatasetRow, DatasetVersion
+from ..api import delete_protected
+from ..forms import DatasetRowsUploadForm, DatasetUploadForm
+from ..models import Dataset, DatasetRow, DatasetVersion
+from .rows import DatasetError, clean_row
+from .versions import add_rows, create_dataset, edit_row, remove_rows, rows_at, upload_into, version_of
+from .versions import diff as diff_versions
 
 # Rows added in one request; more go in a file upload (streamed, up to 100,000 rows).
 MAX_ROWS_PER_REQUEST = 1000

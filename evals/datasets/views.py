@@ -8,11 +8,10 @@ from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from .dataset_rows import DatasetError, clean_row
-from .dataset_versions import add_rows, diff, edit_row, remove_rows, rows_at, version_of
-from .datasets import create_dataset, upload_into
-from .forms import DatasetRowForm, DatasetRowsUploadForm, DatasetUploadForm
-from .models import Dataset, Eval
+from ..forms import DatasetRowForm, DatasetRowsUploadForm, DatasetUploadForm
+from ..models import Dataset, Eval
+from .rows import DatasetError, clean_row
+from .versions import add_rows, create_dataset, diff, edit_row, remove_rows, rows_at, upload_into, version_of
 
 ROWS_PER_PAGE = 50
 # A diff of a whole file replaced can hold 100,000 rows: the page shows this many of each kind, and says how many more.

@@ -8,11 +8,10 @@ from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
 
-from .api import deployment_by_name_or_id, flag
-from .calibration import card, judge_keys_of
-from .models import Deployment, Suite, SuiteRun
-from .suite_comparison import cell, compare_suite_runs, suite_table
-from .suites import (
+from ..api import deployment_by_name_or_id, flag
+from ..models import Deployment, Suite, SuiteRun
+from ..scoring.calibration import card, judge_keys_of
+from .actions import (
     BUILTIN,
     BUILTIN_DESCRIPTIONS,
     SuiteError,
@@ -25,6 +24,7 @@ from .suites import (
     save_suite,
     status_of,
 )
+from .comparison import cell, compare_suite_runs, suite_table
 
 
 class SuiteSerializer(serializers.ModelSerializer):

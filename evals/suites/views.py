@@ -10,12 +10,11 @@ from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from belvedir.core.htmx import polled
 from billing.errors import InsufficientBalance
 
-from . import benchmarks
-from .calibration import card, judge_keys_of
-from .forms import SuiteCompareForm, SuiteForm, SuiteRunForm, posted_budget
-from .models import Suite, SuiteRun
-from .suite_comparison import compare_suite_runs, suite_table
-from .suites import (
+from .. import benchmarks
+from ..forms import SuiteCompareForm, SuiteForm, SuiteRunForm, posted_budget
+from ..models import Suite, SuiteRun
+from ..scoring.calibration import card, judge_keys_of
+from .actions import (
     BUILTIN,
     BUILTIN_DESCRIPTIONS,
     SuiteError,
@@ -29,6 +28,7 @@ from .suites import (
     save_suite,
     status_of,
 )
+from .comparison import compare_suite_runs, suite_table
 
 
 @login_required
