@@ -162,20 +162,20 @@ def _ready(url, proxied):
             time.sleep(0.1)
 
 
-def _segmented(database, timeout=300):
-    deadline = time.monotonic() + timeout
-    with psycopg.connect(database, autocommit=True) as conn:
-        while conn.execute("SELECT EXISTS (SELECT 1 FROM traces_tracesession WHERE needs_processing)").fetchone()[0]:
-            assert time.monotonic() < deadline, "sessions were not segmented in time"
-            time.sleep(0.2)
+def _segmented(database):
+    _until_none(database, "SELECT EXISTS (SELECT 1 FROM traces_tracesession WHERE needs_processing)", "sessions were not segmented in time")
 
 
-def _queue_drained(database, timeout=300):
+def _queue_drained(database):
     """The eval queue (django-q2's ORM broker) holds no task: each is deleted once its worker has done it."""
+    _until_none(database, "SELECT EXISTS (SELECT 1 FROM django_q_ormq)", "the eval queue did not drain in time")
+
+
+def _until_none(database, exists_query: str, failure: str, timeout=300):
     deadline = time.monotonic() + timeout
     with psycopg.connect(database, autocommit=True) as conn:
-        while conn.execute("SELECT EXISTS (SELECT 1 FROM django_q_ormq)").fetchone()[0]:
-            assert time.monotonic() < deadline, "the eval queue did not drain in time"
+        while conn.execute(exists_query).fetchone()[0]:
+            assert time.monotonic() < deadline, failure
             time.sleep(0.2)
 
 
