@@ -11,6 +11,7 @@ import hashlib
 import ipaddress
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -110,10 +111,20 @@ def _secret_key() -> str:
         # Left empty on purpose: check belvedir.E002 says what to do.
         return ""
     # Development only: a key generated once and kept, so sessions survive restarts.
+    # `make test` starts two commands at once on a fresh clone: the key is written
+    # whole to a file of its own and linked into place (atomic, and refused if
+    # another got there first), so neither ever reads a half-written, empty key.
     path = VAR_DIR / "secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        fd, draft = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret_key.")  # mode 0600
+        try:
+            os.write(fd, secrets.token_urlsafe(50).encode())
+            os.close(fd)
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(draft)
     return path.read_text().strip()
 
 

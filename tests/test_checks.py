@@ -130,6 +130,28 @@ def test_debug_is_off_unless_set(monkeypatch, tmp_path):
     assert _settings_read_from(monkeypatch, tmp_path, DEBUG="1")["DEBUG"] is True
 
 
+def test_two_commands_starting_at_once_agree_on_one_development_key(monkeypatch, tmp_path):
+    """`make test` starts two manage.py commands at once on a fresh clone: one read
+    an empty key while the other was writing it (CI: belvedir.E002 with DEBUG=1)."""
+    import secrets
+
+    development = _settings_read_from(monkeypatch, tmp_path, DEBUG="1")
+    (tmp_path / "secret_key").unlink()
+    generate, second = secrets.token_urlsafe, []
+
+    def arrives_meanwhile(nbytes):
+        if not second:
+            second.append(None)
+            second[0] = development["_secret_key"]()  # the other command, while the first has no file yet
+        return generate(nbytes)
+
+    monkeypatch.setattr(secrets, "token_urlsafe", arrives_meanwhile)
+    first = development["_secret_key"]()
+    assert len(first) > 40 and first == second[0]
+    assert (tmp_path / "secret_key").stat().st_mode & 0o777 == 0o600
+    assert [path.name for path in tmp_path.iterdir() if "secret" in path.name] == ["secret_key"]
+
+
 def test_private_deployments_are_off_unless_set_whatever_debug_says(monkeypatch, tmp_path):
     assert _settings_read_from(monkeypatch, tmp_path)["EVAL_ALLOW_PRIVATE_URLS"] is False
     assert _settings_read_from(monkeypatch, tmp_path, DEBUG="1")["EVAL_ALLOW_PRIVATE_URLS"] is False
