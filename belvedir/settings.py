@@ -413,8 +413,13 @@ TRACE_INGEST_INLINE = env_bool("BELVEDIR_TRACE_INGEST_INLINE", False)
 TRACE_RETENTION_MONTHS = env_int("BELVEDIR_TRACE_RETENTION_MONTHS", 0, minimum=0)
 
 # Evals.
-EVAL_MAX_IN_FLIGHT = 100
+# The most requests one eval keeps in flight, whatever its deployment allows (evals.models.MAX_IN_FLIGHT_CAP,
+# 1,024): each is a socket of the eval worker, so an operator whose workers have few file descriptors lowers it.
+EVAL_MAX_IN_FLIGHT = env_int("BELVEDIR_EVAL_MAX_IN_FLIGHT", 1024, minimum=1)
 EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, minimum=1)
+# Each project's response cache (evals/response_cache.py) is cut back to this many megabytes, least recently
+# used first, after each eval pass: answers are kilobytes, so 1,024 MB holds a few hundred thousand.
+RESPONSE_CACHE_MAX_BYTES = env_int("BELVEDIR_RESPONSE_CACHE_MAX_MB", 1024, minimum=0) * 1024 * 1024
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)

@@ -135,7 +135,7 @@ def deployments():
 @deployments.command("list")
 @json_option
 def deployments_list():
-    output(client().get("deployments"), ["id", "name", "base_url", "model", "api_style", "max_in_flight"])
+    output(client().get("deployments"), ["id", "name", "base_url", "model", "api_style", "max_in_flight", "cache_ttl_seconds"])
 
 
 @deployments.command("create")
@@ -145,12 +145,21 @@ def deployments_list():
 @click.option("--api-key", default="", envvar="DEPLOYMENT_API_KEY")
 @click.option("--style", type=click.Choice(["chat", "completions"]), default="chat")
 @click.option("--max-in-flight", type=int, default=100)
+@click.option("--cache-ttl", type=click.IntRange(0), help="Seconds its answers stay in the response cache (default 7 days; 0 caches nothing).")
 @json_option
-def deployments_create(name, base_url, model, api_key, style, max_in_flight):
-    body = client().post(
-        "deployments", {"name": name, "base_url": base_url, "model": model, "api_key": api_key, "api_style": style, "max_in_flight": max_in_flight}
-    )
-    output(body, ["id", "name", "base_url", "model"])
+def deployments_create(name, base_url, model, api_key, style, max_in_flight, cache_ttl):
+    payload = {"name": name, "base_url": base_url, "model": model, "api_key": api_key, "api_style": style, "max_in_flight": max_in_flight}
+    if cache_ttl is not None:
+        payload["cache_ttl_seconds"] = cache_ttl
+    output(client().post("deployments", payload), ["id", "name", "base_url", "model"])
+
+
+@deployments.command("clear-cache")
+@click.argument("deployment_id", type=int)
+@json_option
+def deployments_clear_cache(deployment_id):
+    """Remove a deployment's answers from the response cache: its next evals ask it again."""
+    output(client().post(f"deployments/{deployment_id}/clear-cache", {}), ["id", "removed"])
 
 
 @cli.group()
@@ -180,9 +189,39 @@ def evals():
 )
 @click.option("--judge", help="A judged benchmark's judge deployment (mt_bench), name or id.")
 @click.option("--epochs", type=click.IntRange(1, 10), help="Ask every row this many times: per-row pass rates, flips and the noise floor.")
+@click.option(
+    "--cache",
+    type=click.Choice(["auto", "always", "bypass"]),
+    help="The response cache: auto (default; sampled requests without a seed are not cached), always, or bypass (ask again, keep the fresh answers).",
+)
+@click.option(
+    "--decide-against",
+    "decide_against",
+    type=int,
+    help="An eval of the same rows (its rows by default): stop once a test valid at every look decides, or finds no difference of 2 points left.",
+)
+@click.option("--alpha", "decision_alpha", type=click.FloatRange(0.0001, 0.5), help="The decision's α with --decide-against (default 0.05).")
+@click.option("--precision", "precision_target", type=click.FloatRange(0.0001, 0.5), help="Stop once the score's 95% interval is at most ± this, e.g. 0.02.")
 @click.option("--wait", is_flag=True, help="Follow progress until the eval ends.")
 @json_option
-def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, samples_per_problem, max_cost, mode, options, judge, epochs, wait):
+def evals_run(
+    benchmark,
+    deployment,
+    sample_limit,
+    config_file,
+    same_rows_as,
+    samples_per_problem,
+    max_cost,
+    mode,
+    options,
+    judge,
+    epochs,
+    cache,
+    decide_against,
+    decision_alpha,
+    precision_target,
+    wait,
+):
     payload = read_config_file(config_file) if config_file else {}
     if options:
         from_file = payload.get("benchmark_options") or {}
@@ -199,14 +238,22 @@ def evals_run(benchmark, deployment, sample_limit, config_file, same_rows_as, sa
         "mode": mode,
         "judge": judge,
         "epochs": epochs,
+        "cache": cache,
+        "decide_against": decide_against,
+        "decision_alpha": decision_alpha,
+        "precision_target": precision_target,
     }
     payload.update({key: value for key, value in given.items() if value})
-    if not payload.get("deployment") or not (payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as")):
-        raise click.UsageError("Give a BENCHMARK (or -f config, or --same-rows-as ID) and --deployment.")
+    if not payload.get("deployment") or not (
+        payload.get("benchmark") or payload.get("dataset_id") or payload.get("same_rows_as") or payload.get("decide_against")
+    ):
+        raise click.UsageError("Give a BENCHMARK (or -f config, or --same-rows-as ID, or --decide-against ID) and --deployment.")
     ev = client().post("evals", payload)
     if wait:
         ev = follow_eval(ev)
-    output(with_interval(ev), ["id", "benchmark", "mode", "status", "done_count", "total", "score", "95% CI", "error_count", "cost"])
+    if ev.get("early_stop", {}).get("reason"):
+        click.echo(f"Stopped early: {ev['early_stop']['summary']}", err=True)
+    output(with_interval(ev), ["id", "benchmark", "mode", "status", "done_count", "total", "score", "95% CI", "error_count", "cost", "cache_hits"])
     if wait and ev["status"] != "succeeded":
         sys.exit(EXIT_FAILED)
 
@@ -263,9 +310,11 @@ def evals_show(eval_id):
     if click.get_current_context().obj.get("json"):
         output(ev)
         return
-    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics", "noise", "warnings")}))
+    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics", "noise", "warnings", "early_stop")}))
     for warning in ev.get("warnings") or []:
         click.echo(f"Warning: {warning}")
+    if stop := ev.get("early_stop"):
+        click.echo(f"Stopped early: {stop['summary']}" if stop.get("reason") else f"Resumed after it {stop['resumed']['summary']}")
     if noise := ev.get("noise"):
         epochs = ", ".join(f"{score:.3f}" for score in noise["epoch_scores"])
         click.echo(
@@ -294,7 +343,7 @@ def evals_show(eval_id):
 @click.option("--max-cost", help="A new budget in dollars (an eval stopped at its budget needs a higher one).")
 @json_option
 def evals_resume(eval_id, max_cost):
-    """Continue a failed, cancelled or stalled eval on the same rows."""
+    """Continue a failed, cancelled, stalled or early-stopped eval on the same rows."""
     output(client().post(f"evals/{eval_id}/resume", {"max_cost": max_cost} if max_cost else {}), ["id", "status", "done_count", "total", "max_cost"])
 
 
@@ -323,15 +372,21 @@ def evals_rescore(eval_id):
 @click.option("--fail-if-worse", is_flag=True, help="Exit 1 when B is significantly worse than A (a regression gate); 0 otherwise.")
 @click.option("--flips", "show_flips", type=int, default=10, show_default=True, help="How many flipped rows to list.")
 @click.option("--set-aside-flaky", is_flag=True, help="Leave out rows that flipped within either eval's own epochs (listed).")
+@click.option("--sequential", is_flag=True, help="Also the sequential test (valid at every look) on the prefix both stored; shown when either stopped early.")
 @json_option
-def evals_compare(a, b, fail_if_worse, show_flips, set_aside_flaky):
-    """Eval B against eval A on the same rows: paired delta with its CI, McNemar p, flips and a verdict."""
-    body = client().get(f"evals/{a}/compare/{b}", **({"set_aside_flaky": "1"} if set_aside_flaky else {}))
+def evals_compare(a, b, fail_if_worse, show_flips, set_aside_flaky, sequential):
+    """Eval B against eval A on the same rows: paired delta with its CI, McNemar p, flips and a verdict.
+
+    When either stopped early, the gate takes the sequential test's verdict: the fixed-n one of a prefix chosen by looking is not valid."""
+    params = {"set_aside_flaky": "1" if set_aside_flaky else None, "sequential": "1" if sequential else None}
+    body = client().get(f"evals/{a}/compare/{b}", **{k: v for k, v in params.items() if v})
     if click.get_current_context().obj["json"]:
         output(body)
     else:
         print_comparison(body, show_flips)
-    if fail_if_worse and body["verdict"] == "worse":
+    found = body.get("sequential")
+    verdict = found["verdict"] if found and found["stopped"] else body["verdict"]
+    if fail_if_worse and verdict == "worse":
         sys.exit(EXIT_FAILED)
 
 
@@ -346,6 +401,8 @@ def print_comparison(body: dict, show_flips: int):
     click.echo(f"Flips: right->wrong {body['flips']['right_to_wrong']}, wrong->right {body['flips']['wrong_to_right']}")
     click.echo(f"Minimum detectable effect at this n: {fmt(body['mde'], '.3f')}")
     click.echo(f"Verdict: {body['verdict']}")
+    if found := body.get("sequential"):
+        click.echo(f"Sequential ({found['method']}): {found['summary']}")
     if body["rows_needed"]:
         click.echo(f"About {body['rows_needed']} paired rows would decide a gap of this size.")
     if noise := body.get("noise"):

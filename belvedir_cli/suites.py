@@ -38,18 +38,38 @@ def suites_create(name, config_file):
 
 @suites.command("run")
 @click.argument("suite", required=False)
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="A suite run's YAML: suite or benchmarks, deployments, judge, max_cost, epochs.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="A suite run's YAML: suite or benchmarks, deployments, judge, max_cost, epochs, force, cache.",
+)
 @click.option("--deployment", "deployments", multiple=True, help="A deployment (name or id); repeat for several.")
 @click.option("--judge", help="The judge deployment for judged benchmarks (mt_bench).")
 @click.option("--same-rows-as", type=int, help="Score each benchmark's rows of this earlier suite run.")
 @click.option("--max-cost", help="Budget in dollars for the whole suite run.")
 @click.option("--epochs", type=click.IntRange(1, 10), help="Ask every row this many times (noise floor, flips).")
+@click.option("--force", is_flag=True, help="Run every cell, even one a finished eval of the project already answers (otherwise reused at no cost).")
+@click.option("--cache", type=click.Choice(["auto", "always", "bypass"]), help="Each eval's response cache mode (default auto).")
 @click.option("--wait", is_flag=True, help="Follow progress until every eval of the run ends.")
 @json_option
-def suites_run(suite, config_file, deployments, judge, same_rows_as, max_cost, epochs, wait):
-    """Run SUITE (core, quick, or yours) or a --config file against one or more deployments."""
+def suites_run(suite, config_file, deployments, judge, same_rows_as, max_cost, epochs, force, cache, wait):
+    """Run SUITE (core, quick, or yours) or a --config file against one or more deployments.
+
+    A cell (benchmark x deployment) that a finished eval of the project already answered, with the same
+    benchmark data, rows, deployment and settings, is reused: shown as such, at no cost. --force runs it again.
+    """
     payload = read_config_file(config_file) if config_file else {}
-    given = {"suite": suite, "deployments": list(deployments), "judge": judge, "same_rows_as": same_rows_as, "max_cost": max_cost, "epochs": epochs}
+    given = {
+        "suite": suite,
+        "deployments": list(deployments),
+        "judge": judge,
+        "same_rows_as": same_rows_as,
+        "max_cost": max_cost,
+        "epochs": epochs,
+        "force": force,
+        "cache": cache,
+    }
     payload.update({key: value for key, value in given.items() if value})
     if isinstance(payload.get("benchmarks"), list) and "suite" not in payload:
         payload.setdefault("name", "config")
@@ -125,6 +145,8 @@ def show_run(run: dict):
         output(run)
         return
     click.echo(f"Suite run #{run['id']} ({run['suite_name']}) on {', '.join(run['deployments'])}: {run['status']}")
+    if reused := run["progress"].get("reused"):
+        click.echo(f"{reused} of {run['progress']['evals']} cells reused from finished evals (nothing asked, $0); --force runs them again.")
     for note in run.get("notes") or []:
         click.echo(f"Note: {note}")
     rows = []
@@ -144,7 +166,8 @@ def describe(cell: dict | None) -> str:
     ci = f" [{cell['score_ci'][0]:.3f}, {cell['score_ci'][1]:.3f}]" if cell["score_ci"] else ""
     errors = f", {cell['errors']} errors" if cell["errors"] else ""
     cost = f", ${float(cell['cost']):.4f}" if cell["cost"] else ""
-    return f"{cell['score']:.3f}{ci}{errors}{cost}" + ("" if cell["status"] == "succeeded" else f" ({cell['status']})")
+    reused = f", reused from eval #{cell['reused_from']}" if cell.get("reused_from") else ""
+    return f"{cell['score']:.3f}{ci}{errors}{cost}{reused}" + ("" if cell["status"] == "succeeded" else f" ({cell['status']})")
 
 
 def print_comparison(body: dict):
@@ -158,7 +181,7 @@ def print_comparison(body: dict):
             "B": fmt(r["b"]["score"], ".3f"),
             "delta": fmt(r["delta"], "+.3f"),
             "95% CI": f"{r['delta_ci'][0]:+.3f}–{r['delta_ci'][1]:+.3f}" if r["delta_ci"] else "",
-            "p": fmt(r["p_value"], ".3g"),
+            "p": fmt(r["sequential"]["p"], ".3g") + " †" if r.get("gate_test") == "sequential" else fmt(r["p_value"], ".3g"),
             "p (Holm)": fmt(r["p_adjusted"], ".3g"),
             "verdict": r["corrected_verdict"] + (" *" if r.get("judge") and not r["judge"]["calibrated"] else ""),
         }
@@ -167,6 +190,9 @@ def print_comparison(body: dict):
     output(rows, ["benchmark", "n", "A", "B", "delta", "95% CI", "p", "p (Holm)", "verdict"], title="B - A per benchmark, corrected for multiplicity (Holm)")
     if any(r.get("judge") and not r["judge"]["calibrated"] for r in body["benchmarks"]):
         click.echo("* judge not calibrated: fewer than 30 human labels")
+    for r in body["benchmarks"]:
+        if r.get("gate_test") == "sequential":
+            click.echo(f"† {r['benchmark']}: {r['sequential']['summary']} (the gate uses this always-valid p)")
     if body["not_compared"]:
         click.echo(f"Not compared (run by one side only): {', '.join(body['not_compared'])}")
     click.echo(f"Summary: {body['summary']}")

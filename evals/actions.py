@@ -8,18 +8,21 @@ from django.utils import timezone
 from belvedir.core import jsonvalues
 from billing.actions import debt_gate, refuse_if_in_debt
 
-from . import benchmarks, local_model, queue
+from . import benchmarks, local_model, queue, statistics
 from .benchmarks.base import DataMissing, OptionError
+from .comparison import NotPaired, check_same_rows, stopped_early
 from .config_files import read_fields
 from .connection import try_connection
 from .engine import refresh_counters
-from .models import Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
+from .models import CacheMode, Dataset, DatasetVersion, Deployment, Eval, Sample, SampleAttempt
 from .scoring.base import ScorerConfigError, config
 from .scoring.scorers import SCORERS, named, read_config
 from .validation import deployment_problem
 
 MAX_SAMPLES_PER_PROBLEM = 20
 MAX_EPOCHS = 10
+# The range of a decision's α and of a precision target (the model's validators'); a decision's α is statistics.ALPHA unless told.
+TARGET_RANGE = (0.0001, 0.5)
 
 
 class EvalConfigError(ValueError):
@@ -99,6 +102,10 @@ def plan_eval(
     benchmark_options=None,
     judge=None,
     epochs=1,
+    cache=CacheMode.AUTO,
+    decide_against=None,
+    decision_alpha=None,
+    precision_target=None,
 ) -> dict:
     """An eval's fields, every rule checked; EvalConfigError (400) naming the first one broken. Nothing is created."""
     for what, value in (("benchmark_options", benchmark_options), ("generation", generation), ("scorers", scorers)):
@@ -112,6 +119,10 @@ def plan_eval(
         # Its server will not start without the weights: every row would fail to connect.
         raise EvalConfigError(problem)
     scorers = list(scorers or [])
+    if decide_against is not None and decide_against.project_id != project.pk:
+        raise EvalConfigError("decide_against must name an eval of this project.")
+    if decide_against is not None and same_rows_as is None and not benchmark and dataset is None:
+        same_rows_as = decide_against  # deciding against an eval means scoring its rows
     if same_rows_as is not None:
         benchmark, dataset, dataset_version, sample_limit, seed, scorers = _rows_of(
             project, same_rows_as, benchmark, dataset, dataset_version, sample_limit, seed, scorers
@@ -156,7 +167,9 @@ def plan_eval(
     if max_cost is not None and (max_cost < 0 or not (deployment.is_priced or (judge is not None and judge.is_priced))):
         raise EvalConfigError("max_cost needs a deployment with prices per million tokens, and must not be negative.")
     _check_mode(mode, benchmark, deployment, generation)
-    return {
+    if cache not in CacheMode.values:
+        raise EvalConfigError(f"cache must be one of {', '.join(CacheMode.values)} (bypass: ask the deployment again and keep its fresh answers).")
+    fields = {
         "project": project,
         "deployment": deployment,
         "benchmark": benchmark,
@@ -174,7 +187,27 @@ def plan_eval(
         "mode": mode,
         "judge": judge,
         "epochs": epochs,
+        "cache": cache,
     }
+    return fields | stopping_targets(project, fields, decide_against, decision_alpha, precision_target)
+
+
+def stopping_targets(project, fields: dict, decide_against, decision_alpha, precision_target) -> dict:
+    """Stopping early (evals/early_stop.py): against an eval that scores the same rows (of this project: plan_eval
+    checked), at an α, or at an interval half-width; EvalConfigError naming the field otherwise."""
+    for name, value in (("decision_alpha", decision_alpha), ("precision_target", precision_target)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not TARGET_RANGE[0] <= value <= TARGET_RANGE[1]):
+            raise EvalConfigError(f"{name} must be a number between {TARGET_RANGE[0]:g} and {TARGET_RANGE[1]:g}.")
+    if decide_against is None:
+        if decision_alpha is not None:
+            raise EvalConfigError("decision_alpha is the α of a decision against another eval: give decide_against too.")
+        return {"precision_target": precision_target}
+    try:
+        check_same_rows(decide_against, Eval(**fields))
+    except NotPaired as exc:
+        raise EvalConfigError(f"decide_against: {exc}") from None
+    alpha = statistics.ALPHA if decision_alpha is None else decision_alpha
+    return {"decide_against": decide_against, "decision_alpha": alpha, "precision_target": precision_target}
 
 
 def check_benchmark(name: str):
@@ -305,6 +338,8 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
     """Queue an interrupted eval again; it scores only the rows it has not stored.
 
     A new `max_cost` replaces the budget: how an eval stopped at its budget goes on.
+    One that stopped early (evals/early_stop.py) scores the rest of its rows; its
+    stop is kept as {"resumed": ...}, and it is not looked at again.
     An automatic resume (after a stall) counts against EVAL_MAX_AUTO_RESUMES;
     one a person asks for starts the count again.
     """
@@ -314,13 +349,19 @@ def resume_eval(ev: Eval, *, max_cost=None, automatic: bool = False) -> bool:
         refuse_if_in_debt(ev.project)
     changes = {"max_cost": max_cost} if max_cost is not None else {}
     stale_before = timezone.now() - timezone.timedelta(seconds=_stale_seconds())
-    resumable = Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR]) | Eval.objects.filter(
-        pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before
+    resumable = (
+        Eval.objects.filter(pk=ev.pk, status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR])
+        | Eval.objects.filter(pk=ev.pk, status=Eval.Status.RUNNING, heartbeat_at__lt=stale_before)
+        | Eval.objects.filter(pk=ev.pk, status=Eval.Status.SUCCEEDED, early_stop__has_key="reason")
     )
     count = F("auto_resumes") + 1 if automatic else 0
     # A stalled eval keeps its place (its deployment's turn in a suite); one a person resumes waits for its suite's turn.
     status = Eval.Status.QUEUED if automatic else queue.waiting_status(ev)
     with transaction.atomic():
+        stop = Eval.objects.select_for_update().filter(pk=ev.pk).values_list("early_stop", flat=True).first() or {}
+        if "reason" in stop and not automatic:
+            # A stall after the stop was written resumes stopped (its next pass asks nothing and ends it); a person's resume goes on.
+            changes["early_stop"] = {"resumed": stop}
         if not resumable.update(status=status, finished_at=None, status_message="Resumed.", auto_resumes=count, queued_at=timezone.now(), **changes):
             return False
         transaction.on_commit(lambda: queue.enqueue(ev) if automatic else queue.start(ev))
@@ -346,6 +387,11 @@ def retry_errors(ev: Eval) -> int:
         current = Eval.objects.select_for_update().get(pk=ev.pk)
         if current.is_active:
             raise EvalBusy(f"Eval #{ev.pk} is {current.status}: retry its errored samples once it ends.")
+        if stopped_early(current):
+            # Its next pass would ask nothing: a stopped eval sends no request, not even a retry.
+            raise EvalConfigError(
+                f"Eval #{ev.pk} stopped early ({current.early_stop['summary']}): resume it to score the rest of its rows, then retry its errors."
+            )
         errored = Sample.objects.filter(eval=ev).exclude(error="")
         attempts = [
             SampleAttempt(
@@ -455,12 +501,15 @@ CONFIG_FIELDS = {
     "benchmark_options",
     "dataset_id",
     "dataset_version",
+    "decide_against",
+    "decision_alpha",
     "deployment",
     "epochs",
     "judge",
     "generation",
     "max_cost",
     "mode",
+    "precision_target",
     "same_rows_as",
     "sample_limit",
     "samples_per_problem",

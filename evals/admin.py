@@ -1,12 +1,23 @@
 from django.contrib import admin
 from django.db import models
 
-from .models import Dataset, DatasetRow, DatasetVersion, Deployment, Eval, JudgeLabel, Sample, SampleAttempt, Suite, SuiteRun
+from .models import CachedResponse, Dataset, DatasetRow, DatasetVersion, Deployment, Eval, JudgeLabel, Sample, SampleAttempt, Suite, SuiteRun
 
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
-    list_display = ["name", "project", "base_url", "model", "api_style", "max_in_flight", "input_price_per_million", "output_price_per_million"]
+    list_display = [
+        "name",
+        "project",
+        "base_url",
+        "model",
+        "api_style",
+        "max_in_flight",
+        "input_price_per_million",
+        "output_price_per_million",
+        "cache_ttl_seconds",
+        "served_fingerprint",
+    ]
     list_filter = ["api_style"]
     search_fields = ["name", "model", "base_url", "project__name"]
     list_select_related = ["project"]
@@ -68,12 +79,23 @@ class EvalAdmin(admin.ModelAdmin):
         "error_count",
         "score",
         "cost",
+        "cache_hits",
+        "cache_misses",
+        "reused_from_eval",
         "created_at",
     ]
-    list_filter = ["status", "benchmark", "created_at"]
-    search_fields = ["=id", "=suite_run__id", "benchmark", "project__name", "deployment__name"]
+    list_filter = ["status", "benchmark", "cache", "created_at"]
+    # A cell key found whole: the evals that are one cell (reused, or forced again).
+    search_fields = ["=id", "=suite_run__id", "=cell_key", "benchmark", "project__name", "deployment__name"]
     list_select_related = ["project", "dataset", "deployment"]
-    raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as", "suite_run", "judge", "rescored_from"]
+    raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as", "suite_run", "judge", "rescored_from", "reused_from", "decide_against"]
+    # Made by evals/suites/cells.py from what decides the answers: an edit would make a cell reuse what it should not.
+    readonly_fields = ["cell_key"]
+
+    @admin.display(description="reused from", ordering="reused_from")
+    def reused_from_eval(self, ev):
+        # The id only: no join per listed row.
+        return f"#{ev.reused_from_id}" if ev.reused_from_id else ""
 
 
 @admin.register(Sample)
@@ -103,8 +125,8 @@ class SuiteAdmin(admin.ModelAdmin):
 
 @admin.register(SuiteRun)
 class SuiteRunAdmin(admin.ModelAdmin):
-    list_display = ["id", "suite_name", "project", "judge", "max_cost", "epochs", "created_at"]
-    list_filter = ["suite_name", "created_at"]
+    list_display = ["id", "suite_name", "project", "judge", "max_cost", "epochs", "force", "cache", "created_at"]
+    list_filter = ["suite_name", "force", "cache", "created_at"]
     search_fields = ["=id", "suite_name", "project__name"]
     list_select_related = ["project", "judge"]
     raw_id_fields = ["project", "judge", "same_rows_as", "created_by"]
@@ -118,3 +140,35 @@ class JudgeLabelAdmin(admin.ModelAdmin):
     search_fields = ["judge_key", "=sample__eval__id"]
     raw_id_fields = ["sample", "user"]
     list_select_related = ["sample", "user"]
+
+
+@admin.register(CachedResponse)
+class CachedResponseAdmin(admin.ModelAdmin):
+    """Read-only: an answer is kept or removed (here, `manage.py response_cache clear`), never edited."""
+
+    list_display = ["key_hash_short", "project", "deployment", "size", "hits", "system_fingerprint", "created_at", "last_hit_at"]
+    list_filter = ["created_at", "last_hit_at"]
+    search_fields = ["=key_hash", "=project__id", "deployment__name"]
+    list_select_related = ["project", "deployment"]
+    fields = ["project", "deployment", "key_hash", "system_fingerprint", "size", "hits", "created_at", "last_hit_at", "request", "answer"]
+    readonly_fields = fields
+    show_full_result_count = False
+
+    @admin.display(description="key")
+    def key_hash_short(self, answer):
+        return answer.key_hash[:16]
+
+    @admin.display(description="request (the whole key)")
+    def request(self, answer):
+        return answer.key[:5000] + ("…" if len(answer.key) > 5000 else "")
+
+    @admin.display(description="answer")
+    def answer(self, answer):
+        body = bytes(answer.body)
+        return body[:5000].decode(errors="replace") + ("…" if len(body) > 5000 else "")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

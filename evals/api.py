@@ -2,7 +2,7 @@ from collections import defaultdict
 
 from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action, api_view
 from rest_framework.response import Response
@@ -13,14 +13,15 @@ from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
 from . import benchmarks
-from .actions import cancel_eval, create_eval, dataset_for, rescore_eval, resume_eval, retry_errors
+from .actions import TARGET_RANGE, cancel_eval, create_eval, dataset_for, rescore_eval, resume_eval, retry_errors
 from .categories import category_scores
-from .comparison import NotPaired, compare_evals
+from .comparison import NotPaired, compare_evals, decision_alpha
 from .connection import try_connection
 from .downloads import samples_file
 from .metrics import metrics
-from .models import Deployment, Eval, Sample, SampleAttempt
+from .models import CacheMode, Deployment, Eval, Sample, SampleAttempt
 from .noise import noise
+from .response_cache import clear_cache
 from .scoring.calibration import NOT_CALIBRATED, calibration_status, label_verdict
 from .scoring.scorers import DEPRECATED_SHAPES, SCORERS, old_shapes
 from .validation import validate_deployment_url
@@ -44,9 +45,11 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "max_in_flight",
             "input_price_per_million",
             "output_price_per_million",
+            "cache_ttl_seconds",
+            "served_fingerprint",
             "created_at",
         ]
-        read_only_fields = ["id", "created_at"]
+        read_only_fields = ["id", "served_fingerprint", "created_at"]
 
     def validate_name(self, value):
         project = self.context["project"]
@@ -70,6 +73,16 @@ class EvalSerializer(serializers.ModelSerializer):
     suite_run = serializers.PrimaryKeyRelatedField(read_only=True)
     rescored_from = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Scored from this eval's stored outputs, without asking the deployment.")
     judge = serializers.CharField(source="judge.name", read_only=True, allow_null=True, default=None)
+    decide_against = serializers.PrimaryKeyRelatedField(read_only=True, help_text="Stops once the sequential test decides against this eval (same rows).")
+    early_stop = serializers.JSONField(
+        read_only=True,
+        help_text='Where and why it stopped early, e.g. {"at": 812, "of": 14042, "verdict": "better", "reason": "decision", "p": 0.003, "alpha": 0.05, "summary": ...}; {"resumed": ...} once resumed; {} otherwise.',
+    )
+    concurrency = serializers.ListField(
+        child=serializers.ListField(child=serializers.FloatField()),
+        read_only=True,
+        help_text="The latest pass's requests in flight about once a second: [seconds since it began, level allowed, in flight, answers per second].",
+    )
 
     class Meta:
         model = Eval
@@ -105,9 +118,17 @@ class EvalSerializer(serializers.ModelSerializer):
             "judge_completion_tokens",
             "cost",
             "max_cost",
+            "cache",
+            "cache_hits",
+            "cache_misses",
+            "decide_against",
+            "decision_alpha",
+            "precision_target",
+            "early_stop",
             "passes",
             "rate_per_s",
             "eta_seconds",
+            "concurrency",
             "created_at",
             "started_at",
             "finished_at",
@@ -198,6 +219,29 @@ class EvalCreateSerializer(serializers.Serializer):
         default=None,
         help_text="generative (default; with same_rows_as, that eval's mode) or loglikelihood (multiple choice on a completions deployment).",
     )
+    cache = serializers.ChoiceField(
+        choices=CacheMode.choices,
+        required=False,
+        default=CacheMode.AUTO,
+        help_text="The response cache: auto (a request answered before is not asked again, sampled ones without a seed excepted), always, or bypass (ask again, keep the fresh answers).",
+    )
+    decide_against = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="An eval of the same rows (its rows by default): stop once the sequential test decides against it, or finds no difference worth having.",
+    )
+    decision_alpha = serializers.FloatField(
+        required=False, allow_null=True, default=None, min_value=0.0001, max_value=0.5, help_text="The decision's α (0.05 by default), valid at every look."
+    )
+    precision_target = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=0.0001,
+        max_value=0.5,
+        help_text="Stop once the score's 95% interval is at most this far either side of it (e.g. 0.01).",
+    )
 
 
 class ResumeSerializer(serializers.Serializer):
@@ -222,6 +266,7 @@ class SampleSerializer(serializers.ModelSerializer):
             "judge_prompt_tokens",
             "judge_completion_tokens",
             "completions",
+            "cache_hits",
             "attempts",
         ]
 
@@ -253,6 +298,13 @@ class DeploymentViewSet(
 
     def get_queryset(self):
         return Deployment.objects.for_user(self.request.user, request_project(self.request))
+
+    @extend_schema(request=None, responses={200: inline_serializer("ClearedCache", {"id": serializers.IntegerField(), "removed": serializers.IntegerField()})})
+    @action(detail=True, methods=["post"], url_path="clear-cache")
+    def clear_cache(self, request, pk=None):
+        """Remove the deployment's answers from the response cache: its next evals ask it again."""
+        deployment = self.get_object()
+        return Response({"id": deployment.pk, "removed": clear_cache(deployment)})
 
     def get_serializer_context(self):
         return {**super().get_serializer_context(), "project": request_project(self.request)}
@@ -300,6 +352,9 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         judge = deployment_by_name_or_id(project, data["judge"]) if data["judge"] else None
         if data["judge"] and judge is None:
             return Response({"judge": [f"No deployment {data['judge']!r} in this project."]}, status=400)
+        against = self.get_queryset().filter(pk=data["decide_against"]).first() if data["decide_against"] is not None else None
+        if data["decide_against"] is not None and against is None:
+            return Response({"decide_against": ["No such eval in this project."]}, status=400)
         ev = create_eval(
             project,
             request.user,
@@ -318,6 +373,10 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
             benchmark_options=data["benchmark_options"],
             judge=judge,
             epochs=data["epochs"],
+            cache=data["cache"],
+            decide_against=against,
+            decision_alpha=data["decision_alpha"],
+            precision_target=data["precision_target"],
         )
         body = EvalSerializer(ev).data
         if old_shapes(data["scorers"]):
@@ -379,26 +438,39 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
     @extend_schema(request=ResumeSerializer, responses={200: EvalSerializer})
     @action(detail=True, methods=["post"])
     def resume(self, request, pk=None):
-        """Continue a failed, cancelled or stalled eval on the same rows; 409 otherwise. `max_cost` sets a new budget."""
+        """Continue a failed, cancelled, stalled or early-stopped eval on the same rows; 409 otherwise. `max_cost` sets a new budget."""
         ev = self.get_object()
         payload = ResumeSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         if not resume_eval(ev, max_cost=payload.validated_data["max_cost"]):
-            raise Conflict(f"Only failed, cancelled or stalled evals resume (this one is {ev.status}).")
+            raise Conflict(f"Only failed, cancelled, stalled or early-stopped evals resume (this one is {ev.status}).")
         ev.refresh_from_db()
         return Response(EvalSerializer(ev).data)
 
-    @extend_schema(parameters=[OpenApiParameter("set_aside_flaky", bool)], responses={200: dict, 409: dict})
+    @extend_schema(
+        parameters=[OpenApiParameter("set_aside_flaky", bool), OpenApiParameter("sequential", bool), OpenApiParameter("alpha", float)],
+        responses={200: dict, 400: dict, 409: dict},
+    )
     @action(detail=True, methods=["get"], url_path=r"compare/(?P<other>\d+)")
     def compare(self, request, pk=None, other=None):
         """B (`other`) against A (this eval) on their shared rows: scores with CIs, paired delta with CI, McNemar p,
         flips, verdict, MDE, rows needed, the flipped samples; with epochs, the noise floor, and with
-        ?set_aside_flaky=1 the rows that flipped within either side's epochs left out and listed.
+        ?set_aside_flaky=1 the rows that flipped within either side's epochs left out and listed. A `sequential`
+        section (the always-valid test on the prefix of the run order both stored) when either stopped early,
+        or with ?sequential=1 (at ?alpha=, the evals' own decision α by default).
         409 when the evals did not score the same rows."""
         a = self.get_object()
         b = get_object_or_404(self.get_queryset(), pk=other)
+        alpha = None
+        if flag(request, "sequential") or "alpha" in request.query_params:
+            try:
+                alpha = float(request.query_params.get("alpha") or decision_alpha(a, b))
+            except ValueError:
+                alpha = -1.0
+            if not TARGET_RANGE[0] <= alpha <= TARGET_RANGE[1]:
+                return Response({"alpha": [f"alpha must be a number between {TARGET_RANGE[0]:g} and {TARGET_RANGE[1]:g}."]}, status=400)
         try:
-            return Response(compare_evals(a, b, set_aside_flaky=flag(request, "set_aside_flaky")))
+            return Response(compare_evals(a, b, set_aside_flaky=flag(request, "set_aside_flaky"), sequential_alpha=alpha))
         except NotPaired as exc:
             # The body also names the eval to rerun on (`same_rows_as`), which a plain error cannot carry.
             return Response({"detail": str(exc), "same_rows_as": a.pk}, status=exc.status_code)

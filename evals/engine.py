@@ -1,7 +1,9 @@
 """The eval engine: an asyncio loop that keeps up to N requests in flight.
 
-Rows are requested concurrently (bounded by the deployment's limit), retried
-with backoff on 429, 5xx and connection errors, scored as they finish, and
+Rows are requested concurrently, as many at once as the gate allows (its level
+moves below the deployment's max_in_flight with what the deployment answers:
+evals/concurrency.py), retried with backoff on 429, 5xx and connection errors
+(never sooner than a Retry-After), scored as they finish, and
 written in batches. A row whose sample is already stored is skipped, so a
 resumed eval neither re-requests nor double-counts anything.
 """
@@ -20,10 +22,12 @@ from django.utils import timezone
 
 from belvedir.sandbox.errors import SandboxPlatformError
 
-from . import loglikelihood, statistics
+from . import early_stop, loglikelihood, statistics
 from .benchmarks.base import Benchmark
-from .client import RequestFailed, complete, http_session, option_loglikelihood
+from .client import RequestFailed, completion_of, completion_request, http_session, loglikelihood_of, loglikelihood_request, models_entry, send_request
+from .concurrency import AdaptiveLimit, Timeline
 from .models import Eval, Sample, SampleAttempt
+from .response_cache import ResponseCache, record_models_entry
 from .scoring.base import ScoringError, Usage
 
 logger = logging.getLogger(__name__)
@@ -58,13 +62,17 @@ class EvalRun:
         self.stored: dict[int, StoredOutput] | None = stored
         self.pending: list[Sample] = []
         self.cancelled = False
+        # The gate's level, in flight and throughput over the pass, for the eval page (set by _run; None re-scoring).
+        self.timeline: Timeline | None = None
         # Spending is tracked here as responses arrive, so a budget stops new
-        # requests at once rather than at the next flush (100 may be in flight).
+        # requests at once rather than at the next flush (hundreds may be in flight).
         self.spent = ev.cost or 0
         # What the other evals of its suite run had spent, as of the last flush (a suite's max_cost covers them
         # all): their spending in between is seen at the next flush, so a suite overshoots by at most about a
         # second of its other deployments' spending, besides what is in flight.
         self.suite_spent = suite_spent(ev.suite_run_id, excluding=ev.pk) if ev.suite_run_id else 0
+        # Not for re-scoring, which asks no deployment.
+        self.cache = ResponseCache.for_eval(ev) if stored is None else None
 
     async def run(self):
         # The ORM calls below run in one thread of this eval's own: by default
@@ -79,8 +87,14 @@ class EvalRun:
         limit = min(deployment.max_in_flight, settings.EVAL_MAX_IN_FLIGHT)
         done = set(await sync_to_async(self._done_rows)())
         todo = [(i, row) for i, row in self.rows if i not in done]
-        gate = asyncio.Semaphore(limit)
+        gate = AdaptiveLimit(limit)
+        if self.stored is None:
+            self.timeline = Timeline(gate)
         async with http_session(limit) as client:
+            if self.cache is not None:
+                # What the server says it serves is part of every key: asked once per pass, before any key is made.
+                entry = await models_entry(client, deployment)
+                await sync_to_async(record_models_entry)(deployment, entry)
             rows_done = asyncio.Event()
             flusher = asyncio.create_task(self._flush_periodically(rows_done))
             try:
@@ -90,7 +104,7 @@ class EvalRun:
                 try:
                     await flusher
                 finally:
-                    await self._flush()
+                    await self._flush(final=True)
                     await self.spec.aclose()
                     # The ORM ran in sync_to_async's thread: close that thread's connection too.
                     await sync_to_async(_close_connection)()
@@ -104,14 +118,30 @@ class EvalRun:
         generation = {**self.spec.generation_for(row), **self.eval.generation}
         fields = self.spec.request_fields(row)
         replies, outputs, error = [], [], ""
+        cached = 0
 
         async def ask(messages):
+            nonlocal cached
+            request = completion_request(deployment, messages, generation, fields)
+            # The request's place in its row (an epoch, a pass@k sample, a turn) is part of its key.
+            key = self.cache.key(request, len(replies)) if self.cache else None
+            if key and (body := await self.cache.lookup(key)) is not None:
+                if self.cancelled:
+                    raise Stopped
+                # Answered before: no request, no turn at the gate, and no token counted as spent.
+                reply = completion_of(body, deployment, None)
+                cached += 1
+                replies.append(reply)
+                return reply
             # Each request takes its own turn at the gate (pass@k and epochs ask a row n times, MT-Bench per turn).
             async with gate:
                 if self._stopped():
                     raise Stopped
-                reply = await complete(client, deployment, messages, generation, fields)
+                body, latency_ms = await send_request(client, deployment, request, observer=gate)
+            reply = completion_of(body, deployment, latency_ms)
             self.spent += deployment.cost(reply.prompt_tokens, reply.completion_tokens) or 0
+            if key:
+                self.cache.keep(key, body, reply.system_fingerprint)
             replies.append(reply)
             return reply
 
@@ -128,10 +158,12 @@ class EvalRun:
         await asyncio.sleep(0)
         sample = self._sample(index, row, error)
         if replies:
+            paid = [r for r in replies if r.latency_ms is not None]
             sample.output = outputs[0] if outputs else ""
-            sample.latency_ms = replies[0].latency_ms
-            sample.prompt_tokens = _total(r.prompt_tokens for r in replies)
-            sample.completion_tokens = _total(r.completion_tokens for r in replies)
+            sample.latency_ms = paid[0].latency_ms if paid else None
+            sample.prompt_tokens = _total(r.prompt_tokens for r in paid)
+            sample.completion_tokens = _total(r.completion_tokens for r in paid)
+            sample.cache_hits = cached
         if outputs and not error:
             await self._score_all(sample, row, outputs)
         await self._keep(sample)
@@ -156,23 +188,37 @@ class EvalRun:
 
     async def _one_by_loglikelihood(self, client, gate, index, row):
         """One request per option, each its own turn at the gate; the benchmark scores their log-likelihoods."""
-        options, results, error = self.spec.choices(row), [], ""
-        for option in options:
+        deployment = self.eval.deployment
+        options, results, error, cached = self.spec.choices(row), [], "", 0
+        for attempt, option in enumerate(options):
+            request = loglikelihood_request(deployment, option)
+            key = self.cache.key(request, attempt) if self.cache else None
+            if key and (body := await self.cache.lookup(key)) is not None:
+                if self.cancelled:
+                    return
+                results.append(loglikelihood_of(body, option, None))
+                cached += 1
+                continue
             async with gate:
                 if self._stopped():
                     return
                 try:
-                    results.append(await option_loglikelihood(client, self.eval.deployment, option))
+                    body, latency_ms = await send_request(client, deployment, request, observer=gate)
+                    results.append(loglikelihood_of(body, option, latency_ms))
                 except RequestFailed as exc:
                     error = str(exc)
                     break
-                self.spent += self.eval.deployment.cost(results[-1].prompt_tokens, results[-1].completion_tokens) or 0
+            self.spent += deployment.cost(results[-1].prompt_tokens, results[-1].completion_tokens) or 0
+            if key:
+                self.cache.keep(key, body)
         await asyncio.sleep(0)
         sample = self._sample(index, row, error)
         if results:
-            sample.latency_ms = sum(r.latency_ms for r in results)
-            sample.prompt_tokens = _total(r.prompt_tokens for r in results)
-            sample.completion_tokens = _total(r.completion_tokens for r in results)
+            paid = [r for r in results if r.latency_ms is not None]
+            sample.latency_ms = sum(r.latency_ms for r in paid) if paid else None
+            sample.prompt_tokens = _total(r.prompt_tokens for r in paid)
+            sample.completion_tokens = _total(r.completion_tokens for r in paid)
+            sample.cache_hits = cached
         if not error:
             sample.output = loglikelihood.summary(options, results)
             result = self.spec.score_loglikelihoods(row, [r.value for r in results])
@@ -180,8 +226,8 @@ class EvalRun:
         await self._keep(sample)
 
     def _stopped(self) -> bool:
-        """No new request goes out: the eval was cancelled, reached its budget, or this pass its deadline."""
-        if self.cancelled or self._over_budget():
+        """No new request goes out: the eval was cancelled, stopped early (evals/early_stop.py), reached its budget, or this pass its deadline."""
+        if self.cancelled or self._over_budget() or early_stop.stopped_early(self.eval):
             return True
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.out_of_time = True
@@ -264,25 +310,36 @@ class EvalRun:
             except TimeoutError:
                 await self._flush()
 
-    async def _flush(self):
+    async def _flush(self, final: bool = False):
         # Also a heartbeat and the cancel check, so it runs even with nothing to write.
         batch, self.pending = self.pending, []
         self.cancelled = await sync_to_async(self._write)(batch)
+        # The chart's series, about once a second (not with every BATCH_SIZE rows); copied here, as it grows on this loop.
+        if self.timeline is not None and self.timeline.sample(final=final):
+            await sync_to_async(self._write_chart)(list(self.timeline.points))
+
+    def _write_chart(self, series: list):
+        Eval.objects.filter(pk=self.eval.pk).update(concurrency=series)
 
     def _done_rows(self):
         return list(Sample.objects.filter(eval=self.eval).values_list("row_index", flat=True))
 
     def _write(self, batch) -> bool:
-        """Store a batch, refresh the counters; True when the eval was cancelled meanwhile."""
+        """Store a batch (and the answers the response cache keeps), refresh the counters; True when the eval was cancelled
+        meanwhile, or stops early here or did before (decided against another eval, or precise enough: evals/early_stop.py)."""
         if batch:
             try:
                 with transaction.atomic():
                     Sample.objects.bulk_create(batch, ignore_conflicts=True)
             except IntegrityError:
                 logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
+        if self.cache is not None:
+            self.cache.write(self.eval.pk)
         refresh_counters(self.eval.pk)
         if self.eval.suite_run_id:
             self.suite_spent = suite_spent(self.eval.suite_run_id, excluding=self.eval.pk)
+        if early_stop.look(self.eval):
+            return True
         return not Eval.objects.filter(pk=self.eval.pk, status=Eval.Status.RUNNING).exists()
 
 

@@ -5,10 +5,12 @@ from django import forms
 from belvedir_cli import yamlsafe
 
 from . import benchmarks, statistics
-from .models import Dataset, Deployment, Eval, Suite, SuiteRun
+from .models import RESPONSE_CACHE_TTL, CacheMode, Dataset, Deployment, Eval, Suite, SuiteRun
 from .scoring.base import config
 from .scoring.scorers import SCORERS
 from .validation import validate_deployment_url
+
+CACHE_HELP = "A request answered before (same deployment, model, prompt and settings) is not asked again and costs nothing; bypass asks again."
 
 
 class DeploymentForm(forms.ModelForm):
@@ -16,13 +18,29 @@ class DeploymentForm(forms.ModelForm):
 
     class Meta:
         model = Deployment
-        fields = ["name", "base_url", "model", "api_key", "api_style", "max_in_flight", "input_price_per_million", "output_price_per_million"]
+        fields = [
+            "name",
+            "base_url",
+            "model",
+            "api_key",
+            "api_style",
+            "max_in_flight",
+            "input_price_per_million",
+            "output_price_per_million",
+            "cache_ttl_seconds",
+        ]
         widgets = {"api_key": forms.PasswordInput(render_value=False)}
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.project = project
         self.fields["base_url"].validators.append(validate_deployment_url)
+        # Left empty: the default (7 days), as the API does when it is not given.
+        self.fields["cache_ttl_seconds"].required = False
+
+    def clean_cache_ttl_seconds(self):
+        ttl = self.cleaned_data.get("cache_ttl_seconds")
+        return RESPONSE_CACHE_TTL if ttl is None else ttl
 
     def clean_name(self):
         name = self.cleaned_data["name"]
@@ -59,6 +77,14 @@ class BenchmarkEvalForm(forms.Form):
     )
     epochs = forms.IntegerField(
         required=False, min_value=1, max_value=10, initial=1, help_text="Ask every row this many times: per-row pass rates, flips and the noise floor."
+    )
+    cache = forms.ChoiceField(choices=CacheMode.choices, initial=CacheMode.AUTO, required=False, label="Response cache", help_text=CACHE_HELP)
+    precision_target = forms.FloatField(
+        required=False,
+        min_value=0.0001,
+        max_value=0.5,
+        label="Precision target (±)",
+        help_text="Stop once the score's 95% interval is at most this far either side of it, e.g. 0.02; its rows go out in a fixed random order.",
     )
 
     def __init__(self, *args, project=None, **kwargs):
@@ -104,6 +130,7 @@ class DatasetEvalForm(forms.Form):
     regex_pattern = forms.CharField(required=False, help_text="For the regex scorer; {expected} stands for the expected answer.")
     judge = forms.ModelChoiceField(queryset=Deployment.objects.none(), required=False, help_text="For the LLM judge scorer.")
     sample_limit = forms.IntegerField(required=False, min_value=1)
+    cache = forms.ChoiceField(choices=CacheMode.choices, initial=CacheMode.AUTO, required=False, label="Response cache", help_text=CACHE_HELP)
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -144,6 +171,12 @@ class DatasetRowForm(forms.Form):
 
 class RerunForm(forms.Form):
     deployment = forms.ModelChoiceField(queryset=Deployment.objects.none())
+    decide = forms.BooleanField(
+        required=False,
+        label="Stop once decided",
+        help_text="Against this eval, with a test valid at every look: it stops when one is better, or when no difference of 2 points is left.",
+    )
+    decision_alpha = forms.FloatField(required=False, min_value=0.0001, max_value=0.5, initial=0.05, label="α")
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -178,6 +211,12 @@ class SuiteRunForm(forms.Form):
         required=False, min_value=0, max_digits=14, decimal_places=6, label="Budget ($)", help_text="For the whole suite run; needs prices."
     )
     epochs = forms.IntegerField(required=False, min_value=1, max_value=10, initial=1, help_text="Ask every row this many times: flips and the noise floor.")
+    force = forms.BooleanField(
+        required=False,
+        label="Run every cell again",
+        help_text="Otherwise a cell a finished eval of this project already answered (same benchmark data, rows, deployment, settings) is reused at no cost.",
+    )
+    cache = forms.ChoiceField(choices=CacheMode.choices, initial=CacheMode.AUTO, label="Response cache", help_text="Each eval's use of the response cache.")
 
     def __init__(self, *args, project=None, **kwargs):
         super().__init__(*args, **kwargs)

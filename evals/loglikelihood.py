@@ -50,7 +50,7 @@ class Loglikelihood:
     value: float
     # The continuation's tokens (summed), a straddling one included.
     tokens: int
-    latency_ms: float
+    latency_ms: float | None  # None: answered by the response cache
     prompt_tokens: int | None
     completion_tokens: int | None
 
@@ -59,7 +59,7 @@ def payload(model: str, option: Choice) -> dict:
     return {"model": model, "prompt": option.context + option.continuation, "max_tokens": MAX_TOKENS, "temperature": 0, "echo": True, "logprobs": 1}
 
 
-def parse(raw: bytes, option: Choice, latency_ms: float) -> Loglikelihood:
+def parse(raw: bytes, option: Choice, latency_ms: float | None) -> Loglikelihood:
     try:
         body = orjson.loads(raw)
         choice = body["choices"][0]

@@ -11,7 +11,20 @@ from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 from belvedir.sandbox.owners import Owner
 
+# The documented default of requests in flight per deployment, and the most a deployment may be given
+# (vLLM serving a small model keeps gaining throughput past 256 in flight); the engine finds the level
+# that works below it (evals/concurrency.py).
 MAX_IN_FLIGHT = 100
+MAX_IN_FLIGHT_CAP = 1024
+RESPONSE_CACHE_TTL = 7 * 24 * 3600
+
+
+class CacheMode(models.TextChoices):
+    """Whether an eval reads and writes the project's response cache (evals/response_cache.py)."""
+
+    AUTO = "auto", "Use the cache (not for sampled requests without a seed)"
+    ALWAYS = "always", "Use the cache, sampled requests without a seed too"
+    BYPASS = "bypass", "Bypass: ask the deployment, and keep its fresh answers"
 
 
 class Deployment(models.Model):
@@ -27,7 +40,18 @@ class Deployment(models.Model):
     model = models.CharField(max_length=200)
     api_key = models.CharField(max_length=500, blank=True)
     api_style = models.CharField(max_length=12, choices=Style.choices, default=Style.CHAT)
-    max_in_flight = models.PositiveIntegerField(default=MAX_IN_FLIGHT, validators=[MinValueValidator(1), MaxValueValidator(MAX_IN_FLIGHT)])
+    max_in_flight = models.PositiveIntegerField(
+        default=MAX_IN_FLIGHT,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_IN_FLIGHT_CAP)],
+        help_text=f"The most requests in flight at once (1-{MAX_IN_FLIGHT_CAP}); the engine finds the level the deployment keeps up with below it.",
+    )
+    cache_ttl_seconds = models.PositiveIntegerField(
+        "Response cache time to live (s)", default=RESPONSE_CACHE_TTL, help_text="How long its cached answers are served; 0 caches nothing."
+    )
+    # What the server says it serves, as last seen: a digest of its /models entry (part of every cache key)
+    # and its answers' system_fingerprint (a cached answer is served only under the same), so a model
+    # changed behind the same name is a miss.
+    served_fingerprint = models.CharField(max_length=200, blank=True)
     input_price_per_million = models.DecimalField(
         "Input price per million tokens ($)", max_digits=10, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(0)]
     )
@@ -224,6 +248,25 @@ class Eval(models.Model):
     # Passes a worker claimed: 1 for an eval that ran through, more for one
     # resumed after a stall or continued past a pass's time limit.
     passes = models.PositiveIntegerField(default=0)
+    # The response cache (evals/response_cache.py): whether it is read, and how many requests it answered
+    # (a hit: no request, no token paid) or had to send (a miss, or a request it may not answer).
+    cache = models.CharField(max_length=6, choices=CacheMode.choices, default=CacheMode.AUTO)
+    cache_hits = models.PositiveIntegerField(default=0)
+    cache_misses = models.PositiveIntegerField(default=0)
+    # The engine's requests in flight over time (evals/concurrency.py), for the eval page's chart:
+    # [[seconds since the pass began, the level allowed, requests in flight, responses per second], ...].
+    concurrency = models.JSONField(default=list, blank=True)
+    # A suite cell reused instead of run (same benchmark version, data, deployment fingerprint,
+    # generation settings, rows and epochs): the finished eval its samples were copied from.
+    reused_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reuses")
+    # What a reused cell is matched on (evals/suites/cells.py); "" for an eval that is no suite cell.
+    cell_key = models.CharField(max_length=64, blank=True, db_index=True)
+    # Stopping early (evals/sequential.py): against `decide_against` (same rows) with an always-valid test at
+    # `decision_alpha`, or at an interval half-width of `precision_target`; `early_stop` says where and why.
+    decide_against = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="decided_by")
+    decision_alpha = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0001), MaxValueValidator(0.5)])
+    precision_target = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.0001), MaxValueValidator(0.5)])
+    early_stop = models.JSONField(default=dict, blank=True)
 
     objects = ProjectScopedQuerySet.as_manager()
 
@@ -310,6 +353,8 @@ class Sample(models.Model):
     judge_completion_tokens = models.IntegerField(null=True, blank=True)
     # pass@k and epochs: every completion of the row, [{"output", "score", "passed", "detail", "scores"}], the first also in `output`.
     completions = models.JSONField(default=list, blank=True)
+    # Of its requests, those the response cache answered; its token counts are only those of requests sent.
+    cache_hits = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -385,6 +430,9 @@ class SuiteRun(models.Model):
     # The budget of the whole suite: every eval stops once their costs together reach it.
     max_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)])
     epochs = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(10)])
+    cache = models.CharField(max_length=6, choices=CacheMode.choices, default=CacheMode.AUTO)
+    # Run every cell, even one a finished eval of the project already answers (evals/suites/cells.py).
+    force = models.BooleanField(default=False)
     # What the run left out and why (a judged benchmark of a built-in suite with no judge chosen).
     notes = models.JSONField(default=list, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
@@ -422,3 +470,32 @@ class JudgeLabel(models.Model):
 
     def __str__(self):
         return f"label of {self.sample} turn {self.turn}"
+
+
+class CachedResponse(models.Model):
+    """One deployment answer kept for its exact request (evals/response_cache.py), within one project.
+
+    `key` is the whole request as canonical JSON (base URL, model, served fingerprint, path, body, attempt)
+    and is compared in full on every hit: two requests sharing a hash can never share an answer.
+    """
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="cached_responses")
+    # Who asked: deleting the deployment deletes what it answered.
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="cached_responses")
+    key_hash = models.CharField(max_length=64)
+    # The system_fingerprint the answer came with: served only while the deployment's is still the same.
+    system_fingerprint = models.CharField(max_length=200, blank=True)
+    key = models.TextField()
+    body = models.BinaryField()
+    size = models.PositiveIntegerField(help_text="Bytes of key and body: what the project's cap counts.")
+    hits = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_hit_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "key_hash"], name="one_cached_response_per_request")]
+        indexes = [models.Index(fields=["project", "created_at"], name="cached_response_age")]
+
+    def __str__(self):
+        return f"cached answer {self.key_hash[:12]} of {self.deployment}"

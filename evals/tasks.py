@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import uvloop
 from django.conf import settings
 from django.db import close_old_connections
-from django.db.models import F, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -26,7 +26,9 @@ from .datasets.evals import DatasetBenchmark
 from .engine import EvalRun, StoredOutput, refresh_counters
 from .models import Eval, Sample
 from .queue import advance, enqueue
-from .subset import select_rows
+from .response_cache import evict
+from .subset import run_order, select_rows
+from .suites.cells import restamp
 from .validation import deployment_problem
 
 logger = logging.getLogger(__name__)
@@ -108,7 +110,8 @@ def _run_pass(ev: Eval):
         return
     indices = select_rows(len(all_rows), ev.sample_limit, ev.seed)
     Eval.objects.filter(pk=ev.pk).update(total=len(indices))
-    rows = [(i, all_rows[i]) for i in indices]
+    # In the run order, not the file's: what is stored at any moment is about a prefix of it (subset.run_order).
+    rows = [(i, all_rows[i]) for i in run_order(indices)]
     deadline = time.monotonic() + settings.EVAL_PASS_SECONDS
     stored_before = Sample.objects.filter(eval=ev).count()
     stored = stored_outputs(ev.rescored_from_id) if ev.rescored_from_id else None
@@ -128,12 +131,15 @@ def _run_pass(ev: Eval):
         _fail(ev, "An internal error stopped this eval; finished samples are kept. Resume to continue.")
     finally:
         refresh_counters(ev.pk)
+        if run is not None and run.cache is not None:
+            evict(ev.project_id)
     if not finish(ev.pk) and run is not None and run.out_of_time:
         next_pass(ev, progressed=Sample.objects.filter(eval=ev).count() > stored_before)
 
 
 def finish(eval_id: int) -> bool:
-    """Mark a running eval succeeded once every one of its rows is stored; True if it was.
+    """Mark a running eval succeeded once every one of its rows is stored, or once it stopped early (evals/early_stop.py:
+    its rows in flight are stored by now); True if it was.
 
     Not just because this worker's pass ended: a worker slow enough to be
     taken for dead has its eval resumed by the reaper and claimed by another
@@ -141,9 +147,11 @@ def finish(eval_id: int) -> bool:
     succeeded then ended the other worker's pass too, with rows never stored
     (seen in tests/test_many_workers.py under load: 22 of 24).
     """
-    return bool(
-        Eval.objects.filter(pk=eval_id, status=Eval.Status.RUNNING, done_count__gte=F("total")).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now())
-    )
+    done = Q(done_count__gte=F("total")) | Q(early_stop__has_key="reason")
+    finished = bool(Eval.objects.filter(done, pk=eval_id, status=Eval.Status.RUNNING).update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now()))
+    if finished:
+        restamp(eval_id)  # a suite cell: keyed with what its deployment served, for the next run to reuse
+    return finished
 
 
 @contextmanager

@@ -19,6 +19,7 @@ urlpatterns = [
     path("evals/compare/<str:benchmark>/", views.compare, name="compare"),
     path("evals/deployments/", views.deployments, name="deployments"),
     path("evals/deployments/<int:pk>/test/", views.deployment_test, name="deployment_test"),
+    path("evals/deployments/<int:pk>/clear-cache/", views.deployment_clear_cache, name="deployment_clear_cache"),
     path("evals/datasets/", dataset_views.datasets, name="datasets"),
     path("evals/datasets/<int:pk>/", dataset_views.dataset_detail, name="dataset"),
     path("evals/datasets/<int:pk>/rows/", dataset_views.dataset_add_row, name="dataset_add_row"),

@@ -3,7 +3,9 @@ from collections import defaultdict
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
@@ -14,13 +16,14 @@ from . import benchmarks, local_model
 from .actions import EvalConfigError, cancel_eval, create_eval, rescore_eval, resume_eval, retry_errors
 from .api import attempts_by_row, eval_warnings, filter_samples
 from .categories import category_scores
-from .comparison import NotPaired, compare_evals
+from .comparison import NotPaired, compare_evals, decision_alpha
 from .connection import try_connection
 from .downloads import samples_file
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm, posted_budget
 from .metrics import metrics
-from .models import Deployment, Eval
+from .models import CacheMode, Deployment, Eval
 from .noise import noise
+from .response_cache import clear_cache, not_cached_because
 from .scoring.calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, posted_grade, verdicts_of
 
 
@@ -62,6 +65,8 @@ def create_benchmark_eval(request):
                 benchmark_options=form.benchmark_options(),
                 judge=form.cleaned_data["judge"],
                 epochs=form.cleaned_data["epochs"] or 1,
+                cache=form.cleaned_data["cache"] or CacheMode.AUTO,
+                precision_target=form.cleaned_data["precision_target"],
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
@@ -88,6 +93,7 @@ def create_dataset_eval(request):
                 scorers=form.scorer_config(),
                 judge=form.cleaned_data["judge"],
                 sample_limit=form.cleaned_data["sample_limit"],
+                cache=form.cleaned_data["cache"] or CacheMode.AUTO,
             )
         except (EvalConfigError, InsufficientBalance) as exc:
             form.add_error(None, str(exc))
@@ -124,14 +130,31 @@ def eval_detail(request, pk):
         for axis, entries in category_scores(ev).items()
     ]
     context["metrics"] = metrics(ev)
+    context["cache_note"] = not_cached_because(ev, ev.generation)
     context["noise"] = noise(ev)
     context["warnings"] = eval_warnings(ev)
     context["calibration"] = calibration_status(ev) if ev.judge_id else None
+    context["concurrency"] = _concurrency_charts(ev.concurrency)
     context["attempts"] = attempts_by_row(ev, samples)
     context["labels"] = labels_by_row(ev, samples, request.user)
     for sample in samples:
         sample.verdicts = verdicts_of(sample) if ev.judge_id and not sample.error else []
     return render(request, "evals/detail.html", context)
+
+
+def _concurrency_charts(points: list) -> dict | None:
+    """The latest pass's gate over time (evals/concurrency.py): the level allowed and requests in flight, and answers per second."""
+    if len(points) < 2:
+        return None
+
+    def series(name, column):
+        return Series(name, [(f"{point[0]:.0f} s", point[column]) for point in points])
+
+    return {
+        "seconds": points[-1][0],
+        "levels": line_chart([series("allowed", 1), series("in flight", 2)], height=180, y_label="requests in flight", dots=False),
+        "rate": line_chart([series("answers per second", 3)], height=140, y_label="answers per second", dots=False),
+    }
 
 
 @login_required
@@ -184,10 +207,18 @@ def eval_rerun(request, pk):
     ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
     form = RerunForm(request.POST, project=ev.project)
     if not form.is_valid():
-        messages.error(request, "Choose a deployment of this project.")
+        messages.error(request, "Choose a deployment of this project" + (", and an α between 0.0001 and 0.5." if "decision_alpha" in form.errors else "."))
         return redirect(ev)
+    decide = form.cleaned_data["decide"]
     try:
-        rerun = create_eval(ev.project, request.user, deployment=form.cleaned_data["deployment"], same_rows_as=ev)
+        rerun = create_eval(
+            ev.project,
+            request.user,
+            deployment=form.cleaned_data["deployment"],
+            same_rows_as=ev,
+            decide_against=ev if decide else None,
+            decision_alpha=form.cleaned_data["decision_alpha"] if decide else None,
+        )
     except (EvalConfigError, InsufficientBalance) as exc:
         messages.error(request, str(exc))
         return redirect(ev)
@@ -202,7 +233,8 @@ def eval_paired(request, pk, other):
     a, b = get_object_or_404(evals, pk=pk), get_object_or_404(evals, pk=other)
     context = {"a": a, "b": b, "rerun_form": RerunForm(project=a.project, initial={"deployment": b.deployment_id})}
     try:
-        context["result"] = compare_evals(a, b, set_aside_flaky=request.GET.get("set_aside_flaky") == "1")
+        asked = decision_alpha(a, b) if request.GET.get("sequential") == "1" else None
+        context["result"] = compare_evals(a, b, set_aside_flaky=request.GET.get("set_aside_flaky") == "1", sequential_alpha=asked)
     except NotPaired as exc:
         context["not_paired"] = str(exc)
     return render(request, "evals/paired.html", context)
@@ -242,7 +274,7 @@ def eval_resume(request, pk):
     if resumed:
         messages.success(request, "Eval resumed: only rows not yet scored are requested.")
     else:
-        messages.error(request, "Only failed, cancelled or stalled evals can be resumed.")
+        messages.error(request, "Only failed, cancelled, stalled or early-stopped evals can be resumed.")
     return redirect(ev)
 
 
@@ -274,10 +306,20 @@ def deployments(request):
         deployment.save()
         messages.success(request, f"Deployment {deployment.name} added. Test its connection below.")
         return redirect("evals:deployments")
-    items = list(Deployment.objects.for_user(request.user, request.project))
+    items = list(Deployment.objects.for_user(request.user, request.project).annotate(cached=Count("cached_responses")))
     for deployment in items:
         deployment.problem = local_model.deployment_problem(deployment)
-    return render(request, "evals/deployments.html", {"form": form, "deployments": items})
+    # A refused form answers 400 with its errors beside each field, as the API does (a max_in_flight out of 1-1,024).
+    return render(request, "evals/deployments.html", {"form": form, "deployments": items}, status=400 if form.errors else 200)
+
+
+@login_required
+@require_POST
+def deployment_clear_cache(request, pk):
+    deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
+    removed = clear_cache(deployment)
+    messages.success(request, f"Removed {removed:,} cached answer{pluralize(removed)} of {deployment.name}: its next evals ask it again.")
+    return redirect("evals:deployments")
 
 
 @login_required

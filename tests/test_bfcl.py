@@ -14,7 +14,7 @@ from evals.actions import create_eval
 from evals.benchmarks import bfcl
 from evals.benchmarks.base import Row, tool_reply
 from evals.benchmarks.bfcl_checker import check, standardize, tool_name
-from evals.client import _parse
+from evals.client import completion_of as _parse
 from evals.models import Deployment, Eval, Sample
 from evals.tasks import run_eval
 

@@ -253,7 +253,7 @@ def test_the_table_covers_every_registered_gate():
 
 # The calls that spend: a ledger charge, a request to a deployment (generation, log-likelihood, a judge's
 # verdict) and a task sent to a queue (whose work spends).
-SPENDING_CALLS = {"charge_for_run", "complete", "option_loglikelihood", "grade", "async_task"}
+SPENDING_CALLS = {"charge_for_run", "complete", "send_request", "grade", "async_task"}
 
 # Each function that makes one of those calls, and the registered gate(s) every way to it passes first.
 BEHIND = {
@@ -299,8 +299,9 @@ def spending_calls() -> dict[str, set[str]]:
 
 def test_every_call_that_spends_is_behind_a_registered_gate():
     found = spending_calls()
-    # Every request to a deployment goes out through the engine's _post, which only these two make:
-    assert {name for name, calls in found.items() if "_post" in calls} == {"evals.client.complete", "evals.client.option_loglikelihood"}
-    spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS}
+    # Every request to a deployment goes out through the client's _post, which only its send_request() makes:
+    assert {name for name, calls in found.items() if "_post" in calls} == {"evals.client.send_request"}
+    # complete() is send_request() and a parse: the door itself, as send_request() is.
+    spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS} - {"evals.client.complete"}
     assert spenders == set(BEHIND)
     assert set().union(*BEHIND.values()) <= set(DEBT_GATES)

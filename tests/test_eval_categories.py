@@ -83,7 +83,8 @@ def test_bv_evals_show_prints_the_scores_by_category(live_server, api_key, mmlu_
 
 def test_the_paired_comparison_breaks_its_delta_down_by_category(api, owner_client, project, owner, fake, mmlu_eval):
     fake.answer = lambda question: f"Answer: {ROWS[question].reference}"
-    better = create_eval(project, owner, deployment=mmlu_eval.deployment, same_rows_as=mmlu_eval)
+    # The same deployment answering better: asked again, not served its first answers from the response cache.
+    better = create_eval(project, owner, deployment=mmlu_eval.deployment, same_rows_as=mmlu_eval, cache="bypass")
     run_eval(better.pk)
     body = api.get(f"/api/v1/evals/{mmlu_eval.pk}/compare/{better.pk}").json()
     groups = {g["name"]: g for g in body["by_category"]["group"]}

@@ -9,7 +9,7 @@ from evals.actions import EvalBusy, EvalConfigError, create_eval, rescore_eval, 
 from evals.benchmarks import gsm8k
 from evals.benchmarks.base import Score
 from evals.datasets.versions import create_dataset
-from evals.models import Deployment, Eval, SampleAttempt
+from evals.models import CacheMode, Deployment, Eval, SampleAttempt
 from evals.subset import select_rows
 from evals.tasks import run_eval
 
@@ -68,7 +68,10 @@ def test_an_errored_try_that_spent_tokens_keeps_counting_them(project, owner, fa
         judge = Deployment.objects.create(project=project, name="judge", base_url=judge_server.url, model="j", input_price_per_million=Decimal(1000))
         fake.answer = lambda text: "Paris" if "France" in text else "Hmm"
         dataset = create_dataset(project, owner, "capitals", CAPITALS)
-        ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=[{"name": "llm_judge", "deployment": judge.pk}])
+        # Bypassing the response cache: the retry asks the deployment again (with it, the retry is the judge's alone).
+        ev = create_eval(
+            project, owner, deployment=deployment, dataset=dataset, scorers=[{"name": "llm_judge", "deployment": judge.pk}], cache=CacheMode.BYPASS
+        )
         run_eval(ev.pk)
         ev.refresh_from_db()
         assert (ev.done_count, ev.error_count) == (3, 2)

@@ -294,6 +294,28 @@ def test_the_real_model_answers_gsm8k_through_the_engine(server, loopback_deploy
 
 @processes
 @pytest.mark.django_db(transaction=True)
+def test_the_real_model_is_asked_once_and_its_answers_served_again_from_the_cache(server, loopback_deployments, enqueued, project, owner):
+    deployment = deployment_at(project, server, "chat")
+    first = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=20, seed=5)
+    run_eval(first.pk)
+    deployment.refresh_from_db()
+    # What its /models lists of the model is part of every key.
+    assert deployment.served_fingerprint.startswith("models:")
+    again = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=20, seed=5)
+    run_eval(again.pk)
+    first.refresh_from_db(), again.refresh_from_db()
+    assert (first.cache_misses, again.cache_hits, again.cache_misses, again.status) == (20, 20, 0, "succeeded")
+    outputs = dict(first.samples.values_list("row_index", "output"))
+    assert dict(again.samples.values_list("row_index", "output")) == outputs and again.score == first.score
+    # The model's own answer, not a copy of the first eval's rows: asked directly, it says the same.
+    row = next(s for s in again.samples.all() if s.output)
+    spec = benchmarks.get("gsm8k")
+    asked = {"model": files.MODEL_ID, "messages": spec.prompt(spec.rows()[row.row_index]), **spec.generation}
+    assert requests.post(f"{server}/chat/completions", json=asked, timeout=120).json()["choices"][0]["message"]["content"] == row.output
+
+
+@processes
+@pytest.mark.django_db(transaction=True)
 def test_the_real_model_scores_arc_challenge_by_log_likelihood(server, loopback_deployments, enqueued, project, owner):
     deployment = deployment_at(project, server, "completions")
     ev = create_eval(project, owner, deployment=deployment, benchmark="arc_challenge", sample_limit=20, mode="loglikelihood")

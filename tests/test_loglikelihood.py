@@ -255,7 +255,8 @@ def test_a_failed_option_request_is_retried_then_a_resumed_eval_asks_only_for_it
     indices = select_rows(len(rows), 4, 9)
     flaky = winogrande.BENCHMARK.choices(rows[indices[0]])[1]
     vllm.fail_statuses[flaky.context + flaky.continuation] = [503, 429]
-    ev = create_eval(project, owner, deployment=completions, benchmark="winogrande", sample_limit=4, seed=9, mode="loglikelihood")
+    # Bypassing the response cache, which would answer the resumed rows without asking (tests/test_response_cache.py).
+    ev = create_eval(project, owner, deployment=completions, benchmark="winogrande", sample_limit=4, seed=9, mode="loglikelihood", cache="bypass")
     run_eval(ev.pk)
     ev.refresh_from_db()
     assert (ev.done_count, ev.error_count) == (4, 0) and len(vllm.requests) == 4 * 2 + 2

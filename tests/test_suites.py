@@ -65,7 +65,7 @@ def test_a_suite_runs_on_two_deployments_as_one_object(api, worker, deployments,
     assert created.status_code == 201, created.content
     run = finished(created.json()["id"])
     body = api.get(f"/api/v1/suite-runs/{run.pk}").json()
-    assert body["status"] == "succeeded" and body["progress"] == {"evals": 4, "active": 0, "succeeded": 4, "stopped": 0, "errors": 0}
+    assert body["status"] == "succeeded" and body["progress"] == {"evals": 4, "active": 0, "succeeded": 4, "reused": 0, "stopped": 0, "errors": 0}
     table = {row["benchmark"]: row["cells"] for row in body["table"]}
     assert list(table) == ["gsm8k", "mmlu"] and set(table["gsm8k"]) == {"strong", "weak"}
     assert table["gsm8k"]["strong"]["score"] == 1.0 and table["mmlu"]["strong"]["score"] == table["mmlu"]["weak"]["score"] == 1.0
@@ -110,7 +110,8 @@ def test_two_runs_compared_per_benchmark_with_holm_and_the_gate_exits_0_1_2(bv, 
     better = bv("suites", "compare", str(second.pk), str(first.pk), "--fail-if-worse")
     assert better.exit_code == 0 and "better on gsm8k" in better.output
     assert bv("suites", "compare", str(first.pk), str(second.pk)).exit_code == 0  # without the flag it only reports
-    elsewhere = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[deployments["weak"]])  # other rows
+    # Other rows: forced, or it would reuse the second run's finished cells (and their rows) instead (tests/test_suite_cells.py).
+    elsewhere = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[deployments["weak"]], force=True)
     # Finished here: left running, its evals outlived the fake servers' teardown and retried into the worker's 60 s join (48 s a run).
     finished(elsewhere.pk)
     refused = bv("suites", "compare", str(first.pk), str(elsewhere.pk), "--fail-if-worse")

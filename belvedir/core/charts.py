@@ -16,7 +16,9 @@ class Series:
     intervals: list[tuple[float, float]] | None = None
 
 
-def line_chart(series: list[Series], *, width=720, height=220, y_label="score") -> SafeString:
+def line_chart(series: list[Series], *, width=720, height=220, y_label="score", dots=True) -> SafeString:
+    """A line per series over the points' order; `dots` False for long series (a dot each, with its hover
+    label, would weigh more than the lines)."""
     values = [v for s in series for _, v in s.points] + [bound for s in series for pair in (s.intervals or []) for bound in pair]
     if not values:
         return mark_safe('<p class="muted">No scores yet: the chart appears after the first scored run.</p>')
@@ -57,7 +59,7 @@ def line_chart(series: list[Series], *, width=720, height=220, y_label="score") 
         ]
         parts += [
             format_html('<circle cx="{}" cy="{}" r="3.5" fill="{}"><title>{}: {}</title></circle>', f"{x(i):.1f}", f"{y(v):.1f}", color, label, f"{v:.4g}")
-            for i, (label, v) in enumerate(s.points)
+            for i, (label, v) in enumerate(s.points if dots else [])
         ]
         legend.append((color, s.name))
     legend_html = format_html_join(" ", '<span class="legend"><i style="background:{}"></i>{}</span>', legend) if len(series) > 1 else ""

@@ -12,6 +12,10 @@ time (`advance`): a deployment's max_in_flight is a promise about its
 endpoint, which two of its evals at once would break, while the deployments
 run side by side. A suite run charges nothing of its own; its evals cost what
 evals cost, and `max_cost` bounds them together (engine.stop_suite_at_budget).
+
+A cell that a finished eval of the project already answered, with everything
+that decides its answers the same, is not run but reused: created succeeded
+with that eval's rows, at no cost (cells.py). `force` runs every cell.
 """
 
 import json
@@ -37,8 +41,9 @@ from ..actions import (
     retry_errors,
 )
 from ..config_files import read_fields
-from ..models import Deployment, Eval, Suite, SuiteRun
+from ..models import CacheMode, Deployment, Eval, Suite, SuiteRun
 from ..queue import advance
+from . import cells as suite_cells
 
 QUICK_ROWS = 100  # "for quick checkpoint comparisons, 50-100 samples is usually enough"
 ENTRY_FIELDS = {"benchmark", "sample_limit", "mode", "options"}
@@ -46,7 +51,7 @@ ENTRY_FIELDS = {"benchmark", "sample_limit", "mode", "options"}
 # bounds what `options` may hold (the 351-byte aliased post stored 5.8 MB).
 MAX_ENTRIES = 100
 MAX_ENTRIES_BYTES = 64 * 1024
-CONFIG_FIELDS = {"suite", "name", "benchmarks", "deployments", "judge", "max_cost", "epochs", "same_rows_as"}
+CONFIG_FIELDS = {"suite", "name", "benchmarks", "deployments", "judge", "max_cost", "epochs", "same_rows_as", "force", "cache"}
 
 
 class SuiteError(EvalConfigError):
@@ -140,7 +145,7 @@ def save_suite(project, user, name: str, entries, description: str = "", suite: 
 
 
 def parse_config(text: str) -> dict:
-    """A suite run's YAML (or JSON) file: `suite` (a name) or `benchmarks` (entries), plus deployments, judge, max_cost, epochs, same_rows_as."""
+    """A suite run's YAML (or JSON) file: `suite` (a name) or `benchmarks` (entries), plus deployments, judge, max_cost, epochs, same_rows_as, force, cache."""
     data = read_fields(text, allowed=CONFIG_FIELDS, what="suite config", hint="suite or benchmarks, deployments, …", error=SuiteError)
     if bool(data.get("suite")) == bool(data.get("benchmarks")):
         raise SuiteError("Give either `suite` (core, quick or one of yours) or `benchmarks` (a list), not both.")
@@ -160,10 +165,14 @@ def create_suite_run(
     max_cost=None,
     epochs: int = 1,
     notes: list[str] | None = None,
+    force: bool = False,
+    cache: str = CacheMode.AUTO,
 ) -> SuiteRun:
     """Check every eval of the run, then create them all at once (pending) and start the first per deployment.
 
-    `notes`: what the caller left out of the suite and why, shown on the run's page.
+    `notes`: what the caller left out of the suite and why, shown on the run's page. A cell a finished one
+    of the project answers is created succeeded with its rows instead (cells.py), unless `force` (or a
+    `cache` of bypass). `cache`: each eval's response cache mode.
 
     Nothing is created or queued when any check fails: an unknown benchmark,
     a deployment that cannot serve one, a judge that does not answer, a
@@ -182,6 +191,8 @@ def create_suite_run(
     suite_name = suite_name or "custom"
     if max_cost is not None and (max_cost < 0 or not any(d.is_priced for d in [*deployments, *([judge] if judge else [])])):
         raise SuiteError("max_cost needs deployments with prices per million tokens, and must not be negative.")
+    if cache not in CacheMode.values:
+        raise SuiteError(f"Unknown cache mode {cache!r}; choose {', '.join(CacheMode.values)}.")
     notes = list(notes or [])
     if judge is None and suite_name in BUILTIN:
         # A built-in suite is the whole catalog: its judged benchmarks wait for a judge rather than refusing the rest.
@@ -211,11 +222,15 @@ def create_suite_run(
                 )
             except EvalConfigError as exc:
                 raise SuiteError(f"{entry['benchmark']} on {deployment.name}: {exc}") from None
-    if any(plan["judge"] is not None for plan in plans):
+    # Bypassing the cache asks every deployment again: a reused cell would be the old answers after all.
+    cells, reuse_notes = suite_cells.cells_of(project, plans, force=force or cache == CacheMode.BYPASS)
+    notes += reuse_notes
+    if any(cell.plan["judge"] is not None for cell in cells if cell.source is None):
         check_judge_answers(judge)
     with transaction.atomic():
         project.lock()
-        check_active_limit(project)
+        if any(cell.source is None for cell in cells):
+            check_active_limit(project)  # a run wholly reused is never active
         run = SuiteRun.objects.create(
             project=project,
             suite_name=suite_name,
@@ -224,11 +239,18 @@ def create_suite_run(
             same_rows_as=same_rows_as,
             max_cost=max_cost,
             epochs=epochs,
+            cache=cache,
+            force=force,
             notes=notes,
             created_by=user,
         )
         run.deployments.set(deployments)
-        Eval.objects.bulk_create([Eval(**plan, suite_run=run, status=Eval.Status.PENDING, created_by=user) for plan in plans])
+        evals = Eval.objects.bulk_create([suite_cells.new_eval(cell, suite_run=run, cache=cache, created_by=user) for cell in cells])
+        for ev, cell in zip(evals, cells, strict=True):
+            if cell.source is not None and not suite_cells.copy_samples(ev, cell.source):
+                raise SuiteError(
+                    f"Eval #{cell.source.pk}, whose rows {ev.benchmark} on {ev.deployment.name} was to reuse, was deleted meanwhile: start the run again."
+                )
         transaction.on_commit(lambda: advance(run.pk))
     return run
 
@@ -312,9 +334,10 @@ def resume_suite_run(run: SuiteRun, *, max_cost=None) -> int:
 
 
 def progress(run: SuiteRun) -> dict:
-    """Its evals by status, rows done of rows in all, errors and cost: one query."""
+    """Its evals by status, those reused from finished cells, and errors: one query."""
     stats = run.evals.aggregate(
         evals=Count("pk"),
+        reused=Count("pk", filter=Q(reused_from__isnull=False)),
         active=Count("pk", filter=Q(status__in=Eval.ACTIVE)),
         succeeded=Count("pk", filter=Q(status=Eval.Status.SUCCEEDED)),
         stopped=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR])),

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from belvedir.core.permissions import request_project
 
 from ..api import deployment_by_name_or_id, flag
-from ..models import Deployment, Suite, SuiteRun
+from ..models import CacheMode, Deployment, Suite, SuiteRun
 from ..scoring.calibration import card, judge_keys_of
 from .actions import (
     BUILTIN,
@@ -86,7 +86,22 @@ class SuiteRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = SuiteRun
-        fields = ["id", "suite_name", "entries", "deployments", "judge", "same_rows_as", "max_cost", "epochs", "notes", "status", "progress", "created_at"]
+        fields = [
+            "id",
+            "suite_name",
+            "entries",
+            "deployments",
+            "judge",
+            "same_rows_as",
+            "max_cost",
+            "epochs",
+            "force",
+            "cache",
+            "notes",
+            "status",
+            "progress",
+            "created_at",
+        ]
 
     def get_deployments(self, run) -> list[str]:
         return [d.name for d in run.deployments.order_by("name")]
@@ -99,7 +114,9 @@ class SuiteRunSerializer(serializers.ModelSerializer):
 
 
 class SuiteRunDetailSerializer(SuiteRunSerializer):
-    table = serializers.SerializerMethodField(help_text="Per benchmark, each deployment's cell: its eval, status, score with interval, errors, cost.")
+    table = serializers.SerializerMethodField(
+        help_text="Per benchmark, each deployment's cell: its eval, status, score with interval, errors, cost, and reused_from (the eval whose rows it copied, or null)."
+    )
 
     class Meta(SuiteRunSerializer.Meta):
         fields = [*SuiteRunSerializer.Meta.fields, "table"]
@@ -119,6 +136,8 @@ class SuiteRunCreateSerializer(serializers.Serializer):
     same_rows_as = serializers.IntegerField(required=False, allow_null=True, default=None, help_text="Each benchmark's rows from this suite run.")
     max_cost = serializers.DecimalField(max_digits=14, decimal_places=6, required=False, allow_null=True, default=None, min_value=0)
     epochs = serializers.IntegerField(required=False, min_value=1, max_value=10, default=1)
+    force = serializers.BooleanField(required=False, default=False, help_text="Run every cell, even one a finished eval of the project already answers.")
+    cache = serializers.ChoiceField(choices=CacheMode.choices, required=False, default=CacheMode.AUTO, help_text="Each eval's response cache mode.")
 
 
 class ResumeSuiteSerializer(serializers.Serializer):
@@ -147,7 +166,9 @@ class SuiteRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
 
     @extend_schema(request=SuiteRunCreateSerializer, responses={201: SuiteRunDetailSerializer})
     def create(self, request):
-        """Run a suite against one or more deployments: every eval checked first, none started when one is refused (400)."""
+        """Run a suite against one or more deployments: every eval checked first, none started when one is refused (400).
+
+        A cell a finished eval of the project already answers is reused (created succeeded with its rows, at no cost) unless `force`."""
         payload = SuiteRunCreateSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data, project = payload.validated_data, request_project(request)
@@ -169,6 +190,8 @@ class SuiteRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets
             same_rows_as=source,
             max_cost=data["max_cost"],
             epochs=data["epochs"],
+            force=data["force"],
+            cache=data["cache"],
         )
         return Response(SuiteRunDetailSerializer(run).data, status=status.HTTP_201_CREATED)
 

@@ -6,7 +6,8 @@ benchmarks the p-values are adjusted with Holm's step-down
 (multiplicity.py says why Holm and not Benjamini–Hochberg), and so are a
 benchmark's categories among themselves. One sentence says what changed.
 The CI gate (`bv suites compare A B --fail-if-worse`) fails when any
-benchmark is significantly worse after the correction.
+benchmark is significantly worse after the correction; a benchmark whose
+evals stopped early (evals/early_stop.py) counts by its always-valid p.
 """
 
 from .. import benchmarks, statistics
@@ -60,11 +61,25 @@ def compare_suite_runs(a: SuiteRun, b: SuiteRun, *, deployment_a=None, deploymen
 
 
 def _correct(rows: list[dict]):
-    """Each benchmark's verdict again, its p-value adjusted (Holm) for the number of benchmarks compared."""
-    adjusted = adjust([row["p_value"] if row["p_value"] is not None else 1.0 for row in rows], HOLM)
-    for row, p in zip(rows, adjusted, strict=True):
+    """Each benchmark's verdict again, its p-value adjusted (Holm) for the number of benchmarks compared.
+
+    A benchmark whose evals stopped early is judged by its sequential test (evals/sequential.py):
+    the fixed-n p of a prefix chosen by looking at it is no p-value, the always-valid one is.
+    """
+    tested = [_tested(row) for row in rows]
+    adjusted = adjust([p if p is not None else 1.0 for p, _ in tested], HOLM)
+    for row, (_, delta), p in zip(rows, tested, adjusted, strict=True):
+        row["gate_test"] = "sequential" if row.get("sequential") and row["sequential"]["stopped"] else "fixed-n"
         row["p_adjusted"] = p
-        row["corrected_verdict"] = statistics.verdict(row["delta"] is not None and p < statistics.ALPHA, row["delta"] or 0)
+        row["corrected_verdict"] = statistics.verdict(delta is not None and p < statistics.ALPHA, delta or 0)
+
+
+def _tested(row: dict) -> tuple[float | None, float | None]:
+    """The p-value and delta a benchmark's verdict rests on: the sequential test's when either eval stopped early."""
+    found = row.get("sequential")
+    if found and found["stopped"]:
+        return found["p"], found["delta"]
+    return row["p_value"], row["delta"]
 
 
 def _correct_categories(row: dict):
@@ -135,4 +150,6 @@ def cell(ev: Eval | None) -> dict | None:
         "total": ev.total,
         "errors": ev.error_count,
         "cost": str(ev.cost) if ev.cost is not None else None,
+        # The finished eval whose rows this cell copied instead of asking its deployment (cells.py); None: it ran.
+        "reused_from": ev.reused_from_id,
     }

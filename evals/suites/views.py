@@ -50,6 +50,8 @@ def suites(request):
                 same_rows_as=data["same_rows_as"],
                 max_cost=data["max_cost"],
                 epochs=data["epochs"] or 1,
+                force=data["force"],
+                cache=data["cache"],
             )
         except (SuiteError, InsufficientBalance) as exc:
             run_form.add_error(None, str(exc))

@@ -29,3 +29,13 @@ def pvalue(value) -> str:
 def lookup(mapping, key):
     """mapping[key] in a template (a row's labels, attempts), or None."""
     return mapping.get(key) if mapping else None
+
+
+@register.filter
+def ttl(seconds) -> str:
+    """A time to live in its largest whole unit: 604800 → '7 days', 5400 → '90 min'."""
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 and unit != 'min' else ''}"
+    return f"{seconds} s"

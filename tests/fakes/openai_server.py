@@ -12,7 +12,10 @@ logprob) it answers a /completions request with `echo` as vLLM does: the
 prompt's tokens (words with the whitespace before them) after a BOS token,
 one generated token, and their logprobs and text offsets; without it, echo
 and logprobs are ignored, as by a server that cannot serve them.
-It records every request and the peak number of requests in flight. It runs
+With `capacity` set, a request arriving while that many are in flight is
+answered 429 at once with `Retry-After: retry_after`, as a gateway in front
+of a server of that capacity would; those are counted in `refused`, not
+recorded. It records every other request and the peak number in flight. It runs
 on its own asyncio loop in a background thread: a thread per connection
 would cost the process more than the engine it is measuring.
 """
@@ -39,8 +42,15 @@ class FakeOpenAI:
         self.fail_statuses: dict[str, list[int]] = {}  # prompt text -> statuses to answer first
         self.always_fail: dict[str, int] = {}
         self.requests: list[dict] = []
+        # What GET /v1/models lists ([{"id": ..., ...}]; None answers 404, as a server without the route does),
+        # and the system_fingerprint its completions carry (None: none, as most servers).
+        self.models: list[dict] | None = None
+        self.system_fingerprint: str | None = None
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.capacity: int | None = None
+        self.retry_after = "1"
+        self.refused = 0
         # Cleared: requests are received (and recorded) but not answered until it is set again.
         self.answering = threading.Event()
         self.answering.set()
@@ -51,6 +61,9 @@ class FakeOpenAI:
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.json()
+        if self.capacity is not None and self.in_flight >= self.capacity:
+            self.refused += 1
+            return web.json_response({"error": {"message": "over capacity"}}, status=429, headers={"Retry-After": self.retry_after})
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self.requests.append({"path": request.path, "body": body, "auth": request.headers.get("Authorization")})
@@ -72,6 +85,7 @@ class FakeOpenAI:
             if body.get("echo") and body.get("logprobs") is not None and self.prompt_logprob is not None:
                 return web.json_response(self._echoed(body))
             content = self.answer(text)
+            extra = {"system_fingerprint": self.system_fingerprint} if self.system_fingerprint else {}
             choice = {"index": 0, "finish_reason": "stop"}
             if isinstance(content, dict):
                 choice["message"] = {"role": "assistant", "content": None, **content}
@@ -82,9 +96,15 @@ class FakeOpenAI:
             else:
                 choice["text"] = content
             usage = {"prompt_tokens": len(str(text).split()), "completion_tokens": len(content.split())}
-            return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage})
+            return web.json_response({"id": "cmpl-1", "object": "chat.completion", "model": body.get("model"), "choices": [choice], "usage": usage, **extra})
         finally:
             self.in_flight -= 1
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if self.models is None:
+            return web.json_response({"error": {"message": "not found"}}, status=404)
+        # "created" changes with every answer, as vLLM's does: no fingerprint may depend on it.
+        return web.json_response({"object": "list", "data": [{"object": "model", "created": len(self.requests), **m} for m in self.models]})
 
     def _echoed(self, body: dict) -> dict:
         prompt = body["prompt"]
@@ -107,6 +127,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/completions", self._handle)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, 0, backlog=1024)
@@ -128,7 +149,9 @@ class FakeOpenAI:
 
 
 if __name__ == "__main__":
-    # Standalone, for benches: python -m tests.fakes.openai_server LATENCY; prints its URL.
+    # Standalone, for benches: python -m tests.fakes.openai_server LATENCY [CAPACITY]; prints its URL, and
+    # when terminated a JSON line of what it answered.
+    import signal
     import sys
     import time
 
@@ -139,6 +162,13 @@ if __name__ == "__main__":
         return question.split()[-1] if question.split() else ""
 
     with FakeOpenAI(answer=answer, latency=float(sys.argv[1])) as fake:
+        fake.capacity = int(sys.argv[2]) if len(sys.argv) > 2 else None
         print(fake.url, flush=True)
+
+        def counts(*_):
+            print(json.dumps({"answered": len(fake.requests), "refused": fake.refused, "peak_in_flight": fake.peak_in_flight}), flush=True)
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, counts)
         while True:
             time.sleep(3600)
