@@ -155,6 +155,7 @@ INSTALLED_APPS = [
     "traces",
     "evals",
     "finetunes",
+    "agent_tasks",
     "workspace",
 ]
 
@@ -466,6 +467,9 @@ if urlparse(LOCAL_MODEL_URL).scheme not in {"http", "https"} or not urlparse(LOC
 
 # Any upload but an adapter (datasets): refused while streaming past this.
 UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 1024
+
+# Agent task archives (agent_tasks/archive.py): refused while inflating past this, before anything is stored.
+TASK_ARCHIVE_MAX_BYTES = env_int("BELVEDIR_TASK_ARCHIVE_MAX_MB", 50, minimum=1) * 1024 * 1024
 
 # Fine-tuned models.
 MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024

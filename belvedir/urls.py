@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from agent_tasks import api as agent_tasks_api
 from belvedir.core import email_views, team_api, team_views
 from belvedir.core import views as core_views
 from billing import api as billing_api
@@ -29,6 +30,7 @@ router.register("suites", suite_api.SuiteViewSet, basename="suite")
 router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
 router.register("evaluators", evaluator_api.EvaluatorViewSet, basename="evaluator")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
+router.register("task-sets", agent_tasks_api.TaskSetViewSet, basename="task-set")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")
 router.register("secrets", team_api.SecretViewSet, basename="secret")
@@ -84,6 +86,7 @@ urlpatterns = [
     path("", include("traces.urls")),
     path("", include("evals.urls")),
     path("", include("finetunes.urls")),
+    path("", include("agent_tasks.urls")),
     path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

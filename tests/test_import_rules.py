@@ -19,10 +19,10 @@ import evals
 from belvedir import sandbox
 
 ROOT = Path(settings.BASE_DIR)
-PACKAGES = ("belvedir", "billing", "evals", "finetunes", "harnesses", "traces", "workspace", "belvedir_cli")
-APPS = ("belvedir.sandbox", "workspace", "billing", "evals", "finetunes", "harnesses", "traces")
+PACKAGES = ("belvedir", "agent_tasks", "billing", "evals", "finetunes", "harnesses", "traces", "workspace", "belvedir_cli")
+APPS = ("belvedir.sandbox", "agent_tasks", "workspace", "billing", "evals", "finetunes", "harnesses", "traces")
 # The apps above the ground floor (belvedir/), whose only importer there is the root URL conf.
-ABOVE_THE_GROUND_FLOOR = ("billing", "evals", "finetunes", "harnesses", "traces", "workspace")
+ABOVE_THE_GROUND_FLOOR = ("agent_tasks", "billing", "evals", "finetunes", "harnesses", "traces", "workspace")
 
 
 def modules() -> dict[str, Path]:

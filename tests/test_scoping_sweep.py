@@ -22,6 +22,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
+from agent_tasks.actions import import_task_set
 from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
@@ -33,6 +34,7 @@ from traces.models import Evaluator, TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
 
+HELLO_TASK = Path(__file__).resolve().parent.parent / "examples" / "harbor-format" / "hello"
 # The shipped driver repos are public, read-only and nobody's project (tests/test_driver_repos.py).
 SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
@@ -143,7 +145,10 @@ def owners_objects(project, owner, settings, tmp_path):
     colleague = create_account(username="colleague", password=None)
     membership = Membership.objects.create(project=project, user=colleague)
     invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
-    return {o.pk for o in [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run, evaluator]}
+    hello = {p.relative_to(HELLO_TASK).as_posix(): p.read_bytes() for p in HELLO_TASK.rglob("*") if p.is_file()}
+    task_set = import_task_set(project, owner, "tasks", hello)[0].task_set
+    objects = [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run, evaluator, task_set]
+    return {o.pk for o in objects}
 
 
 def test_the_sweep_covers_every_object_route():

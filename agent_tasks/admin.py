@@ -1,0 +1,41 @@
+from django.contrib import admin
+
+from .models import AgentTask, TaskSet, TaskSetVersion
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Task content is what a version's digest names: changing it here would make the digest lie."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(TaskSet)
+class TaskSetAdmin(ReadOnlyAdmin):
+    list_display = ["name", "project", "created_at"]
+    search_fields = ["name", "project__name"]
+    list_filter = ["created_at"]
+    list_select_related = ["project"]
+
+
+@admin.register(TaskSetVersion)
+class TaskSetVersionAdmin(ReadOnlyAdmin):
+    list_display = ["task_set", "number", "digest", "file_count", "total_bytes", "created_at"]
+    search_fields = ["task_set__name", "digest"]
+    list_filter = ["created_at"]
+    list_select_related = ["task_set"]
+
+
+@admin.register(AgentTask)
+class AgentTaskAdmin(ReadOnlyAdmin):
+    list_display = ["name", "version", "agent_timeout_sec", "verifier_timeout_sec", "has_solution"]
+    search_fields = ["name", "version__task_set__name"]
+    list_filter = ["has_solution"]
+    list_select_related = ["version__task_set"]
+    exclude = ["archive"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("archive")

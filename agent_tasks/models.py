@@ -1,0 +1,99 @@
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+from django.utils import timezone
+
+from belvedir.core.models import ProjectScopedQuerySet
+
+from .archive import unpack
+
+
+class TaskSet(models.Model):
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="task_sets")
+    name = models.CharField(max_length=100)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="one_task_set_name_per_project")]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("agent_tasks:detail", args=[self.pk])
+
+
+class TaskSetVersionQuerySet(ProjectScopedQuerySet):
+    project_path = "task_set__project"
+
+
+class TaskSetVersion(models.Model):
+    """One immutable content of a task set, named by the SHA-256 of its files: a job pins the version it ran."""
+
+    task_set = models.ForeignKey(TaskSet, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64, help_text="SHA-256 over every task's files: sorted paths and their bytes.")
+    file_count = models.PositiveIntegerField()
+    total_bytes = models.PositiveBigIntegerField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    objects = TaskSetVersionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task_set", "number"], name="one_number_per_task_set_version"),
+            # The same content imported again is the version it already is, even when two imports race.
+            models.UniqueConstraint(fields=["task_set", "digest"], name="one_version_per_task_set_content"),
+        ]
+
+    def __str__(self):
+        return f"{self.task_set} v{self.number}"
+
+
+class AgentTaskQuerySet(ProjectScopedQuerySet):
+    project_path = "version__task_set__project"
+
+    def without_files(self):
+        return self.defer("archive")
+
+
+class AgentTask(models.Model):
+    """One task of a version: what the pages and the API show, parsed once at import, and its files.
+
+    The files are a gzipped tar in the row, not a file under MEDIA_ROOT: the import is one transaction, and a
+    refused or rolled-back import then leaves nothing behind (a file written before a rollback would be an
+    orphan); archives are capped at BELVEDIR_TASK_ARCHIVE_MAX_MB, and lists defer the column.
+    """
+
+    version = models.ForeignKey(TaskSetVersion, on_delete=models.CASCADE, related_name="tasks")
+    name = models.CharField(max_length=100, help_text="The task's directory name.")
+    instruction = models.TextField()
+    config = models.JSONField(help_text="task.toml as parsed, unknown keys included.")
+    unknown_keys = models.JSONField(default=list, help_text="Dotted keys of task.toml that Harbor's schema does not name.")
+    agent_timeout_sec = models.FloatField()
+    verifier_timeout_sec = models.FloatField()
+    has_solution = models.BooleanField()
+    digest = models.CharField(max_length=64)
+    file_count = models.PositiveIntegerField()
+    size = models.PositiveBigIntegerField(help_text="Bytes of its files, uncompressed.")
+    archive = models.BinaryField(help_text="Its files as a .tar.gz.")
+
+    objects = AgentTaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["version", "name"], name="one_task_name_per_version")]
+
+    def __str__(self):
+        return self.name
+
+    def files(self, *folders: str) -> dict[str, bytes]:
+        """Its files, or only those under `folders`: a trial takes `environment/` first, and `tests/` and
+        `solution/` only once the agent's phase is over, so the agent never sees them."""
+        return unpack(bytes(self.archive), tuple(f.rstrip("/") + "/" for f in folders))

@@ -1,0 +1,3 @@
+def fizzbuzz(n: int) -> str:
+    """The FizzBuzz word for n."""
+    raise NotImplementedError
