@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import AgentTask, TaskSet, TaskSetVersion
+from .models import AgentTask, TaskSet, TaskSetVersion, Trial
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -39,3 +39,12 @@ class AgentTaskAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).defer("archive")
+
+
+@admin.register(Trial)
+class TrialAdmin(ReadOnlyAdmin):
+    list_display = ["task", "agent", "attempt", "status", "reward", "flagged", "runtime", "created_at"]
+    search_fields = ["task__name", "agent", "error"]
+    list_filter = ["status", "agent", "flagged", "runtime"]
+    list_select_related = ["task__version__task_set"]
+    raw_id_fields = ["task"]

@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class AgentTasksConfig(AppConfig):
     name = "agent_tasks"
     verbose_name = "Agent tasks"
+
+    def ready(self):
+        from belvedir.sandbox import owners
+
+        from .models import Trial
+        from .trials import OWNER_KIND, reap_stale_trials
+
+        owners.register(OWNER_KIND, active=lambda: Trial.objects.filter(status=Trial.Status.RUNNING), reap_stale=reap_stale_trials)

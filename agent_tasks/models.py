@@ -97,3 +97,48 @@ class AgentTask(models.Model):
         """Its files, or only those under `folders`: a trial takes `environment/` first, and `tests/` and
         `solution/` only once the agent's phase is over, so the agent never sees them."""
         return unpack(bytes(self.archive), tuple(f.rstrip("/") + "/" for f in folders))
+
+
+class TrialQuerySet(ProjectScopedQuerySet):
+    project_path = "task__version__task_set__project"
+
+
+class Trial(models.Model):
+    """One agent's attempt at one task in a fresh sandbox: the agent's phase, then the verifier's, and its reward.
+
+    `errored` is never a reward of 0: the platform failed (retry it) or the verifier's output could not be read as
+    a reward; `error` says which. A trial is `running` from before its sandbox starts, so the reaper can tell its
+    container from an orphan (the owner kind `trial`, agent_tasks/apps.py).
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        ERRORED = "errored"
+
+    task = models.ForeignKey(AgentTask, on_delete=models.CASCADE, related_name="trials")
+    agent = models.CharField(max_length=50)
+    attempt = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    reward = models.FloatField(null=True, blank=True)
+    agent_exit = models.IntegerField(null=True, blank=True)
+    verifier_exit = models.IntegerField(null=True, blank=True)
+    agent_seconds = models.FloatField(null=True, blank=True)
+    verifier_seconds = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    flagged = models.BooleanField(default=False, help_text="The agent did something a verifier must not trust (wrote its reward).")
+    flag_reasons = models.JSONField(default=list, blank=True)
+    runtime = models.CharField(max_length=20, blank=True)
+    # Past it a `running` trial's worker is gone: the task's two time limits and the sandbox's start, with room.
+    deadline_at = models.DateTimeField()
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TrialQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "deadline_at"], name="trial_status_deadline")]
+
+    def __str__(self):
+        return f"{self.agent} on {self.task_id} #{self.attempt}"

@@ -221,6 +221,16 @@ def test_home_is_the_default_workdir_and_writable(flavour, backend):
         assert box.exec("cat d.txt", workdir=f"{HOME}/deeper", timeout=30).output == "deeper\n"
 
 
+@every_backend
+def test_a_specs_writable_folders_take_files_and_writes_on_the_read_only_root(flavour, backend):
+    with backend.sandbox(spec(flavour, workdir="/app", writable=("/app", "/logs"))) as box:
+        box.put_files("/app", {"in.txt": b"placed\n"})
+        assert box.exec("cat in.txt && echo made > out.txt", timeout=30).output == "placed\n"
+        assert box.read_file("/app/out.txt", 100) == b"made\n"
+        box.put_files("/logs/verifier", {"r.txt": b"1"})
+        assert box.read_file("/logs/verifier/r.txt", 100) == b"1"
+
+
 # -- sessions ----------------------------------------------------------------------------
 
 ECHO_UPPER = (

@@ -1,5 +1,7 @@
 """The sandbox reaper: what a dead worker left (a lease, a container) goes, for runs and evals alike."""
 
+from datetime import timedelta
+
 import pytest
 from django.conf import settings
 from django.utils import timezone
@@ -141,7 +143,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     assert list(SandboxLease.objects.values_list("owner", flat=True)) == [f"eval:{ev.pk}"]
 
     # Its heartbeat is fresh: the reaper leaves a running eval alone.
-    assert reap() == {"reaped": {"run": 0, "eval": 0}, "leases_released": 0, "orphans_removed": 0}
+    assert reap() == {"reaped": {"run": 0, "eval": 0, "trial": 0}, "leases_released": 0, "orphans_removed": 0}
     assert SandboxLease.objects.exists() and docker_backend.managed("eval")
 
     settings.EVAL_STALE_SECONDS = 1
@@ -153,3 +155,21 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     assert (outcome["leases_released"], outcome["orphans_removed"]) == (1, containers)
     assert not SandboxLease.objects.exists()
     assert docker_backend.managed("eval") == []
+
+
+@pytest.mark.django_db
+def test_a_trial_still_running_past_its_deadline_has_lost_its_worker_and_errors_to_retry(project, owner):
+    from agent_tasks.actions import import_task_set
+    from agent_tasks.models import Trial
+    from belvedir.sandbox import owners
+
+    files = {"task.toml": b'version = "1.0"\n', "instruction.md": b"Do it.\n", "tests/test.sh": b"exit 0\n", "environment/Dockerfile": b"FROM x\n"}
+    task = import_task_set(project, owner, "t", files, single_name="t")[0].tasks.get()
+    lost = Trial.objects.create(task=task, agent="nop", deadline_at=timezone.now() - timedelta(seconds=1))
+    alive = Trial.objects.create(task=task, agent="nop", deadline_at=timezone.now() + timedelta(hours=1))
+    kind = owners.get("trial")
+    assert owners.active_ids(kind, [lost.pk, alive.pk]) == {str(lost.pk), str(alive.pk)}
+    assert kind.reap_stale() == 1
+    lost.refresh_from_db()
+    assert (lost.status, lost.reward, lost.error) == ("errored", None, "The worker running this trial stopped; retry it.")
+    assert owners.active_ids(kind, [lost.pk, alive.pk]) == {str(alive.pk)}

@@ -64,6 +64,9 @@ class SandboxSpec:
     # A workload of several containers (an eval's scoring sandboxes under
     # gVisor) numbers the others from 1; all carry the owner's labels.
     part: int = 0
+    # Further writable folders (tmpfs, owned by the sandbox user, counted against memory like /tmp) on the
+    # read-only root: an agent task's /app, /tests and /logs, which its scripts name by absolute path.
+    writable: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:

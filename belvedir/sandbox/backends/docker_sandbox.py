@@ -159,6 +159,7 @@ class DockerSandbox(Sandbox):
             tmpfs={
                 HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
                 "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777",
+                **{place: f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,uid=1000,gid=1000,mode=0755" for place in spec.writable},
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],

@@ -194,7 +194,7 @@ class FakeSandbox(Sandbox):
         # The name and labels as they are now, as a container's are fixed at its creation.
         self.name, self.labels = spec.name, dict(spec.labels)
         self.root = Path(tempfile.mkdtemp(prefix=f"bv-fake-{self.name}-"))
-        for place in WRITABLE:
+        for place in (*WRITABLE, *spec.writable):
             self._path(place).mkdir(parents=True, exist_ok=True)
         self.status = "running"
         backend._register(self)

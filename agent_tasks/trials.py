@@ -1,0 +1,265 @@
+"""A trial: one agent's attempt at one task, in a fresh sandbox of its own.
+
+The order is what keeps a reward honest (issue #44): the task's environment goes in, then the agent's phase
+runs under the task's agent time limit; only when it is over, and every process the agent left behind is
+killed, do the verifier's files (`tests/`) go in at /tests, into a /logs/verifier emptied of whatever the agent
+wrote there (the trial is flagged for it). The reward is what the verifier wrote, and nothing else: a missing
+or unreadable one errors the trial, as does any fault of the platform; neither is ever a reward of 0.
+
+Agents are typed: an `Agent` says what command its phase runs and whether it may see the task's solution. The
+built-in ones are `oracle` (runs solution/solve.sh, from /solution, the only agent that gets it) and `nop`
+(does nothing); agents that call models come with jobs.
+"""
+
+import json
+import logging
+import math
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.utils import timezone
+
+from belvedir.sandbox.backend import Sandbox
+from belvedir.sandbox.errors import SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
+from belvedir.sandbox.launch import Placement, workload
+from belvedir.sandbox.owners import Owner
+from belvedir.sandbox.spec import Limits, SandboxSpec
+
+from . import environment
+from .models import AgentTask, TaskSetVersion, Trial
+
+logger = logging.getLogger(__name__)
+
+OWNER_KIND = "trial"
+TESTS_DIR = "/tests"
+SOLUTION_DIR = "/solution"
+LOGS_DIR = "/logs"
+VERIFIER_DIR = "/logs/verifier"
+# A reward is one number: a file longer than this is not one.
+MAX_REWARD_BYTES = 4096
+# The agent's command is stopped by `timeout` inside the sandbox, so the verifier still runs after an agent that
+# ran out of time; the sandbox's own deadline (which kills it) is the backstop past this much more.
+AGENT_GRACE_SECONDS = 30
+# Room for starting the sandbox, placing files and reading the reward, on top of the task's two time limits:
+# a trial still `running` past all of it has lost its worker (reap_stale_trials).
+SETUP_SECONDS = 300
+
+
+class Agent(ABC):
+    name: str
+    # Only the oracle may: for every other agent the solution never enters the sandbox.
+    sees_solution: bool = False
+
+    @abstractmethod
+    def command(self, task: AgentTask) -> str | None:
+        """The shell command of its phase, run in the task's working folder; None to do nothing."""
+
+
+class Oracle(Agent):
+    name = "oracle"
+    sees_solution = True
+
+    def command(self, task):
+        return f"bash {SOLUTION_DIR}/solve.sh"
+
+
+class Nop(Agent):
+    name = "nop"
+
+    def command(self, task):
+        return None
+
+
+AGENTS: dict[str, Agent] = {agent.name: agent for agent in (Oracle(), Nop())}
+
+
+class RewardError(ValueError):
+    """The verifier's output is no reward: the message says why."""
+
+
+def parse_reward(raw: bytes, source: str) -> float:
+    """The reward in a verifier's reward.txt (a number) or reward.json ({"reward": number}), in [0, 1]."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise RewardError(f"{source} is not UTF-8 text") from None
+    if source.endswith(".json"):
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            raise RewardError(f"{source} is not JSON: {_shown(text)}") from None
+        if not isinstance(value, dict) or "reward" not in value:
+            raise RewardError(f'{source} has no "reward" key: {_shown(text)}')
+        value = value["reward"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise RewardError(f'{source}\'s "reward" is not a number: {_shown(json.dumps(value))}')
+        number = float(value)
+    else:
+        try:
+            number = float(text)
+        except ValueError:
+            raise RewardError(f"{source} holds {_shown(text)}, not a number") from None
+    if not math.isfinite(number) or not 0 <= number <= 1:
+        raise RewardError(f"{source} holds {_shown(text)}, outside [0, 1]")
+    return number
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+@dataclass
+class TrialResult:
+    """What happened in the sandbox: saved onto the Trial when it ends."""
+
+    reward: float | None = None
+    agent_exit: int | None = None
+    verifier_exit: int | None = None
+    agent_seconds: float | None = None
+    verifier_seconds: float | None = None
+    error: str = ""
+    flag_reasons: list[str] = field(default_factory=list)
+    runtime: str = ""
+
+
+def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_wanted: str = "auto") -> Trial:
+    """One trial, run here and now, ended `succeeded` (with a reward) or `errored` (with the reason).
+
+    EnvironmentRefused (nothing stored) when the task's Dockerfile cannot be run without a build."""
+    agent = AGENTS[agent] if isinstance(agent, str) else agent
+    env = environment.resolve(task.files("environment"))
+    deadline = timezone.now() + timedelta(seconds=task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
+    trial = Trial.objects.create(task=task, agent=agent.name, attempt=attempt, deadline_at=deadline)
+    result = TrialResult()
+    writable = (*env.folders, TESTS_DIR, LOGS_DIR, *((SOLUTION_DIR,) if agent.sees_solution else ()))
+
+    def spec_for(place: Placement) -> SandboxSpec:
+        runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
+        return SandboxSpec(
+            owner=Owner(OWNER_KIND, trial.pk),
+            image=env.image,
+            limits=Limits.defaults(),
+            network="none",
+            runtime=runtime,
+            workdir=env.workdir,
+            writable=writable,
+        )
+
+    try:
+        with workload(Owner(OWNER_KIND, trial.pk), spec_for) as box:
+            result.runtime = box.runtime
+            _run(box, task, agent, env, result)
+    except SandboxPlatformError as exc:
+        result.error = f"The platform failed; retry this trial: {exc.message}"
+    except SandboxTimeout as exc:
+        result.error = exc.message
+    except SandboxError as exc:
+        result.error = f"The sandbox stopped: {exc.message}"
+    except RewardError as exc:
+        result.error = str(exc)
+    except Exception:
+        # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
+        logger.exception("trial %s crashed", trial.pk)
+        result.error = "An internal error stopped this trial; retry it."
+    return _finish(trial, result)
+
+
+def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environment, result: TrialResult):
+    for folder, files in _by_folder(env.files).items():
+        box.put_files(folder, files)
+    command = agent.command(task)
+    if command:
+        if agent.sees_solution:
+            box.put_files(SOLUTION_DIR, _under(task.files("solution"), "solution/"), mode=0o755)
+        limit = task.agent_timeout_sec
+        wrapped = f"timeout -k 5 {limit:g} bash -c {shlex.quote(command)}"
+        try:
+            ran = box.exec(wrapped, timeout=limit + AGENT_GRACE_SECONDS, env=env.env, workdir=env.workdir, tail_bytes=4096)
+        except SandboxTimeout as exc:
+            raise SandboxTimeout(f"The agent's phase outlived its time limit of {limit:g} s and its stop; the sandbox was killed and no verifier ran.") from exc
+        result.agent_exit, result.agent_seconds = ran.exit_code, round(ran.duration, 3)
+    # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in.
+    box.exec("kill -9 -1 2>/dev/null; exit 0", timeout=30, workdir="/")
+    left = box.exec(
+        f"find {TESTS_DIR} {LOGS_DIR} -mindepth 1 2>/dev/null | head -n 5; chmod -R u+rwX {TESTS_DIR} {LOGS_DIR} 2>/dev/null;"
+        f" find {TESTS_DIR} {LOGS_DIR} -mindepth 1 -delete && mkdir -p {VERIFIER_DIR}",
+        timeout=60,
+        workdir="/",
+    )
+    if left.exit_code != 0:
+        raise SandboxPlatformError(f"Could not empty {TESTS_DIR} and {LOGS_DIR} for the verifier: {left.output[-300:]}")
+    if written := left.output.split():
+        result.flag_reasons.append(f"The agent wrote where the verifier's files and reward go ({', '.join(written)}); removed before the verifier ran.")
+    box.put_files(TESTS_DIR, _under(task.files("tests"), "tests/"), mode=0o755)
+    verifier_env = {**env.env, **task.config.get("verifier", {}).get("env", {})}
+    try:
+        ran = box.exec(f"bash {TESTS_DIR}/test.sh", timeout=task.verifier_timeout_sec, env=verifier_env, workdir=env.workdir, tail_bytes=4096)
+    except SandboxTimeout as exc:
+        raise SandboxTimeout(f"The verifier ran past the task's verifier time limit of {task.verifier_timeout_sec:g} s; no reward was read.") from exc
+    result.verifier_exit, result.verifier_seconds = ran.exit_code, round(ran.duration, 3)
+    result.reward = _reward(box, ran.exit_code)
+
+
+def _reward(box: Sandbox, verifier_exit: int) -> float:
+    for name in ("reward.txt", "reward.json"):
+        path = f"{VERIFIER_DIR}/{name}"
+        try:
+            raw = box.read_file(path, MAX_REWARD_BYTES)
+        except SandboxFileMissing:
+            continue
+        except SandboxFileTooLarge:
+            raise RewardError(f"{path} is larger than {MAX_REWARD_BYTES} bytes: not a reward") from None
+        return parse_reward(raw, path)
+    raise RewardError(f"The verifier wrote no reward ({VERIFIER_DIR}/reward.txt or reward.json); it exited with code {verifier_exit}.")
+
+
+def _under(files: dict[str, bytes], prefix: str) -> dict[str, bytes]:
+    return {path[len(prefix) :]: data for path, data in files.items()}
+
+
+def _by_folder(files: dict[str, bytes]) -> dict[str, dict[str, bytes]]:
+    """{absolute path: bytes} as put_files wants them: by top-level folder, names relative to it."""
+    grouped: dict[str, dict[str, bytes]] = {}
+    for path, data in files.items():
+        top, _, rest = path.lstrip("/").partition("/")
+        grouped.setdefault(f"/{top}", {})[rest] = data
+    return grouped
+
+
+def _finish(trial: Trial, result: TrialResult) -> Trial:
+    fields = dict(
+        status=Trial.Status.ERRORED if result.error else Trial.Status.SUCCEEDED,
+        reward=None if result.error else result.reward,
+        agent_exit=result.agent_exit,
+        verifier_exit=result.verifier_exit,
+        agent_seconds=result.agent_seconds,
+        verifier_seconds=result.verifier_seconds,
+        error=result.error[:2000],
+        flagged=bool(result.flag_reasons),
+        flag_reasons=result.flag_reasons,
+        runtime=result.runtime,
+        finished_at=timezone.now(),
+    )
+    # Conditional: a trial the reaper ended meanwhile stays as the reaper left it.
+    Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(**fields)
+    trial.refresh_from_db()
+    return trial
+
+
+def run_trials(version: TaskSetVersion, agents: list[str], attempts: int = 1, *, runtime_wanted: str = "auto") -> list[Trial]:
+    """Every task of a version by every agent, `attempts` times each, one after another (jobs will spread them)."""
+    return [
+        run_trial(task, agent, attempt=attempt, runtime_wanted=runtime_wanted)
+        for task in version.tasks.all()
+        for agent in agents
+        for attempt in range(1, attempts + 1)
+    ]
+
+
+def reap_stale_trials() -> int:
+    """Trials past their deadline whose worker is gone: errored (to retry), so the reaper removes their sandboxes."""
+    return Trial.objects.filter(status=Trial.Status.RUNNING, deadline_at__lt=timezone.now()).update(
+        status=Trial.Status.ERRORED, error="The worker running this trial stopped; retry it.", finished_at=timezone.now()
+    )

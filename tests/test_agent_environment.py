@@ -1,0 +1,131 @@
+"""A task's environment without a build (agent_tasks/environment.py) and a verifier's reward (trials.parse_reward)."""
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from agent_tasks.actions import import_task_set
+from agent_tasks.environment import EnvironmentRefused, resolve
+from agent_tasks.models import Trial
+from agent_tasks.trials import RewardError, parse_reward, run_trial
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
+IMAGE = settings.SANDBOX_IMAGE
+
+
+def env_files(dockerfile: str, **context: bytes) -> dict[str, bytes]:
+    return {"environment/Dockerfile": dockerfile.encode(), **{f"environment/{k.replace('__', '/')}": v for k, v in context.items()}}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.iterdir()))
+def test_it_resolves_each_shipped_task_to_the_sandbox_image_app_and_its_files(name):
+    folder = EXAMPLES / name / "environment"
+    files = {f"environment/{p.relative_to(folder).as_posix()}": p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    env = resolve(files)
+    assert (env.image, env.workdir, env.env, env.folders) == (IMAGE, "/app", {}, ("/app",))
+    assert env.files == {f"/app/{p.relative_to(folder / 'app').as_posix()}": p.read_bytes() for p in (folder / "app").rglob("*") if p.is_file()}
+
+
+def test_it_reads_env_copy_forms_comments_and_continuations():
+    dockerfile = f"""# a task
+FROM {IMAGE}
+WORKDIR /srv2
+WORKDIR work
+ENV A=1 B="two words"
+ENV LEGACY value with spaces
+COPY a.txt /data/
+COPY a.txt \\
+     /data/renamed.txt
+COPY dir/ .
+"""
+    env = resolve(env_files(dockerfile, **{"a.txt": b"a", "dir__x.py": b"x", "dir__sub__y.py": b"y"}))
+    assert env.workdir == "/srv2/work"
+    assert env.env == {"A": "1", "B": "two words", "LEGACY": "value with spaces"}
+    assert env.files == {"/data/a.txt": b"a", "/data/renamed.txt": b"a", "/srv2/work/x.py": b"x", "/srv2/work/sub/y.py": b"y"}
+    assert env.folders == ("/data", "/srv2")
+
+
+def test_a_task_without_workdir_works_in_the_sandbox_home():
+    assert resolve(env_files(f"FROM {IMAGE}\n")).workdir == "/home/sandbox"
+
+
+@pytest.mark.parametrize(
+    "dockerfile, message",
+    [
+        ("FROM ubuntu:22.04\n", f"environment/Dockerfile: line 1: FROM ubuntu:22.04 cannot be pulled here: only {IMAGE} is available"),
+        (f"FROM {IMAGE}\nWORKDIR /app\nRUN pip install requests\n", "environment/Dockerfile: line 3: RUN is not supported: without a build only"),
+        (f"FROM {IMAGE}\nADD app.tar /app\n", "line 2: ADD is not supported"),
+        (f"FROM {IMAGE}\nUSER root\n", "line 2: USER is not supported"),
+        (f"FROM {IMAGE} AS build\n", "line 1: FROM ... AS: multi-stage builds need a build"),
+        (f"FROM {IMAGE}\nFROM {IMAGE}\n", "line 2: a second FROM"),
+        ("WORKDIR /app\n", "line 1: WORKDIR before FROM"),
+        ("# nothing\n", "environment/Dockerfile: has no FROM"),
+        (f"FROM {IMAGE}\nCOPY missing.txt /app/\n", "line 2: COPY missing.txt: no such file or folder in environment/"),
+        (f"FROM {IMAGE}\nCOPY ../task.toml /app/\n", "line 2: COPY ../task.toml: a source must be a plain path inside environment/"),
+        (f"FROM {IMAGE}\nCOPY --from=build /x /app/\n", "line 2: COPY --from=build /x /app/: options"),
+        (f"FROM {IMAGE}\nCOPY a.txt /usr/local/bin/a\n", "line 2: '/usr/local/bin/a': /usr is the image's own"),
+        (f"FROM {IMAGE}\nWORKDIR /logs\n", "line 2: '/logs': /logs is where a trial puts the verifier"),
+        (f"FROM {IMAGE}\nWORKDIR /\n", "the root itself is read-only"),
+    ],
+)
+def test_what_needs_a_build_is_refused_naming_the_line_and_the_reason(dockerfile, message):
+    with pytest.raises(EnvironmentRefused) as refused:
+        resolve(env_files(dockerfile, **{"a.txt": b"a"}))
+    assert message in str(refused.value)
+
+
+def test_a_task_with_no_dockerfile_is_refused():
+    with pytest.raises(EnvironmentRefused, match="only a Dockerfile environment"):
+        resolve({})
+
+
+@pytest.mark.django_db
+def test_a_trial_of_a_task_that_needs_a_build_is_refused_before_anything_is_stored(project, owner):
+    files = {
+        "task.toml": b'version = "1.0"\n',
+        "instruction.md": b"Do it.\n",
+        "tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
+        "environment/Dockerfile": b"FROM ubuntu:22.04\nRUN apt-get update\n",
+    }
+    task = import_task_set(project, owner, "ubuntu", files, single_name="ubuntu")[0].tasks.get()
+    with pytest.raises(EnvironmentRefused, match="FROM ubuntu:22.04 cannot be pulled here"):
+        run_trial(task, "oracle")
+    assert not Trial.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "raw, source, reward",
+    [
+        (b"1\n", "reward.txt", 1.0),
+        (b" 0 ", "reward.txt", 0.0),
+        (b"0.5", "reward.txt", 0.5),
+        (b'{"reward": 1}', "reward.json", 1.0),
+        (b'{"reward": 0.75, "x": 2}', "reward.json", 0.75),
+    ],
+)
+def test_a_reward_is_a_number_from_0_to_1(raw, source, reward):
+    assert parse_reward(raw, source) == reward
+
+
+@pytest.mark.parametrize(
+    "raw, source, reason",
+    [
+        (b"abc", "reward.txt", "reward.txt holds 'abc', not a number"),
+        (b"1.5", "reward.txt", "reward.txt holds '1.5', outside [0, 1]"),
+        (b"-0.1", "reward.txt", "outside [0, 1]"),
+        (b"nan", "reward.txt", "outside [0, 1]"),
+        (b"inf", "reward.txt", "outside [0, 1]"),
+        (b"", "reward.txt", "holds '', not a number"),
+        (b"\xff", "reward.txt", "is not UTF-8"),
+        (b"[1]", "reward.json", 'has no "reward" key'),
+        (b'{"reward": true}', "reward.json", "is not a number"),
+        (b'{"reward": "1"}', "reward.json", "is not a number"),
+        (b'{"reward": 2}', "reward.json", "outside [0, 1]"),
+        (b"{", "reward.json", "is not JSON"),
+    ],
+)
+def test_anything_else_is_no_reward_and_says_why(raw, source, reason):
+    with pytest.raises(RewardError, match=None) as error:
+        parse_reward(raw, source)
+    assert reason in str(error.value)
