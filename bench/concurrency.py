@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 LATENCY = 0.2
 
+from eval_engine import bare_client_time  # noqa: E402  (bench/ is the script's own folder)
+
 
 def main():
     parser = argparse.ArgumentParser()
@@ -165,29 +167,6 @@ class FixedGate(asyncio.Semaphore):
 
     async def backoff(self, delay: float):
         await asyncio.sleep(delay)
-
-
-def bare_client_time(url: str, rows: int, in_flight: int) -> float:
-    """The transport alone: `in_flight` requests at once through aiohttp on uvloop, no engine around it."""
-    import aiohttp
-    import uvloop
-
-    async def go():
-        gate = asyncio.Semaphore(in_flight)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight)) as session:
-
-            async def one(i):
-                async with gate:
-                    async with session.post(
-                        f"{url}/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": f"question {i}"}]}
-                    ) as response:
-                        await response.read()
-
-            started = time.perf_counter()
-            await asyncio.gather(*(one(i) for i in range(rows)))
-            return time.perf_counter() - started
-
-    return uvloop.run(go())
 
 
 if __name__ == "__main__":

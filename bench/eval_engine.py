@@ -81,16 +81,16 @@ def main():
     print(f"floor: a bare aiohttp client, same fake, same rows: {floor:.2f} s = {floor / ideal:.3f} x ideal; the engine adds {wall / floor - 1:.1%} over it")
 
 
-def bare_client_time(url: str, rows: int) -> float:
-    """The transport alone: 100 in flight through aiohttp on uvloop, no engine around it."""
+def bare_client_time(url: str, rows: int, in_flight: int = 100) -> float:
+    """The transport alone: `in_flight` requests at once through aiohttp on uvloop, no engine around it (bench/concurrency.py too)."""
     import asyncio
 
     import aiohttp
     import uvloop
 
     async def run():
-        gate = asyncio.Semaphore(100)
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)) as session:
+        gate = asyncio.Semaphore(in_flight)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=in_flight)) as session:
 
             async def one(i):
                 async with gate:
