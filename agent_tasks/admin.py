@@ -1,6 +1,7 @@
 from django.contrib import admin
 
-from .models import AgentTask, TaskSet, TaskSetVersion, Trial
+from . import jobs
+from .models import AgentTask, Job, TaskSet, TaskSetVersion, Trial
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -43,8 +44,26 @@ class AgentTaskAdmin(ReadOnlyAdmin):
 
 @admin.register(Trial)
 class TrialAdmin(ReadOnlyAdmin):
-    list_display = ["task", "agent", "attempt", "status", "reward", "flagged", "runtime", "created_at"]
+    list_display = ["task", "agent", "attempt", "job", "status", "reward", "flagged", "platform_fault", "price_cents", "runtime", "created_at"]
     search_fields = ["task__name", "agent", "error"]
-    list_filter = ["status", "agent", "flagged", "runtime"]
-    list_select_related = ["task__version__task_set"]
-    raw_id_fields = ["task"]
+    list_filter = ["status", "agent", "flagged", "platform_fault", "runtime"]
+    list_select_related = ["task__version__task_set", "job"]
+    raw_id_fields = ["task", "job", "deployment"]
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    """Jobs are started from the dashboard, the API or `bv`; staff may cancel one (its waiting trials are skipped,
+    never charged). Money moved only through the ledger: the tally here is its running total."""
+
+    list_display = ["__str__", "project", "version", "status", "attempts", "charged_cents", "budget_cents", "created_at"]
+    search_fields = ["name", "project__name", "version__task_set__name"]
+    list_filter = ["status", "runtime", "created_at"]
+    list_select_related = ["project", "version__task_set"]
+    raw_id_fields = ["version", "created_by"]
+    actions = ["cancel_jobs"]
+
+    @admin.action(description="Cancel the selected jobs (waiting trials skipped, never charged)")
+    def cancel_jobs(self, request, queryset):
+        skipped = sum(jobs.cancel(job) for job in queryset)
+        self.message_user(request, f"{skipped} waiting trials skipped.")

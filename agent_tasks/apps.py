@@ -8,7 +8,8 @@ class AgentTasksConfig(AppConfig):
     def ready(self):
         from belvedir.sandbox import owners
 
+        from .jobs import reap_stale_trials
         from .models import Trial
-        from .trials import OWNER_KIND, reap_stale_trials
+        from .trials import OWNER_KIND
 
         owners.register(OWNER_KIND, active=lambda: Trial.objects.filter(status=Trial.Status.RUNNING), reap_stale=reap_stale_trials)

@@ -6,3 +6,40 @@ class TaskSetUploadForm(forms.Form):
     file = forms.FileField(
         help_text="A .tar.gz or .zip of a task directory (task.toml, instruction.md, environment/, tests/, solution/) or of a folder of them."
     )
+
+
+class JobForm(forms.Form):
+    """A job from the Jobs page; the same checks as the API follow in jobs.create_job."""
+
+    version = forms.ModelChoiceField(queryset=None, label="Task set version", help_text="The job pins this version: later imports don't change what it ran.")
+    agents = forms.MultipleChoiceField(
+        choices=(), widget=forms.CheckboxSelectMultiple, help_text="oracle runs each task's solution (a check of the tasks); nop does nothing (the floor)."
+    )
+    deployments = forms.ModelMultipleChoiceField(queryset=None, required=False, help_text="Each paired with every agent that calls a model.")
+    attempts = forms.IntegerField(
+        min_value=1, max_value=100, initial=5, help_text="Trials of each task by each contestant; Terminal-Bench 2 asks for at least 5."
+    )
+    budget = forms.CharField(max_length=20, initial="5", help_text="Dollars its trials may be charged in all; a trial that would pass it is skipped.")
+    tasks = forms.CharField(required=False, help_text="Task names, comma-separated; empty for all.")
+    runtime = forms.ChoiceField(choices=[("auto", "auto (the host's default)"), ("runc", "runc"), ("runsc", "runsc (gVisor)")], initial="auto")
+    deny_hosts = forms.CharField(
+        required=False, label="Deny hosts", help_text="Hosts no agent may reach, comma-separated (a benchmark's own site): a trial that did is flagged."
+    )
+    name = forms.CharField(max_length=100, required=False)
+
+    def __init__(self, *args, project, **kwargs):
+        from evals.models import Deployment
+
+        from .models import TaskSetVersion
+        from .trials import AGENTS
+
+        super().__init__(*args, **kwargs)
+        self.fields["version"].queryset = (
+            TaskSetVersion.objects.filter(task_set__project=project).select_related("task_set").order_by("task_set__name", "-number")
+        )
+        self.fields["agents"].choices = [(name, name) for name in AGENTS]
+        self.fields["deployments"].queryset = Deployment.objects.filter(project=project)
+
+
+def comma_list(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]

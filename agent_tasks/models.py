@@ -99,6 +99,48 @@ class AgentTask(models.Model):
         return unpack(bytes(self.archive), tuple(f.rstrip("/") + "/" for f in folders))
 
 
+class Job(models.Model):
+    """Agents × deployments × tasks × attempts on one pinned task set version, within a budget.
+
+    Its trials are made up front (`queued`) and sent to the queue as the sandbox hosts have room
+    (agent_tasks/jobs.py). `charged_cents` is the running total of its trials' ledger charges less their
+    refunds, moved in the same transaction as each ledger entry, so the budget check reads one locked row.
+    """
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        FINISHED = "finished"
+        CANCELLED = "cancelled"
+
+    project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(max_length=100, blank=True)
+    version = models.ForeignKey(TaskSetVersion, on_delete=models.PROTECT, related_name="jobs")
+    agents = models.JSONField(help_text="Agent names, each run on every task.")
+    deployments = models.ManyToManyField("evals.Deployment", blank=True, related_name="jobs", help_text="Each paired with every agent that calls a model.")
+    tasks = models.JSONField(default=list, blank=True, help_text="Task names to run; empty for all of the version's.")
+    attempts = models.PositiveIntegerField(default=1)
+    budget_cents = models.PositiveIntegerField(help_text="What its trials may be charged in all; a trial that would pass it is skipped.")
+    charged_cents = models.IntegerField(default=0)
+    runtime = models.CharField(max_length=20, default="auto", help_text="auto (each host's default), runc or runsc.")
+    deny_hosts = models.JSONField(default=list, blank=True, help_text="Hosts no agent may reach (a benchmark's own website): a trial that did is flagged.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ProjectScopedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status"], name="job_status")]
+
+    def __str__(self):
+        return self.name or f"Job #{self.pk}"
+
+    def get_absolute_url(self):
+        return reverse("agent_tasks:job", args=[self.pk])
+
+
 class TrialQuerySet(ProjectScopedQuerySet):
     project_path = "task__version__task_set__project"
 
@@ -106,18 +148,26 @@ class TrialQuerySet(ProjectScopedQuerySet):
 class Trial(models.Model):
     """One agent's attempt at one task in a fresh sandbox: the agent's phase, then the verifier's, and its reward.
 
-    `errored` is never a reward of 0: the platform failed (retry it) or the verifier's output could not be read as
-    a reward; `error` says which. A trial is `running` from before its sandbox starts, so the reaper can tell its
-    container from an orphan (the owner kind `trial`, agent_tasks/apps.py).
+    `errored` is never a reward of 0: the platform failed (`platform_fault`: refunded, retry it) or the
+    verifier's output could not be read as a reward; `error` says which. A job's trial waits `queued` until a
+    host has room (`sent_at` once it is on the queue), and is `skipped` when the job's budget, the balance or a
+    cancel stops it before it starts. A trial is `running` from before its sandbox starts, so the reaper can
+    tell its container from an orphan (the owner kind `trial`, agent_tasks/apps.py).
     """
 
     class Status(models.TextChoices):
+        QUEUED = "queued"
         RUNNING = "running"
         SUCCEEDED = "succeeded"
         ERRORED = "errored"
+        SKIPPED = "skipped"
 
+    ENDED = (Status.SUCCEEDED, Status.ERRORED, Status.SKIPPED)
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="trials")
     task = models.ForeignKey(AgentTask, on_delete=models.CASCADE, related_name="trials")
     agent = models.CharField(max_length=50)
+    deployment = models.ForeignKey("evals.Deployment", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     attempt = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     reward = models.FloatField(null=True, blank=True)
@@ -125,20 +175,38 @@ class Trial(models.Model):
     verifier_exit = models.IntegerField(null=True, blank=True)
     agent_seconds = models.FloatField(null=True, blank=True)
     verifier_seconds = models.FloatField(null=True, blank=True)
+    agent_output = models.TextField(blank=True, help_text="The last 4 KB of what the agent's phase printed.")
+    verifier_output = models.TextField(blank=True, help_text="The last 4 KB of what the verifier printed.")
     error = models.TextField(blank=True)
+    platform_fault = models.BooleanField(default=False, help_text="Errored by the platform, not the task or agent: its charge is refunded.")
     flagged = models.BooleanField(default=False, help_text="The agent did something a verifier must not trust (wrote its reward).")
     flag_reasons = models.JSONField(default=list, blank=True)
     runtime = models.CharField(max_length=20, blank=True)
+    limits = models.JSONField(default=dict, blank=True, help_text="The cpus and memory_mb applied from the task, and what a host's maximum held back.")
+    price_cents = models.PositiveIntegerField(default=0)
     # Past it a `running` trial's worker is gone: the task's two time limits and the sandbox's start, with room.
-    deadline_at = models.DateTimeField()
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     objects = TrialQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["status", "deadline_at"], name="trial_status_deadline")]
+        indexes = [
+            models.Index(fields=["status", "deadline_at"], name="trial_status_deadline"),
+            models.Index(fields=["job", "status"], name="trial_job_status"),
+        ]
 
     def __str__(self):
         return f"{self.agent} on {self.task_id} #{self.attempt}"
+
+    def get_absolute_url(self):
+        return reverse("agent_tasks:trial", args=[self.pk])
+
+    @property
+    def contestant(self) -> str:
+        """The column it belongs to in a job's matrix: the agent, with the model it called."""
+        return f"{self.agent} · {self.deployment.name}" if self.deployment_id else self.agent

@@ -14,15 +14,18 @@ built-in ones are `oracle` (runs solution/solve.sh, from /solution, the only age
 import json
 import logging
 import math
+import os
+import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from belvedir.sandbox.backend import Sandbox
-from belvedir.sandbox.errors import SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
+from belvedir.sandbox.errors import NoCapacity, SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
@@ -37,6 +40,8 @@ TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
 LOGS_DIR = "/logs"
 VERIFIER_DIR = "/logs/verifier"
+# What a trial keeps of each phase's output (the exec's tail is 4 KB of bytes).
+OUTPUT_TAIL = 4096
 # A reward is one number: a file longer than this is not one.
 MAX_REWARD_BYTES = 4096
 # The agent's command is stopped by `timeout` inside the sandbox, so the verifier still runs after an agent that
@@ -51,6 +56,8 @@ class Agent(ABC):
     name: str
     # Only the oracle may: for every other agent the solution never enters the sandbox.
     sees_solution: bool = False
+    # One that does is run once per deployment of its job, through the egress proxy.
+    uses_model: bool = False
 
     @abstractmethod
     def command(self, task: AgentTask) -> str | None:
@@ -119,28 +126,54 @@ class TrialResult:
     verifier_exit: int | None = None
     agent_seconds: float | None = None
     verifier_seconds: float | None = None
+    agent_output: str = ""
+    verifier_output: str = ""
     error: str = ""
+    platform_fault: bool = False
+    limits: dict = field(default_factory=dict)
     flag_reasons: list[str] = field(default_factory=list)
     runtime: str = ""
 
 
 def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_wanted: str = "auto") -> Trial:
-    """One trial, run here and now, ended `succeeded` (with a reward) or `errored` (with the reason).
+    """One trial outside a job, run here and now, ended `succeeded` (with a reward) or `errored` (with the reason).
 
     EnvironmentRefused (nothing stored) when the task's Dockerfile cannot be run without a build."""
     agent = AGENTS[agent] if isinstance(agent, str) else agent
-    env = environment.resolve(task.files("environment"))
-    deadline = timezone.now() + timedelta(seconds=task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
-    trial = Trial.objects.create(task=task, agent=agent.name, attempt=attempt, deadline_at=deadline)
+    environment.resolve(task.files("environment"))
+    trial = Trial.objects.create(task=task, agent=agent.name, attempt=attempt, started_at=timezone.now(), deadline_at=deadline_for(task))
+    try:
+        return execute(trial, agent, runtime_wanted=runtime_wanted)
+    except NoCapacity as exc:
+        return _finish(trial, TrialResult(error=f"The platform failed; retry this trial: {exc.message}", platform_fault=True))
+
+
+def deadline_for(task: AgentTask):
+    return timezone.now() + timedelta(seconds=task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
+
+
+def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "auto") -> Trial:
+    """A `running` trial's sandbox from start to end, and the trial ended with what happened.
+
+    NoCapacity, before anything ran, when no host has room: the caller decides whether that is a wait (a job) or
+    an error."""
+    task = trial.task
+    agent = agent or AGENTS[trial.agent]
     result = TrialResult()
+    try:
+        env = environment.resolve(task.files("environment"))
+    except environment.EnvironmentRefused as exc:
+        return _finish(trial, TrialResult(error=str(exc)))
     writable = (*env.folders, TESTS_DIR, LOGS_DIR, *((SOLUTION_DIR,) if agent.sees_solution else ()))
+
+    limits, result.limits = task_limits(task)
 
     def spec_for(place: Placement) -> SandboxSpec:
         runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
         return SandboxSpec(
             owner=Owner(OWNER_KIND, trial.pk),
             image=env.image,
-            limits=Limits.defaults(),
+            limits=limits,
             network="none",
             runtime=runtime,
             workdir=env.workdir,
@@ -151,8 +184,10 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
         with workload(Owner(OWNER_KIND, trial.pk), spec_for) as box:
             result.runtime = box.runtime
             _run(box, task, agent, env, result)
+    except NoCapacity:
+        raise
     except SandboxPlatformError as exc:
-        result.error = f"The platform failed; retry this trial: {exc.message}"
+        result.error, result.platform_fault = f"The platform failed; retry this trial: {exc.message}", True
     except SandboxTimeout as exc:
         result.error = exc.message
     except SandboxError as exc:
@@ -162,8 +197,37 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
     except Exception:
         # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
         logger.exception("trial %s crashed", trial.pk)
-        result.error = "An internal error stopped this trial; retry it."
+        result.error, result.platform_fault = "An internal error stopped this trial; retry it.", True
     return _finish(trial, result)
+
+
+def task_limits(task: AgentTask) -> tuple[Limits, dict]:
+    """The sandbox's limits from the task's `[environment]` cpus and memory_mb (the platform's defaults where it names
+    none), held to what a host gives one sandbox; and what was applied, with what was held back, for the record
+    (Terminal-Bench's rules refuse a job whose resources differ from the tasks')."""
+    asked = task.config.get("environment", {})
+    limits = Limits.defaults()
+    cpus, memory = asked.get("cpus"), asked.get("memory_mb") or _megabytes(asked.get("memory"))
+    held = []
+    if cpus:
+        most = os.cpu_count() or 1
+        if cpus > most:
+            held.append(f"cpus {cpus} held to this host's {most}")
+        limits = Limits.defaults(cpus=float(min(cpus, most)))
+    if memory:
+        most = settings.TRIAL_MAX_MEMORY_MB
+        if memory > most:
+            held.append(f"memory_mb {memory} held to {most} (BELVEDIR_TRIAL_MAX_MEMORY_MB)")
+        limits = Limits.defaults(cpus=limits.cpus, memory_mb=min(memory, most))
+    return limits, {"cpus": limits.cpus, "memory_mb": limits.memory_mb, "held": held}
+
+
+def _megabytes(size: str | None) -> int | None:
+    """Harbor's deprecated `memory = "2G"` (the format checked it: digits, then K, M, G or T, maybe iB)."""
+    if not size:
+        return None
+    found = re.match(r"\s*(\d+(?:\.\d+)?)\s*([KMGT])", size, re.IGNORECASE)
+    return max(1, int(float(found[1]) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[found[2].upper()]))
 
 
 def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environment, result: TrialResult):
@@ -179,7 +243,7 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
             ran = box.exec(wrapped, timeout=limit + AGENT_GRACE_SECONDS, env=env.env, workdir=env.workdir, tail_bytes=4096)
         except SandboxTimeout as exc:
             raise SandboxTimeout(f"The agent's phase outlived its time limit of {limit:g} s and its stop; the sandbox was killed and no verifier ran.") from exc
-        result.agent_exit, result.agent_seconds = ran.exit_code, round(ran.duration, 3)
+        result.agent_exit, result.agent_seconds, result.agent_output = ran.exit_code, round(ran.duration, 3), ran.output
     # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in.
     box.exec("kill -9 -1 2>/dev/null; exit 0", timeout=30, workdir="/")
     left = box.exec(
@@ -189,7 +253,11 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         workdir="/",
     )
     if left.exit_code != 0:
-        raise SandboxPlatformError(f"Could not empty {TESTS_DIR} and {LOGS_DIR} for the verifier: {left.output[-300:]}")
+        # The agent's doing (it filled the sandbox's memory, whose pages the writable folders are), not the
+        # platform's: an error of this trial, charged, or filling the disk would make any trial free.
+        raise SandboxError(
+            f"The verifier's folders could not be made ready after the agent's phase; the agent may have filled its sandbox's memory or disk: {left.output[-300:]}"
+        )
     if written := left.output.split():
         result.flag_reasons.append(f"The agent wrote where the verifier's files and reward go ({', '.join(written)}); removed before the verifier ran.")
     box.put_files(TESTS_DIR, _under(task.files("tests"), "tests/"), mode=0o755)
@@ -198,7 +266,7 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         ran = box.exec(f"bash {TESTS_DIR}/test.sh", timeout=task.verifier_timeout_sec, env=verifier_env, workdir=env.workdir, tail_bytes=4096)
     except SandboxTimeout as exc:
         raise SandboxTimeout(f"The verifier ran past the task's verifier time limit of {task.verifier_timeout_sec:g} s; no reward was read.") from exc
-    result.verifier_exit, result.verifier_seconds = ran.exit_code, round(ran.duration, 3)
+    result.verifier_exit, result.verifier_seconds, result.verifier_output = ran.exit_code, round(ran.duration, 3), ran.output
     result.reward = _reward(box, ran.exit_code)
 
 
@@ -236,7 +304,11 @@ def _finish(trial: Trial, result: TrialResult) -> Trial:
         verifier_exit=result.verifier_exit,
         agent_seconds=result.agent_seconds,
         verifier_seconds=result.verifier_seconds,
+        agent_output=result.agent_output[-OUTPUT_TAIL:],
+        verifier_output=result.verifier_output[-OUTPUT_TAIL:],
         error=result.error[:2000],
+        platform_fault=result.platform_fault,
+        limits=result.limits,
         flagged=bool(result.flag_reasons),
         flag_reasons=result.flag_reasons,
         runtime=result.runtime,
@@ -256,10 +328,3 @@ def run_trials(version: TaskSetVersion, agents: list[str], attempts: int = 1, *,
         for agent in agents
         for attempt in range(1, attempts + 1)
     ]
-
-
-def reap_stale_trials() -> int:
-    """Trials past their deadline whose worker is gone: errored (to retry), so the reaper removes their sandboxes."""
-    return Trial.objects.filter(status=Trial.Status.RUNNING, deadline_at__lt=timezone.now()).update(
-        status=Trial.Status.ERRORED, error="The worker running this trial stopped; retry it.", finished_at=timezone.now()
-    )

@@ -1,9 +1,15 @@
 from django.urls import path
 
-from . import views
+from . import job_views, views
 
 app_name = "agent_tasks"
 urlpatterns = [
     path("tasks/", views.task_sets, name="list"),
     path("tasks/<int:pk>/", views.task_set_detail, name="detail"),
+    path("jobs/", job_views.job_list, name="jobs"),
+    path("jobs/<int:pk>/", job_views.job_detail, name="job"),
+    path("jobs/<int:pk>/compare/", job_views.job_compare, name="job-compare"),
+    path("jobs/<int:pk>/cancel/", job_views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/export/", job_views.job_export, name="job-export"),
+    path("trials/<int:pk>/", job_views.trial_detail, name="trial"),
 ]

@@ -282,6 +282,8 @@ SPECTACULAR_SETTINGS = {
         "EvalStatusEnum": "evals.models.Eval.Status",
         "TopUpStatusEnum": "billing.models.TopUp.Status",
         "LedgerEntryKindEnum": "billing.models.LedgerEntry.Kind",
+        "JobStatusEnum": "agent_tasks.models.Job.Status",
+        "TrialStatusEnum": "agent_tasks.models.Trial.Status",
     },
 }
 
@@ -329,7 +331,10 @@ SANDBOX_DOCKER_URL = env_str("DOCKER_HOST", "unix:///var/run/docker.sock")
 SANDBOX_NETWORK = env_str("BELVEDIR_SANDBOX_NETWORK", "none")
 SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
 SANDBOX_CPUS = env_float("BELVEDIR_SANDBOX_CPUS", 1.0)
-SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 512, minimum=8)
+# 256, not 512: under gVisor's ptrace platform a fork bomb holding 512 processes kept the engine from answering
+# for over 60 s (its inspect timed out, the sandbox could not be removed); at 256 it answered and the sandbox
+# went (tests/test_agent_jobs.py, the forking agent under runsc, on 2 cores).
+SANDBOX_PIDS = env_int("BELVEDIR_SANDBOX_PIDS", 256, minimum=8)
 SANDBOX_USER = "1000:1000"
 # How long a health check waits for an engine's answer (belvedir/sandbox/health.py).
 SANDBOX_HEALTH_TIMEOUT_SECONDS = env_int("BELVEDIR_SANDBOX_HEALTH_TIMEOUT_SECONDS", 5, minimum=1)
@@ -470,6 +475,11 @@ UPLOAD_MAX_BYTES = env_int("BELVEDIR_UPLOAD_MAX_MB", 100, minimum=1) * 1024 * 10
 
 # Agent task archives (agent_tasks/archive.py): refused while inflating past this, before anything is stored.
 TASK_ARCHIVE_MAX_BYTES = env_int("BELVEDIR_TASK_ARCHIVE_MAX_MB", 50, minimum=1) * 1024 * 1024
+# A job's trial is charged this at its start (refunded when the platform fails it); a job holds at most so many.
+TRIAL_PRICE_CENTS = env_int("BELVEDIR_TRIAL_PRICE_CENTS", 5, minimum=0)
+JOB_MAX_TRIALS = env_int("BELVEDIR_JOB_MAX_TRIALS", 5000, minimum=1)
+# The most memory a task's `memory_mb` may give its trial's sandbox.
+TRIAL_MAX_MEMORY_MB = env_int("BELVEDIR_TRIAL_MAX_MEMORY_MB", 8192, minimum=64)
 
 # Fine-tuned models.
 MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agent_tasks import api as agent_tasks_api
+from agent_tasks import job_api
 from belvedir.core import email_views, team_api, team_views
 from belvedir.core import views as core_views
 from billing import api as billing_api
@@ -31,6 +32,8 @@ router.register("suite-runs", suite_api.SuiteRunViewSet, basename="suite-run")
 router.register("evaluators", evaluator_api.EvaluatorViewSet, basename="evaluator")
 router.register("models", finetunes_api.ModelViewSet, basename="model")
 router.register("task-sets", agent_tasks_api.TaskSetViewSet, basename="task-set")
+router.register("jobs", job_api.JobViewSet, basename="job")
+router.register("trials", job_api.TrialViewSet, basename="trial")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")
 router.register("secrets", team_api.SecretViewSet, basename="secret")

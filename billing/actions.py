@@ -99,17 +99,16 @@ def charge_for_run(run) -> LedgerEntry:
 
 def refund_run(run, reason: str) -> LedgerEntry | None:
     """Give a run's charge back, once. None when the run was never charged."""
-    charge = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.RUN_CHARGE, reference=run_reference(run)).first()
+    return refund_charge(run_reference(run), f"Refund for run #{run.pk}: {reason}")[0]
+
+
+def refund_charge(reference: str, memo: str) -> tuple[LedgerEntry | None, bool]:
+    """Give the charge posted under `reference` back, once: (the refund, whether this call posted it), or
+    (None, False) when nothing was charged."""
+    charge = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.RUN_CHARGE, reference=reference).first()
     if charge is None:
-        return None
-    entry, _ = post_entry(
-        charge.account,
-        kind=LedgerEntry.Kind.REFUND,
-        amount_cents=-charge.amount_cents,
-        reference=run_reference(run),
-        memo=f"Refund for run #{run.pk}: {reason}",
-    )
-    return entry
+        return None, False
+    return post_entry(charge.account, kind=LedgerEntry.Kind.REFUND, amount_cents=-charge.amount_cents, reference=reference, memo=memo)
 
 
 def refuse_if_in_debt(project):

@@ -8,13 +8,14 @@ Grouped by concern:
 - at the top: the engine (`engine`, asking deployments through `client`), the queue (`queue`, `tasks`),
   what creates and changes evals (`actions`), statistics and comparisons, and the web layer (`api`, `views`, `forms`).
 
-Other apps (traces, harnesses, finetunes) import only the public modules named in PUBLIC
+Other apps (traces, harnesses, finetunes, agent_tasks) import only the public modules named in PUBLIC
 (tests/test_import_rules.py); the composition layer (workspace) and the URL conf may import any.
 This file imports nothing, as belvedir/sandbox/__init__.py: Django imports the package before its models load.
 """
 
 PUBLIC = (
     "evals.actions",
+    "evals.comparison",
     "evals.contamination",
     "evals.datasets.api",
     "evals.datasets.rows",

@@ -291,3 +291,13 @@ def pass_at_k(n: int, correct: int, k: int) -> float:
     for i in range(n - correct + 1, n + 1):
         product *= 1 - k / i
     return 1.0 - product
+
+
+def pass_hat_k(n: int, correct: int, k: int) -> float:
+    """τ-bench's pass^k: the chance that k attempts drawn without replacement from n all succeed, C(c, k) / C(n, k)."""
+    if correct < k:
+        return 0.0
+    product = 1.0
+    for i in range(k):
+        product *= (correct - i) / (n - i)
+    return product

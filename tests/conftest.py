@@ -1,4 +1,5 @@
 import contextlib
+import graphlib
 import os
 
 import pytest
@@ -181,6 +182,20 @@ def subprocess_env(settings):
 APPEND_ONLY_TABLES = {"billing_ledgerentry"}
 
 
+def _referenced_tables_first() -> list[str]:
+    from django.apps import apps
+
+    graph = graphlib.TopologicalSorter()
+    for model in apps.get_models(include_auto_created=True):
+        table = model._meta.db_table
+        graph.add(table)
+        for field in model._meta.concrete_fields:
+            target = field.related_model
+            if target is not None and target._meta.db_table != table:
+                graph.add(table, target._meta.db_table)
+    return list(graph.static_order())
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _transactional_tests_empty_tables_with_delete():
     """After each transactional test, the tables are emptied with DELETE instead of TRUNCATE.
@@ -192,14 +207,23 @@ def _transactional_tests_empty_tables_with_delete():
     either way; a flush that asks for it (reset_sequences) still truncates.
     The ledger refuses DELETE in the database (billing 0006), so its table is
     truncated, which is no row change: nothing references a ledger entry.
+
+    Referenced tables are emptied before the tables that reference them. A
+    process the test started may still be writing (the egress proxy records
+    a grant's counts up to half a second late): emptied children first, its
+    new destination row could commit between the two DELETEs and fail the
+    flush at COMMIT on the grant it references. Parents first, its foreign
+    key check waits on the deleted grant and fails in that process instead.
     """
     from django.db.backends.postgresql.operations import DatabaseOperations
 
     truncate = DatabaseOperations.sql_flush
+    order = {table: place for place, table in enumerate(_referenced_tables_first())}
 
     def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
         if reset_sequences or allow_cascade or not tables:
             return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        tables = sorted(tables, key=lambda table: order.get(table, len(order)))
         empty = [f"TRUNCATE {self.quote_name(t)}" if t in APPEND_ONLY_TABLES else f"DELETE FROM {self.quote_name(t)}" for t in tables]
         return ["SET CONSTRAINTS ALL DEFERRED", *empty]
 
@@ -238,7 +262,8 @@ def _no_sandbox_left_behind(request):
 
 @pytest.fixture
 def worker(monkeypatch):
-    """Stand in for the django-q2 worker: queued runs and evals execute in threads, in-process."""
+    """Stand in for the django-q2 worker: queued runs, evals and job trials execute in threads, in-process."""
+    from agent_tasks import jobs
     from evals import queue as eval_queue
     from evals.tasks import run_eval
     from harnesses import actions as harness_actions
@@ -251,6 +276,7 @@ def worker(monkeypatch):
 
     monkeypatch.setattr(eval_queue, "enqueue", lambda ev: start(run_eval, ev.pk))
     monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
+    monkeypatch.setattr(jobs, "async_task", lambda name, pk, **kw: start(jobs.run_job_trial, pk))
     yield
     for thread in threads:
         thread.join(60)

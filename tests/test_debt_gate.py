@@ -15,6 +15,10 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
+from agent_tasks import jobs
+from agent_tasks.actions import import_task_set
+from agent_tasks.jobs import create_job, run_job_trial
+from agent_tasks.models import Job
 from billing.actions import DEBT_GATES, post_entry
 from billing.models import Account, LedgerEntry
 from evals import queue
@@ -34,6 +38,12 @@ from .test_evaluators import exchange, post
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEBT = "owes $1.00"
+TASK = {
+    "t/task.toml": b'version = "1.0"\n',
+    "t/instruction.md": b"Nothing.\n",
+    "t/environment/Dockerfile": f"FROM {django_settings.SANDBOX_IMAGE}\n".encode(),
+    "t/tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
+}
 
 
 class World:
@@ -55,6 +65,8 @@ class World:
         self.harness = Harness.objects.create(project=project, created_by=owner, name="cpu", **repo)
         self.gpu_harness = Harness.objects.create(project=project, created_by=owner, name="gpu", compute_type="gpu", gpu_type="a100", **repo)
         self.finetuned = FineTunedModel.objects.create(project=project, name="ft", base_model="b", adapter="adapters/ft.zip")
+        self.task_version = import_task_set(project, owner, "tasks", TASK)[0]
+        self.job = create_job(project, owner, version=self.task_version, agents=["nop"], budget_cents=100)
         self.evaluator = save_evaluator(project, owner, {"name": "helpful", "kind": "judge", "judge": self.judge, "daily_budget": Decimal(10), "config": {}})
         now = timezone.now().timestamp()
         post(api, [exchange("s-new", "Add up 1", "The total is 1.", now)])
@@ -191,6 +203,24 @@ def evaluator_retries(w):
     assert (w.errored.status, w.errored.attempts) == ("error", 1)
 
 
+def create_job_api(w):
+    refused_402(w.api.post("/api/v1/jobs", {"task_set": "tasks", "agents": ["nop"], "budget": "1"}, format="json"))
+    assert Job.objects.count() == 1
+
+
+def create_job_page(w):
+    refused_page(w.client.post("/jobs/", {"version": w.task_version.pk, "agents": ["nop"], "attempts": 1, "budget": "1", "runtime": "auto"}))
+    assert Job.objects.count() == 1
+
+
+def job_trial_on_the_queue(w):
+    """Sent before the debt: the worker skips it naming the debt, charges nothing and runs nothing."""
+    trial = w.job.trials.get()
+    run_job_trial(trial.pk)
+    trial.refresh_from_db()
+    assert trial.status == "skipped" and DEBT in trial.error and trial.price_cents == 0
+
+
 # (what is tried, the registered gate it goes through, the check)
 SPENDING_PATHS = [
     ("POST /api/v1/evals", "evals.actions.create_eval", create_eval_api),
@@ -211,6 +241,9 @@ SPENDING_PATHS = [
     ("the evaluator's Backfill button", "traces.evaluators.start_backfill", backfill_page),
     ("scoring segmented sessions", "traces.evaluators.score_targets", scheduled_scoring),
     ("retrying a judge's errors", "traces.evaluators.retry_errors", evaluator_retries),
+    ("POST /api/v1/jobs", "agent_tasks.jobs.create_job", create_job_api),
+    ("the New job form", "agent_tasks.jobs.create_job", create_job_page),
+    ("a job's trial on the queue", "agent_tasks.jobs.run_job_trial", job_trial_on_the_queue),
 ]
 
 
@@ -218,7 +251,7 @@ SPENDING_PATHS = [
 def enqueued(monkeypatch):
     """What would have gone to a queue: every async_task of the project (the guard below checks these are all)."""
     sent = []
-    for module in (queue, harness_actions, evaluators):
+    for module in (queue, harness_actions, evaluators, jobs):
         monkeypatch.setattr(module, "async_task", lambda name, *args, **kwargs: sent.append(name))
     return sent
 
@@ -253,7 +286,7 @@ def test_the_table_covers_every_registered_gate():
 
 # The calls that spend: a ledger charge, a request to a deployment (generation, log-likelihood, a judge's
 # verdict) and a task sent to a queue (whose work spends).
-SPENDING_CALLS = {"charge_for_run", "complete", "send_request", "grade", "async_task"}
+SPENDING_CALLS = {"charge_for_run", "charge_trial", "complete", "send_request", "grade", "async_task"}
 
 # Each function that makes one of those calls, and the registered gate(s) every way to it passes first.
 BEHIND = {
@@ -268,6 +301,8 @@ BEHIND = {
     "evals.connection.test_connection": {"evals.connection.try_connection"},
     "traces.evaluators.enqueue_for": {"traces.evaluators.score_targets"},  # score_sessions scores through it
     "traces.evaluators.start_backfill": {"traces.evaluators.start_backfill"},
+    "agent_tasks.jobs.enqueue": {"agent_tasks.jobs.run_job_trial"},  # whatever sent it, the task skips it in debt
+    "agent_tasks.jobs._why_not": {"agent_tasks.jobs.run_job_trial"},
 }
 
 
@@ -275,7 +310,7 @@ def spending_calls() -> dict[str, set[str]]:
     """{module.qualname of a function: the spending calls in its own body}, over the project's apps."""
     root = Path(django_settings.BASE_DIR)
     found: dict[str, set[str]] = {}
-    for package in ("belvedir", "billing", "evals", "finetunes", "harnesses", "traces"):
+    for package in ("agent_tasks", "belvedir", "billing", "evals", "finetunes", "harnesses", "traces", "workspace"):
         for path in (root / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue

@@ -117,14 +117,14 @@ def test_outside_the_sandbox_package_only_its_public_modules_are_imported():
     assert not [m for m in sandbox.PUBLIC if m.startswith("belvedir.sandbox.backends")]
 
 
-def test_traces_harnesses_and_finetunes_import_only_evals_public_modules():
+def test_traces_harnesses_finetunes_and_agent_tasks_import_only_evals_public_modules():
     """As the sandbox's door: evals' inside (the engine, the client, a benchmark, a scorer's checks) can move without them."""
     known = modules()
     assert set(evals.PUBLIC) <= set(known)
     offenders = {
         name: sorted(m for m in imported(name, path, known, module_level=False) if unit_of(m) == "evals" and m not in evals.PUBLIC)
         for name, path in known.items()
-        if unit_of(name) in ("traces", "harnesses", "finetunes")
+        if unit_of(name) in ("traces", "harnesses", "finetunes", "agent_tasks")
     }
     assert {name: found for name, found in offenders.items() if found} == {}
 

@@ -48,6 +48,12 @@ def candidate_hosts(kind: str, gpu_type: str = ""):
     return accepting.filter(kind=ComputeType.CPU)
 
 
+def free_places(kind: str = ComputeType.CPU) -> int:
+    """How many more workloads of `kind` the accepting hosts have room for now (a job sends that many trials)."""
+    hosts = candidate_hosts(kind).annotate(used=Count("leases"))
+    return sum(max(0, host.capacity - host.used) for host in hosts)
+
+
 def check_gpu_available(gpu_type: str):
     """Before charging a GPU run: NoCapacity when no such GPU is free right now."""
     hosts = list(candidate_hosts(ComputeType.GPU, gpu_type))

@@ -46,7 +46,13 @@ def issue_grant(owner: Owner, *, domains=(), max_bytes=None) -> tuple[EgressGran
     """A fresh grant for the owner (a re-delivered task replaces its old one); the token is returned once."""
     token = secrets.token_urlsafe(32)
     with transaction.atomic():
-        EgressGrant.objects.for_owner(owner).delete()
+        # Locked before anything is deleted: the proxy's recorder may be adding a
+        # destination row for the old grant, and its foreign key check then waits
+        # for this commit and fails there (dropping those counts), instead of
+        # committing a row that this delete has already passed over.
+        old = EgressGrant.objects.for_owner(owner).select_for_update()
+        if old:
+            old.delete()
         grant = EgressGrant.objects.create(
             owner_kind=owner.kind,
             owner_id=owner.id,

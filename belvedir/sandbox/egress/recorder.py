@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -184,6 +184,21 @@ class Recorder:
         pending = {key: value for key, value in pending.items() if key[0] in alive}
         totals = defaultdict(lambda: [0, 0])
         for (grant_id, host, port, reason), (requests, up, down) in pending.items():
+            try:
+                self._add_destination(grant_id, host, port, reason, requests, up, down, now)
+            except IntegrityError:
+                continue  # the grant was deleted after the check above: its counts go with it
+            totals[grant_id][0] += up
+            totals[grant_id][1] += down
+        for grant_id, (up, down) in totals.items():
+            EgressGrant.objects.filter(pk=grant_id).update(bytes_up=F("bytes_up") + up, bytes_down=F("bytes_down") + down)
+        if capped:
+            EgressGrant.objects.filter(pk__in=capped, cap_reached_at__isnull=True).update(cap_reached_at=now)
+
+    @staticmethod
+    def _add_destination(grant_id, host, port, reason, requests, up, down, now):
+        # Atomic, so a refused insert leaves the connection usable for the next one.
+        with transaction.atomic():
             updated = EgressDestination.objects.filter(grant_id=grant_id, host=host, port=port, reason=reason).update(
                 requests=F("requests") + requests, bytes_up=F("bytes_up") + up, bytes_down=F("bytes_down") + down, last_at=now
             )
@@ -191,12 +206,6 @@ class Recorder:
                 EgressDestination.objects.create(
                     grant_id=grant_id, host=host, port=port, reason=reason, requests=requests, bytes_up=up, bytes_down=down, last_at=now
                 )
-            totals[grant_id][0] += up
-            totals[grant_id][1] += down
-        for grant_id, (up, down) in totals.items():
-            EgressGrant.objects.filter(pk=grant_id).update(bytes_up=F("bytes_up") + up, bytes_down=F("bytes_down") + down)
-        if capped:
-            EgressGrant.objects.filter(pk__in=capped, cap_reached_at__isnull=True).update(cap_reached_at=now)
 
 
 _recorder: Recorder | None = None

@@ -1,0 +1,196 @@
+"""The jobs API: start a job (agents × deployments × tasks × attempts, within a budget), follow it, read its
+trials, compare two paired by task, cancel it, export it in Harbor's layout."""
+
+from django.db.models import Q
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from belvedir.core.permissions import request_project
+from billing.actions import parse_dollars
+from billing.errors import TopUpError
+from evals.models import Deployment
+
+from . import harbor_export, jobs, results
+from .comparison import compare_jobs
+from .models import Job, TaskSet, Trial
+
+
+class TrialSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="task.name", read_only=True)
+    deployment = serializers.CharField(source="deployment.name", read_only=True, default=None)
+    contestant = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Trial
+        fields = [
+            "id", "job", "task", "agent", "deployment", "contestant", "attempt", "status", "reward", "flagged", "flag_reasons",
+            "error", "platform_fault", "agent_exit", "verifier_exit", "agent_seconds", "verifier_seconds", "runtime", "limits",
+            "price_cents", "created_at", "started_at", "finished_at",
+        ]  # fmt: skip
+
+
+class TrialDetailSerializer(TrialSerializer):
+    egress = serializers.SerializerMethodField()
+
+    class Meta(TrialSerializer.Meta):
+        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "egress"]
+
+    def get_egress(self, trial) -> list[dict]:
+        return harbor_export.egress_record(trial)
+
+
+class JobSerializer(serializers.ModelSerializer):
+    task_set = serializers.CharField(source="version.task_set.name", read_only=True)
+    version = serializers.IntegerField(source="version.number", read_only=True)
+    deployments = serializers.SlugRelatedField(many=True, read_only=True, slug_field="name")
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "status", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
+            "charged_cents", "runtime", "deny_hosts", "progress", "created_at", "finished_at",
+        ]  # fmt: skip
+
+    def get_progress(self, job) -> dict:
+        return jobs.progress(job)
+
+
+class JobDetailSerializer(JobSerializer):
+    results = serializers.SerializerMethodField()
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "results"]
+
+    def get_results(self, job) -> list[dict]:
+        return results.summary(job, set_aside_flagged=self.context.get("set_aside_flagged", False))
+
+
+class JobCreateSerializer(serializers.Serializer):
+    task_set = serializers.CharField(help_text="Task set name or id.")
+    version = serializers.IntegerField(required=False, min_value=1, help_text="Its version number; the latest by default.")
+    agents = serializers.ListField(child=serializers.CharField(max_length=50), min_length=1, max_length=20)
+    deployments = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list, max_length=20)
+    tasks = serializers.ListField(child=serializers.CharField(max_length=100), required=False, default=list, max_length=5000)
+    attempts = serializers.IntegerField(default=1, min_value=1, max_value=jobs.MAX_ATTEMPTS)
+    budget = serializers.CharField(max_length=20, help_text='Dollars its trials may be charged in all, e.g. "5" or "2.50".')
+    runtime = serializers.ChoiceField(choices=jobs.RUNTIMES, default="auto")
+    deny_hosts = serializers.ListField(child=serializers.CharField(max_length=253), required=False, default=list, max_length=100)
+    name = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
+
+
+def _by_name_or_id(queryset, value: str):
+    return queryset.filter(Q(name=value) | Q(pk=int(value) if value.isdigit() else None)).first()
+
+
+def flag(request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in {"1", "true", "yes", "on"}
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    # Only names the model for the OpenAPI schema; get_queryset scopes every request.
+    queryset = Job.objects.none()
+
+    def get_queryset(self):
+        return Job.objects.for_user(self.request.user, request_project(self.request)).select_related("version__task_set").prefetch_related("deployments")
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def get_serializer_context(self):
+        return {**super().get_serializer_context(), "set_aside_flagged": flag(self.request, "set_aside_flagged")}
+
+    @extend_schema(request=JobCreateSerializer, responses={201: JobSerializer})
+    def create(self, request):
+        """Start a job: every agent (once per deployment when it calls a model) on every task (or those named),
+        `attempts` times, each trial charged at its start within `budget`. 400 names what is wrong; nothing is
+        stored or charged then."""
+        payload = JobCreateSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data, project = payload.validated_data, request_project(request)
+        task_set = _by_name_or_id(TaskSet.objects.filter(project=project), data["task_set"])
+        if task_set is None:
+            return Response({"task_set": [f"No task set {data['task_set']!r} in this project."]}, status=400)
+        versions = task_set.versions.all()
+        version = versions.filter(number=data["version"]).first() if "version" in data else versions.first()
+        if version is None:
+            return Response({"version": [f"{task_set.name} has no version {data.get('version')}."]}, status=400)
+        deployments = []
+        for value in data["deployments"]:
+            found = _by_name_or_id(Deployment.objects.filter(project=project), value)
+            if found is None:
+                return Response({"deployments": [f"No deployment {value!r} in this project."]}, status=400)
+            deployments.append(found)
+        try:
+            budget = parse_dollars(data["budget"])
+        except TopUpError as exc:
+            return Response({"budget": [str(exc)]}, status=400)
+        job = jobs.create_job(
+            project,
+            request.user,
+            version=version,
+            agents=data["agents"],
+            deployments=deployments,
+            tasks=data["tasks"],
+            attempts=data["attempts"],
+            budget_cents=budget,
+            runtime=data["runtime"],
+            deny_hosts=data["deny_hosts"],
+            name=data["name"],
+        )
+        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=201)
+
+    @extend_schema(responses={200: TrialSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def trials(self, request, pk=None):
+        """The job's trials, paged (?status= to filter)."""
+        job = self.get_object()
+        trials = job.trials.select_related("task", "deployment").defer("task__archive", "agent_output", "verifier_output").order_by("attempt", "pk")
+        if status := request.query_params.get("status"):
+            trials = trials.filter(status=status)
+        page = self.paginate_queryset(trials)
+        return self.get_paginated_response(TrialSerializer(page, many=True).data)
+
+    @action(detail=True, methods=["get"], url_path=r"compare/(?P<other>\d+)")
+    def compare(self, request, pk=None, other=None):
+        """B (`other`) against A (this job), paired by task: each side's mean reward per task, the paired delta with
+        its interval, McNemar (one attempt) or a paired t, the tasks that moved, a verdict and `gate`. Name a side's
+        column with ?contestant_a= / ?contestant_b= when a job has several; ?set_aside_flagged=1 leaves flagged
+        trials out (listed)."""
+        a = self.get_object()
+        b = get_object_or_404(self.get_queryset(), pk=other)
+        params = request.query_params
+        return Response(
+            compare_jobs(
+                a, b, contestant_a=params.get("contestant_a"), contestant_b=params.get("contestant_b"), set_aside_flagged=flag(request, "set_aside_flagged")
+            )
+        )
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop the job: trials not started are skipped (never charged); those running finish."""
+        job = self.get_object()
+        skipped = jobs.cancel(job)
+        return Response({**JobSerializer(self.get_queryset().get(pk=job.pk)).data, "skipped": skipped})
+
+    @extend_schema(responses={(200, "application/zip"): {"type": "string", "format": "binary"}})
+    @action(detail=True, methods=["get"])
+    def export(self, request, pk=None):
+        """The job in Harbor's job layout (a zip): config.json, result.json with Terminal-Bench 2's rules checked,
+        and per trial its config.json, result.json, outputs and egress record."""
+        job = self.get_object()
+        response = HttpResponse(harbor_export.export(job), content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.zip"'
+        return response
+
+
+class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Trial.objects.none()
+    serializer_class = TrialDetailSerializer
+
+    def get_queryset(self):
+        return Trial.objects.for_user(self.request.user, request_project(self.request)).select_related("task", "deployment").defer("task__archive")

@@ -1,0 +1,265 @@
+"""Jobs: agents × deployments × tasks × attempts, each trial charged at its start and sent as hosts have room.
+
+A job's trials are all made at once, `queued`, in the order that covers every task before any second attempt.
+`advance` sends as many as the sandbox hosts have free places for (less those sent and not started yet), so a
+job of a thousand trials never floods the queue or the hosts; each trial's end, and the scheduled
+`advance_all`, send the next. A trial is charged when a worker claims it, under the job's lock, so two workers
+never both spend the budget's last cents; one the platform failed is refunded, once.
+"""
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from belvedir.sandbox.errors import NoCapacity
+from belvedir.sandbox.models import ComputeType
+from belvedir.sandbox.scheduler import free_places
+from billing.actions import debt_gate, post_entry, refund_charge, refuse_if_in_debt
+from billing.errors import InsufficientBalance
+from billing.models import Account, LedgerEntry
+
+from . import environment
+from .harbor_format import TaskFormatError
+from .models import AgentTask, Job, Trial
+from .trials import AGENTS, deadline_for, execute
+
+logger = logging.getLogger(__name__)
+
+RUNTIMES = ("auto", "runc", "runsc")
+MAX_ATTEMPTS = 100
+
+
+class JobError(ValueError):
+    """A job that cannot be made as asked: the message names the field and why (a 400)."""
+
+    status_code = 400
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field, self.message = field, message
+
+    @property
+    def response_fields(self) -> dict:
+        return {"field": self.field}
+
+
+def contestants(agents: list[str], deployments: list) -> list[tuple[str, object | None]]:
+    """The matrix's columns: an agent that calls a model once per deployment, any other agent once."""
+    return [(name, dep) for name in agents for dep in (deployments if AGENTS[name].uses_model else [None])]
+
+
+def trial_reference(trial: Trial) -> str:
+    """What the ledger names a trial's charge and its refund by: each happens once."""
+    return f"trial:{trial.pk}"
+
+
+@debt_gate("a job's trials")
+def create_job(project, user, *, version, agents, deployments=(), tasks=(), attempts=1, budget_cents, runtime="auto", deny_hosts=(), name="") -> Job:
+    """A job with every trial queued, sent to the hosts after commit; JobError names what is wrong, nothing stored."""
+    refuse_if_in_debt(project)
+    agents = list(dict.fromkeys(agents))
+    if not agents:
+        raise JobError("agents", "Name at least one agent.")
+    if unknown := [a for a in agents if a not in AGENTS]:
+        raise JobError("agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}.")
+    deployments = list(deployments)
+    if any(AGENTS[a].uses_model for a in agents) and not deployments:
+        raise JobError("deployments", "An agent that calls a model needs at least one deployment.")
+    if not 1 <= attempts <= MAX_ATTEMPTS:
+        raise JobError("attempts", f"Attempts must be 1 to {MAX_ATTEMPTS}.")
+    if runtime not in RUNTIMES:
+        raise JobError("runtime", f"The runtime is one of {', '.join(RUNTIMES)}.")
+    chosen = list(AgentTask.objects.without_files().filter(version=version))
+    if tasks:
+        by_name = {t.name: t for t in chosen}
+        if missing := [name for name in tasks if name not in by_name]:
+            raise JobError("tasks", f"Version {version.number} of {version.task_set.name} has no task {', '.join(missing[:5])}.")
+        chosen = [by_name[name] for name in dict.fromkeys(tasks)]
+    if "oracle" in agents and (unsolved := [t.name for t in chosen if not t.has_solution]):
+        raise JobError("agents", f"The oracle runs a task's solution/solve.sh, which {', '.join(unsolved[:5])} lack.")
+    for task in AgentTask.objects.filter(pk__in=[t.pk for t in chosen]):
+        try:
+            environment.resolve(task.files("environment"))
+        except TaskFormatError as exc:
+            raise JobError("tasks", f"{task.name}: {exc}") from None
+    columns = contestants(agents, deployments)
+    count = len(chosen) * len(columns) * attempts
+    if count > settings.JOB_MAX_TRIALS:
+        raise JobError("attempts", f"That is {count} trials; a job holds at most {settings.JOB_MAX_TRIALS}.")
+    price = settings.TRIAL_PRICE_CENTS
+    if budget_cents < price:
+        raise JobError("budget", f"A budget of {budget_cents}¢ covers no trial: each is charged {price}¢ at its start.")
+    with transaction.atomic():
+        job = Job.objects.create(
+            project=project,
+            name=name.strip()[:100],
+            version=version,
+            agents=agents,
+            tasks=[t.name for t in chosen] if tasks else [],
+            attempts=attempts,
+            budget_cents=budget_cents,
+            runtime=runtime,
+            deny_hosts=sorted({h.strip().lower() for h in deny_hosts if h.strip()}),
+            created_by=user,
+        )
+        job.deployments.set(deployments)
+        Trial.objects.bulk_create(
+            Trial(job=job, task=task, agent=agent, deployment=dep, attempt=attempt, status=Trial.Status.QUEUED)
+            for attempt in range(1, attempts + 1)
+            for task in chosen
+            for agent, dep in columns
+        )
+        transaction.on_commit(lambda: advance(job.pk))
+    return job
+
+
+def advance(job_id: int) -> int:
+    """Send the job's next trials, as many as the hosts have free places for; how many were sent."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().filter(pk=job_id, status=Job.Status.RUNNING).first()
+        if job is None:
+            return 0
+        if not job.trials.exclude(status__in=Trial.ENDED).exists():
+            Job.objects.filter(pk=job.pk).update(status=Job.Status.FINISHED, finished_at=timezone.now())
+            return 0
+        # Sent and not yet started hold no lease, but will: they count against the room.
+        room = free_places(ComputeType.CPU) - Trial.objects.filter(status=Trial.Status.QUEUED, sent_at__isnull=False).count()
+        waiting = job.trials.filter(status=Trial.Status.QUEUED, sent_at__isnull=True).order_by("pk")
+        sent = list(waiting.values_list("pk", flat=True)[: max(room, 0)])
+        Trial.objects.filter(pk__in=sent).update(sent_at=timezone.now())
+        transaction.on_commit(lambda: [enqueue(pk) for pk in sent])
+    return len(sent)
+
+
+def advance_all() -> int:
+    """Scheduled: every running job's next trials (a host freed by a run, not a trial, tells no job)."""
+    return sum(advance(pk) for pk in Job.objects.filter(status=Job.Status.RUNNING).values_list("pk", flat=True))
+
+
+def enqueue(trial_id: int):
+    async_task("agent_tasks.jobs.run_job_trial", trial_id, task_name=f"trial-{trial_id}")
+
+
+@debt_gate("a job's trials, each charged at its start")
+def run_job_trial(trial_id: int):
+    """The queue's task: claim and charge the trial, run it, settle its money and send the job's next.
+
+    In debt (or short of funds) the trial is skipped with the reason, nothing charged."""
+    trial = claim(trial_id)
+    if trial is not None:
+        try:
+            trial = execute(trial, runtime_wanted=trial.job.runtime)
+        except NoCapacity:
+            # A run took the place meanwhile: the trial waits its turn again, its charge kept for it.
+            Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(status=Trial.Status.QUEUED, sent_at=None, started_at=None)
+        else:
+            settle(trial)
+    job_id = Trial.objects.filter(pk=trial_id).values_list("job_id", flat=True).first()
+    if job_id:
+        advance(job_id)
+
+
+def claim(trial_id: int) -> Trial | None:
+    """The trial, `running` and charged (once, however often it is claimed); None when it is not to run."""
+    with transaction.atomic():
+        trial = Trial.objects.select_related("job", "task").filter(pk=trial_id).first()
+        if trial is None or trial.job is None:
+            return None
+        job = Job.objects.select_for_update().get(pk=trial.job_id)
+        trial = Trial.objects.select_for_update().select_related("task").get(pk=trial_id)
+        if trial.status != Trial.Status.QUEUED:
+            return None  # a second message for a trial already claimed
+        reason = _why_not(job, trial)
+        if reason:
+            Trial.objects.filter(pk=trial.pk).update(status=Trial.Status.SKIPPED, error=reason, finished_at=timezone.now())
+            return None
+        Trial.objects.filter(pk=trial.pk).update(status=Trial.Status.RUNNING, started_at=timezone.now(), deadline_at=deadline_for(trial.task))
+    trial.refresh_from_db()
+    trial.job = job
+    return trial
+
+
+def _why_not(job: Job, trial: Trial) -> str:
+    """Why a claimed trial is skipped, or "" once it is charged (inside the claim's transaction, the job locked)."""
+    if job.status == Job.Status.CANCELLED:
+        return "The job was cancelled before this trial started."
+    if trial.price_cents:
+        return ""  # charged when first claimed; it waited for a host since
+    price = settings.TRIAL_PRICE_CENTS
+    if job.charged_cents + price > job.budget_cents:
+        return f"The job's budget (${job.budget_cents / 100:.2f}) is spent: this trial would be charged {price}¢ more."
+    try:
+        charge_trial(job, trial, price)
+    except InsufficientBalance as exc:
+        return f"Not started: {exc}"
+    return ""
+
+
+def charge_trial(job: Job, trial: Trial, price: int):
+    """The trial's charge on the ledger, its mark and the job's tally, in the caller's transaction (the job locked).
+
+    InsufficientBalance, nothing charged, when the balance cannot pay it or the project is in debt."""
+    post_entry(
+        Account.for_project(job.project),
+        kind=LedgerEntry.Kind.RUN_CHARGE,
+        amount_cents=-price,
+        reference=trial_reference(trial),
+        memo=f"Trial #{trial.pk} of job #{job.pk}",
+        user=job.created_by,
+    )
+    Trial.objects.filter(pk=trial.pk).update(price_cents=price)
+    Job.objects.filter(pk=job.pk).update(charged_cents=F("charged_cents") + price)
+
+
+def settle(trial: Trial):
+    """A trial the platform failed gets its charge back, once, and the job's tally with it."""
+    if not (trial.platform_fault and trial.price_cents and trial.job_id):
+        return
+    with transaction.atomic():
+        Job.objects.select_for_update().filter(pk=trial.job_id).first()
+        refund, created = refund_charge(trial_reference(trial), f"Refund for trial #{trial.pk}: {trial.error[:200]}")
+        if created:
+            Job.objects.filter(pk=trial.job_id).update(charged_cents=F("charged_cents") - refund.amount_cents)
+
+
+def cancel(job: Job) -> int:
+    """Stop sending the job's trials; those waiting are skipped, those running finish. How many were skipped."""
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status != Job.Status.RUNNING:
+            return 0
+        skipped = locked.trials.filter(status=Trial.Status.QUEUED).update(
+            status=Trial.Status.SKIPPED, error="The job was cancelled before this trial started.", finished_at=timezone.now()
+        )
+        Job.objects.filter(pk=job.pk).update(status=Job.Status.CANCELLED, finished_at=timezone.now())
+    return skipped
+
+
+def reap_stale_trials() -> int:
+    """Trials past their deadline whose worker is gone: errored (retry them), refunded, and their jobs moved on."""
+    stale = list(Trial.objects.filter(status=Trial.Status.RUNNING, deadline_at__lt=timezone.now()).select_related("task")[:100])
+    ended = 0
+    for trial in stale:
+        if Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(
+            status=Trial.Status.ERRORED, error="The worker running this trial stopped; retry it.", platform_fault=True, finished_at=timezone.now()
+        ):
+            ended += 1
+            trial.refresh_from_db()
+            settle(trial)
+            if trial.job_id:
+                advance(trial.job_id)
+    return ended
+
+
+def progress(job: Job) -> dict:
+    """Counts by status, for the page's bar, the API and the CLI."""
+    counts = job.trials.aggregate(
+        total=Count("pk"),
+        **{status: Count("pk", filter=Q(status=status)) for status in Trial.Status.values},
+    )
+    counts["ended"] = sum(counts[s] for s in Trial.ENDED)
+    return counts

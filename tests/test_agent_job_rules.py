@@ -1,0 +1,466 @@
+"""Jobs without sandboxes: what a job may be made of, its budget and refunds on the ledger, how trials are sent,
+pass@k and pass^k against a count over every draw, the paired comparison against the evals' statistics, the
+Harbor export with Terminal-Bench 2's rules, and the API, pages and admin.
+
+Trials' outcomes are written onto their rows here: running them is tests/test_agent_jobs.py's part.
+"""
+
+import io
+import itertools
+import json
+import zipfile
+from datetime import timedelta
+
+import pytest
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from agent_tasks import jobs
+from agent_tasks.actions import import_task_set
+from agent_tasks.comparison import NotComparable, compare_jobs
+from agent_tasks.harbor_export import export
+from agent_tasks.models import Job, Trial
+from agent_tasks.results import summary
+from belvedir.sandbox.models import EgressDestination, EgressGrant, SandboxHost, SandboxLease
+from billing.models import Account, LedgerEntry
+from evals import statistics
+from evals.comparison import paired_statistics
+from evals.models import Deployment
+
+from .concurrency import run_concurrently
+from .harness_fixtures import fund
+
+pytestmark = pytest.mark.django_db
+
+PRICE = 5
+
+
+def task_files(name: str, verifier: str = "echo 1 > /logs/verifier/reward.txt", solution: bool = True) -> dict[str, bytes]:
+    files = {
+        f"{name}/task.toml": b'version = "1.0"\n[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 60\n',
+        f"{name}/instruction.md": f"Do {name}.\n".encode(),
+        f"{name}/environment/Dockerfile": f"FROM {django_settings.SANDBOX_IMAGE}\nWORKDIR /app\n".encode(),
+        f"{name}/tests/test.sh": f"#!/bin/bash\n{verifier}\n".encode(),
+    }
+    if solution:
+        files[f"{name}/solution/solve.sh"] = b"#!/bin/bash\ntrue\n"
+    return files
+
+
+def task_set(project, owner, names, name="set", **kwargs):
+    files = {}
+    for task in names:
+        files.update(task_files(task, **kwargs))
+    return import_task_set(project, owner, name, files)[0]
+
+
+@pytest.fixture(autouse=True)
+def priced(settings):
+    settings.TRIAL_PRICE_CENTS = PRICE
+
+
+@pytest.fixture
+def host(db):
+    SandboxHost.objects.update(enabled=False)
+    return SandboxHost.objects.create(name="jobs", backend="fake", url="fake://jobs", capacity=4)
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """What advance sends to the queue, held here."""
+    sent = []
+    monkeypatch.setattr(jobs, "async_task", lambda name, trial_id, **kw: sent.append(trial_id))
+    return sent
+
+
+@pytest.fixture
+def funded(project):
+    fund(project, 1000)
+    return project
+
+
+def new_job(project, owner, version, **kwargs) -> Job:
+    return jobs.create_job(project, owner, version=version, **{"agents": ["nop"], "budget_cents": 1000, **kwargs})
+
+
+def score(job: Job, rewards: dict[tuple[str, str], list]):
+    """Each (task, agent)'s trials ended with these rewards in attempt order (None: errored, "flag": 1 but flagged)."""
+    for (task, agent), values in rewards.items():
+        trials = job.trials.filter(task__name=task, agent=agent).order_by("attempt")
+        for trial, value in zip(trials, values, strict=True):
+            fields = {"status": "succeeded", "reward": value, "finished_at": timezone.now()}
+            if value is None:
+                fields = {"status": "errored", "error": "The verifier wrote no reward", "finished_at": timezone.now()}
+            elif value == "flag":
+                fields.update(reward=1.0, flagged=True, flag_reasons=["The agent wrote the reward"])
+            Trial.objects.filter(pk=trial.pk).update(**fields)
+
+
+# -- what a job may be made of ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"agents": []}, "agents", "at least one agent"),
+        ({"agents": ["claude"]}, "agents", "No agent named claude"),
+        ({"attempts": 0}, "attempts", "1 to 100"),
+        ({"attempts": 101}, "attempts", "1 to 100"),
+        ({"tasks": ["nope"]}, "tasks", "has no task nope"),
+        ({"runtime": "kata"}, "runtime", "auto, runc, runsc"),
+        ({"budget_cents": PRICE - 1}, "budget", "covers no trial"),
+        ({"attempts": 60, "agents": ["nop", "oracle"]}, "attempts", "at most 200"),
+    ],
+)
+def test_a_job_that_cannot_be_made_names_the_field_and_stores_nothing(project, owner, settings, change, field, says):
+    settings.JOB_MAX_TRIALS = 200
+    version = task_set(project, owner, ["a", "b"])
+    with pytest.raises(jobs.JobError, match=says) as refused:
+        new_job(project, owner, version, **change)
+    assert refused.value.field == field
+    assert not Job.objects.exists() and not Trial.objects.exists()
+
+
+def test_the_oracle_is_refused_for_tasks_without_a_solution_and_an_unbuildable_environment_is_named(project, owner):
+    version = task_set(project, owner, ["a"], solution=False)
+    with pytest.raises(jobs.JobError, match="a lack"):
+        new_job(project, owner, version, agents=["oracle"])
+    files = task_files("b")
+    files["b/environment/Dockerfile"] = b"FROM ubuntu:22.04\n"
+    other = import_task_set(project, owner, "other", files)[0]
+    with pytest.raises(jobs.JobError, match="b: .*ubuntu:22.04 cannot be pulled"):
+        new_job(project, owner, other)
+    assert not Job.objects.exists()
+
+
+def test_a_job_makes_every_trial_up_front_first_attempts_first(project, owner):
+    version = task_set(project, owner, ["a", "b"])
+    job = new_job(project, owner, version, agents=["oracle", "nop"], attempts=3)
+    order = [(t.attempt, t.task.name, t.agent) for t in job.trials.select_related("task").order_by("pk")]
+    assert order == [(k, task, agent) for k in (1, 2, 3) for task in ("a", "b") for agent in ("oracle", "nop")]
+    assert set(job.trials.values_list("status", flat=True)) == {"queued"}
+
+
+# -- sending, charging, refunding -------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_advance_sends_no_more_trials_than_the_hosts_have_free_places(project, owner, host, held):
+    SandboxLease.objects.create(host=host, owner="run:busy")  # one of its 4 places taken by a run
+    version = task_set(project, owner, ["a", "b", "c", "d"])
+    job = new_job(project, owner, version, attempts=2)
+    assert len(held) == 3  # sent on commit
+    assert jobs.advance(job.pk) == 0  # sent and not started count against the room
+    jobs.claim(held[0])  # started: holds its place through its lease from now on
+    SandboxLease.objects.create(host=host, owner=f"trial:{held[0]}")
+    assert jobs.advance(job.pk) == 0
+    Trial.objects.filter(pk=held[0]).update(status="succeeded", reward=1.0)
+    SandboxLease.objects.filter(owner=f"trial:{held[0]}").delete()
+    assert jobs.advance(job.pk) == 1 and len(held) == 4
+
+
+def test_a_trial_is_charged_once_at_its_claim_and_one_past_the_budget_is_skipped_uncharged(funded, owner):
+    version = task_set(funded, owner, ["a", "b", "c"])
+    job = new_job(funded, owner, version, budget_cents=2 * PRICE)
+    before = Account.balance_for(funded)
+    first, second, third = job.trials.order_by("pk")
+    assert jobs.claim(first.pk).status == "running"
+    assert jobs.claim(first.pk) is None  # a second message for the same trial
+    assert jobs.claim(second.pk).status == "running"
+    assert jobs.claim(third.pk) is None
+    third.refresh_from_db()
+    assert third.status == "skipped" and "budget ($0.10) is spent" in third.error and third.price_cents == 0
+    assert Account.balance_for(funded) == before - 2 * PRICE
+    assert sorted(LedgerEntry.objects.filter(kind="run_charge").values_list("reference", flat=True)) == sorted([f"trial:{first.pk}", f"trial:{second.pk}"])
+    job.refresh_from_db()
+    assert job.charged_cents == 2 * PRICE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_workers_claiming_with_one_trials_budget_left_charge_once(funded, owner):
+    version = task_set(funded, owner, ["a", "b"])
+    job = new_job(funded, owner, version, budget_cents=PRICE)
+    ids = list(job.trials.values_list("pk", flat=True))
+    claimed = run_concurrently(lambda i: jobs.claim(ids[i]), 2)
+    assert sum(1 for t in claimed if isinstance(t, Trial)) == 1
+    assert LedgerEntry.objects.filter(kind="run_charge").count() == 1
+    assert sorted(Trial.objects.values_list("status", flat=True)) == ["running", "skipped"]
+
+
+def test_a_short_balance_or_a_debt_skips_the_trial_naming_it(project, owner):
+    version = task_set(project, owner, ["a"])
+    job = new_job(project, owner, version)
+    trial = job.trials.get()
+    assert jobs.claim(trial.pk) is None
+    trial.refresh_from_db()
+    assert trial.status == "skipped" and "Insufficient balance: $0.00 available, $0.05 needed" in trial.error
+    assert not LedgerEntry.objects.filter(kind="run_charge").exists()
+
+
+def test_a_trial_waiting_again_for_a_host_keeps_its_one_charge(funded, owner):
+    version = task_set(funded, owner, ["a"])
+    job = new_job(funded, owner, version)
+    trial = jobs.claim(job.trials.get().pk)
+    Trial.objects.filter(pk=trial.pk).update(status="queued", sent_at=None)  # what run_job_trial does on NoCapacity
+    assert jobs.claim(trial.pk).status == "running"
+    assert LedgerEntry.objects.filter(kind="run_charge").count() == 1
+    job.refresh_from_db()
+    assert job.charged_cents == PRICE
+
+
+def test_a_trial_the_platform_failed_is_refunded_once_and_one_the_agent_failed_is_not(funded, owner):
+    version = task_set(funded, owner, ["a", "b"])
+    job = new_job(funded, owner, version)
+    platform, agent = (jobs.claim(t.pk) for t in job.trials.order_by("pk"))
+    Trial.objects.filter(pk=platform.pk).update(status="errored", platform_fault=True, error="The platform failed; retry this trial: engine gone")
+    Trial.objects.filter(pk=agent.pk).update(status="errored", error="The sandbox stopped: out of memory")
+    for trial in (platform, agent, platform):
+        trial.refresh_from_db()
+        jobs.settle(trial)
+    refunds = LedgerEntry.objects.filter(kind="refund")
+    assert list(refunds.values_list("reference", "amount_cents")) == [(f"trial:{platform.pk}", PRICE)]
+    job.refresh_from_db()
+    assert job.charged_cents == PRICE
+    assert summary(job)[0]["cost_cents"] == PRICE
+
+
+def test_a_trial_whose_worker_died_is_errored_refunded_and_its_job_moves_on(funded, owner, host, held):
+    version = task_set(funded, owner, ["a"])
+    job = new_job(funded, owner, version)
+    trial = jobs.claim(job.trials.get().pk)
+    Trial.objects.filter(pk=trial.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
+    assert jobs.reap_stale_trials() == 1
+    trial.refresh_from_db()
+    assert (trial.status, trial.platform_fault) == ("errored", True) and "retry it" in trial.error
+    assert LedgerEntry.objects.filter(kind="refund", reference=f"trial:{trial.pk}").count() == 1
+    job.refresh_from_db()
+    assert job.status == "finished" and job.charged_cents == 0
+
+
+def test_cancel_skips_the_waiting_trials_uncharged_and_lets_running_ones_finish(funded, owner):
+    version = task_set(funded, owner, ["a", "b", "c"])
+    job = new_job(funded, owner, version)
+    running = jobs.claim(job.trials.order_by("pk").first().pk)
+    assert jobs.cancel(job) == 2
+    assert jobs.cancel(job) == 0
+    assert sorted(job.trials.values_list("status", flat=True)) == ["running", "skipped", "skipped"]
+    assert jobs.claim(running.pk) is None
+    assert LedgerEntry.objects.filter(kind="run_charge").count() == 1
+
+
+# -- results ------------------------------------------------------------------------------------------------------------
+
+
+def reference(values: list, k: int) -> tuple[float, float]:
+    """pass@k and pass^k by brute force: the share of every k-draw of the scored trials with one / all solved."""
+    scored = [v for v in values if v is not None]
+    draws = list(itertools.combinations(scored, k))
+    return sum(any(v == 1 for v in d) for d in draws) / len(draws), sum(all(v == 1 for v in d) for d in draws) / len(draws)
+
+
+def test_pass_at_k_and_pass_hat_k_match_a_count_over_every_draw_averaged_over_tasks(project, owner):
+    version = task_set(project, owner, ["a", "b", "c", "d"])
+    job = new_job(project, owner, version, attempts=5)
+    rewards = {
+        ("a", "nop"): [1.0, 0.0, 1.0, 1.0, 0.0],
+        ("b", "nop"): [0.0, 0.0, 0.0, 1.0, None],  # one errored: counted nowhere
+        ("c", "nop"): [1.0, 1.0, 1.0, 1.0, 1.0],
+        ("d", "nop"): [0.5, 0.0, 1.0, 0.25, 0.0],  # partial rewards solve nothing
+    }
+    score(job, rewards)
+    entry = summary(job)[0]
+    for k in (1, 3, 5):
+        per_task = [reference(values, k) for values in rewards.values() if sum(v is not None for v in values) >= k]
+        found_at, found_hat = entry["pass_at_k"][str(k)], entry["pass_hat_k"][str(k)]
+        assert found_at["value"] == pytest.approx(sum(p for p, _ in per_task) / len(per_task))
+        assert found_hat["value"] == pytest.approx(sum(h for _, h in per_task) / len(per_task))
+        assert found_at["tasks"] == len(per_task) == (4 if k < 5 else 3)
+        assert found_at["ci"] == statistics.bootstrap_mean([p for p, _ in per_task]).as_list()
+    assert (entry["solved"], entry["succeeded"], entry["errored"]) == (10, 19, 1)
+    assert entry["mean_reward"]["value"] == pytest.approx((0.6 + 0.25 + 1.0 + 1.75 / 5) / 4)
+
+
+# -- comparisons ----------------------------------------------------------------------------------------------------------
+
+TASKS = [f"t{i}" for i in range(8)]
+
+
+def two_jobs(project, owner, a_rewards, b_rewards, attempts=1):
+    version = task_set(project, owner, TASKS)
+    a, b = (new_job(project, owner, version, attempts=attempts) for _ in range(2))
+    score(a, {(t, "nop"): v for t, v in zip(TASKS, a_rewards, strict=True)})
+    score(b, {(t, "nop"): v for t, v in zip(TASKS, b_rewards, strict=True)})
+    return a, b
+
+
+def test_two_jobs_compare_paired_by_task_with_the_evals_statistics_and_gate(project, owner):
+    a, b = two_jobs(project, owner, [[1.0]] * 8, [[0.0]] * 6 + [[1.0]] * 2)
+    found = compare_jobs(a, b)
+    expected = paired_statistics([1.0] * 8, [0.0] * 6 + [1.0] * 2)
+    assert {key: found[key] for key in expected} == expected
+    assert found["test"] == "mcnemar" and found["mcnemar_p"] == pytest.approx(2 * 0.5**6)
+    assert (found["verdict"], found["gate"], found["n"]) == ("worse", "fail", 8)
+    assert [row["task"] for row in found["tasks"]] == TASKS[:6]
+    assert compare_jobs(b, a)["gate"] == "pass"
+
+
+def test_with_several_attempts_each_task_is_its_mean_reward_and_the_test_a_paired_t(project, owner):
+    a, b = two_jobs(project, owner, [[1.0, 0.0]] * 8, [[1.0, 1.0]] * 4 + [[0.0, 1.0]] * 4, attempts=2)
+    found = compare_jobs(a, b)
+    expected = paired_statistics([0.5] * 8, [1.0] * 4 + [0.5] * 4)
+    assert {key: found[key] for key in expected} == expected and found["test"] == "paired t"
+
+
+def test_a_task_changed_between_the_jobs_and_flagged_trials_are_left_out_and_listed(project, owner):
+    version = task_set(project, owner, ["a", "b", "c"])
+    changed = {}
+    for name in ("a", "b", "c"):
+        changed.update(task_files(name, verifier="echo 0 > /logs/verifier/reward.txt" if name == "c" else "echo 1 > /logs/verifier/reward.txt"))
+    version_2 = import_task_set(project, owner, "set", changed)[0]
+    a, b = new_job(project, owner, version), new_job(project, owner, version_2)
+    score(a, {("a", "nop"): [1.0], ("b", "nop"): [1.0], ("c", "nop"): [1.0]})
+    score(b, {("a", "nop"): ["flag"], ("b", "nop"): [0.0], ("c", "nop"): [0.0]})
+    found = compare_jobs(a, b, set_aside_flagged=True)
+    flagged = b.trials.get(task__name="a").pk
+    assert (found["changed_tasks"], found["unpaired_tasks"], found["set_aside_trials"], found["n"]) == (["c"], ["a"], [flagged], 1)
+    assert compare_jobs(a, b)["n"] == 2
+
+
+def test_a_job_of_several_contestants_needs_one_named(project, owner):
+    version = task_set(project, owner, ["a"])
+    a, b = new_job(project, owner, version, agents=["oracle", "nop"]), new_job(project, owner, version)
+    with pytest.raises(NotComparable, match="2 contestants"):
+        compare_jobs(a, b)
+    with pytest.raises(NotComparable, match="no contestant 'x'"):
+        compare_jobs(a, b, contestant_a="x")
+    score(a, {("a", "oracle"): [1.0], ("a", "nop"): [0.0]})
+    score(b, {("a", "nop"): [0.0]})
+    assert compare_jobs(a, b, contestant_a="oracle")["delta"] == -1.0
+
+
+# -- export ---------------------------------------------------------------------------------------------------------------
+
+
+def unzip(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {name: archive.read(name) for name in archive.namelist()}
+
+
+def test_the_export_is_harbors_job_layout_and_checks_terminal_bench_2s_rules(project, owner):
+    version = task_set(project, owner, ["a", "b"])
+    good = new_job(project, owner, version, attempts=5)
+    score(good, {("a", "nop"): [1.0] * 5, ("b", "nop"): [0.0, 0.0, 1.0, 0.0, None]})
+    files = unzip(export(good))
+    root = f"job-{good.pk}"
+    assert json.loads(files[f"{root}/config.json"])["n_attempts"] == 5
+    result = json.loads(files[f"{root}/result.json"])
+    assert [rule["held"] for rule in result["terminal_bench_2_rules"]] == [True, True, True] and result["submittable"]
+    trials = {name.split("/")[1] for name in files if name.count("/") >= 2}
+    assert len(trials) == 10 and "a__nop__1" in trials
+    one = json.loads(files[f"{root}/a__nop__1/result.json"])
+    assert one["verifier_result"] == {"rewards": {"reward": 1.0}} and one["task_checksum"] == version.tasks.get(name="a").digest
+    errored = json.loads(files[f"{root}/b__nop__5/result.json"])
+    assert errored["verifier_result"] is None and errored["exception_info"]["exception_message"] == "The verifier wrote no reward"
+    assert json.loads(files[f"{root}/a__nop__1/egress.json"]) == []
+
+    short = new_job(project, owner, version, attempts=1, deny_hosts=["answers.example"])
+    score(short, {("a", "nop"): [1.0], ("b", "nop"): [1.0]})
+    Trial.objects.filter(job=short, task__name="a").update(limits={"cpus": 2.0, "memory_mb": 8192, "held": ["memory_mb 65536 held to 8192"]})
+    trial = short.trials.get(task__name="b")
+    grant = EgressGrant.objects.create(owner_kind="trial", owner_id=str(trial.pk), token_hash="x" * 64, domains=[], max_bytes=1)
+    EgressDestination.objects.create(grant=grant, host="answers.example", port=443, requests=1, last_at=timezone.now())
+    rules = json.loads(unzip(export(short))[f"job-{short.pk}/result.json"])["terminal_bench_2_rules"]
+    assert [rule["held"] for rule in rules] == [False, False, False]
+    assert rules[0]["broken_by"] == ["a by nop: 1", "b by nop: 1"]
+    assert rules[1]["broken_by"] == ["a__nop__1: memory_mb 65536 held to 8192"]
+    assert rules[2]["broken_by"] == ["b__nop__1 reached answers.example"]
+
+
+# -- API, pages, admin ----------------------------------------------------------------------------------------------------
+
+
+def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, owner, api, outsider_api, held):
+    version = task_set(funded, owner, ["a", "b"])
+    Deployment.objects.create(project=funded, name="m", base_url="https://example.com/v1", model="m")
+    made = api.post("/api/v1/jobs", {"task_set": "set", "agents": ["oracle", "nop"], "attempts": 2, "budget": "1"}, format="json")
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert (body["task_set"], body["version"], body["budget_cents"], body["progress"]["total"]) == ("set", version.number, 100, 8)
+    job = Job.objects.get(pk=body["id"])
+    score(job, {("a", "oracle"): [1.0, 1.0], ("b", "oracle"): [1.0, 0.0], ("a", "nop"): [0.0, 0.0], ("b", "nop"): [0.0, 0.0]})
+
+    shown = api.get(f"/api/v1/jobs/{job.pk}").json()
+    assert {entry["contestant"]: entry["pass_at_k"]["2"]["value"] for entry in shown["results"]} == {"oracle": 1.0, "nop": 0.0}
+    listed = api.get("/api/v1/jobs").json()
+    assert [j["id"] for j in listed["results"]] == [job.pk]
+    trials = api.get(f"/api/v1/jobs/{job.pk}/trials", {"status": "succeeded"}).json()
+    assert trials["count"] == 8 and {t["contestant"] for t in trials["results"]} == {"oracle", "nop"}
+    one = api.get(f"/api/v1/trials/{trials['results'][0]['id']}").json()
+    assert one["egress"] == [] and "agent_output" in one
+    other = Job.objects.get(
+        pk=api.post("/api/v1/jobs", {"task_set": version.task_set.pk, "agents": ["nop"], "attempts": 2, "budget": "1"}, format="json").json()["id"]
+    )
+    score(other, {("a", "nop"): [1.0, 1.0], ("b", "nop"): [0.0, 0.0]})
+    compared = api.get(f"/api/v1/jobs/{job.pk}/compare/{other.pk}", {"contestant_a": "nop"}).json()
+    assert (compared["n"], compared["delta"]) == (2, 0.5)
+    assert api.get(f"/api/v1/jobs/{job.pk}/compare/{other.pk}").status_code == 400
+    exported = api.get(f"/api/v1/jobs/{job.pk}/export")
+    assert exported["Content-Type"] == "application/zip" and f"job-{job.pk}/result.json" in unzip(exported.content)
+    cancelled = api.post(f"/api/v1/jobs/{other.pk}/cancel").json()
+    assert (cancelled["status"], cancelled["skipped"]) == ("cancelled", 0)
+
+    for path in (f"/api/v1/jobs/{job.pk}", f"/api/v1/jobs/{job.pk}/trials", f"/api/v1/trials/{one['id']}", f"/api/v1/jobs/{job.pk}/export"):
+        assert outsider_api.get(path).status_code == 404
+    assert outsider_api.post("/api/v1/jobs", {"task_set": "set", "agents": ["nop"], "budget": "1"}, format="json").status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("payload", "answer"),
+    [
+        ({"task_set": "missing"}, {"task_set": ["No task set 'missing' in this project."]}),
+        ({"version": 9}, {"version": ["set has no version 9."]}),
+        ({"deployments": ["elsewhere"]}, {"deployments": ["No deployment 'elsewhere' in this project."]}),
+        ({"budget": "lots"}, {"budget": ["'lots' is not an amount in dollars."]}),
+        ({"agents": ["oracle", "claude"]}, {"detail": "No agent named claude; the agents are nop, oracle.", "field": "agents"}),
+        ({"attempts": 1000}, {"attempts": ["Ensure this value is less than or equal to 100."]}),
+    ],
+)
+def test_a_refused_job_answers_400_naming_what_is_wrong_and_stores_nothing(project, owner, api, payload, answer):
+    task_set(project, owner, ["a"])
+    response = api.post("/api/v1/jobs", {"task_set": "set", "agents": ["nop"], "budget": "1", **payload}, format="json")
+    assert (response.status_code, response.json()) == (400, answer)
+    assert not Job.objects.exists()
+
+
+def test_the_pages_start_a_job_show_its_matrix_a_trial_and_a_comparison(funded, owner, owner_client, held, outsider_client):
+    version = task_set(funded, owner, ["a", "b"])
+    page = owner_client.get("/jobs/")
+    assert page.status_code == 200 and b"New job" in page.content
+    made = owner_client.post("/jobs/", {"version": version.pk, "agents": ["oracle", "nop"], "attempts": 2, "budget": "1", "runtime": "auto"})
+    job = Job.objects.get()
+    assert made.status_code == 302 and made["Location"] == job.get_absolute_url()
+    score(job, {("a", "oracle"): [1.0, "flag"], ("b", "oracle"): [1.0, None], ("a", "nop"): [0.0, 0.0], ("b", "nop"): [0.0, 0.0]})
+    shown = owner_client.get(job.get_absolute_url()).content.decode()
+    assert "pass@2" in shown and "pass^2" in shown and "<svg" in shown and "✓⚑" in shown and 'class="trial trial-errored"' in shown
+    trial = job.trials.get(task__name="a", agent="oracle", attempt=2)
+    trial_page = owner_client.get(trial.get_absolute_url()).content.decode()
+    assert "Flagged:" in trial_page and "The agent wrote the reward" in trial_page
+    other = new_job(funded, owner, version, attempts=2)
+    score(other, {("a", "nop"): [1.0, 1.0], ("b", "nop"): [1.0, 1.0]})
+    compared = owner_client.get(f"/jobs/{job.pk}/compare/", {"other": other.pk, "contestant_a": "nop"}).content.decode()
+    assert "Verdict: not decisive</strong> (gate: pass) on 2 paired tasks" in compared and "<td>b</td><td>0.000</td><td>1.000</td><td>better</td>" in compared
+    refused = owner_client.get(f"/jobs/{job.pk}/compare/", {"other": other.pk}, follow=True).content.decode()
+    assert "2 contestants" in refused
+    bad = owner_client.post("/jobs/", {"version": version.pk, "agents": ["oracle"], "attempts": 2, "budget": "0.01", "runtime": "auto"})
+    assert b"covers no trial" in bad.content and Job.objects.count() == 2
+    assert outsider_client.get(job.get_absolute_url()).status_code == 404 and outsider_client.get(trial.get_absolute_url()).status_code == 404
+
+
+def test_staff_cancel_jobs_from_the_admin(project, owner, admin_client):
+    version = task_set(project, owner, ["a"])
+    job = new_job(project, owner, version)
+    assert admin_client.get("/admin/agent_tasks/job/").status_code == 200
+    assert admin_client.get(f"/admin/agent_tasks/job/{job.pk}/change/").status_code == 200
+    admin_client.post("/admin/agent_tasks/job/", {"action": "cancel_jobs", "_selected_action": [job.pk]})
+    job.refresh_from_db()
+    assert job.status == "cancelled" and job.trials.get().status == "skipped"
