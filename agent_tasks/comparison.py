@@ -53,7 +53,7 @@ def compare_jobs(a: Job, b: Job, *, contestant_a: str | None = None, contestant_
                 sides.append([])
                 continue
             if set_aside_flagged:
-                set_aside += [t.pk for t in cell.trials if t.flagged]
+                set_aside += [t.pk for t in cell.trials if t.is_flagged]
             sides.append(cell.rewards(set_aside_flagged))
         if sides[0] and sides[1]:
             pairs.append((task, statistics.mean(sides[0]), statistics.mean(sides[1])))

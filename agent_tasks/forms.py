@@ -30,8 +30,8 @@ class JobForm(forms.Form):
     def __init__(self, *args, project, **kwargs):
         from evals.models import Deployment
 
+        from .agents import AGENTS
         from .models import TaskSetVersion
-        from .trials import AGENTS
 
         super().__init__(*args, **kwargs)
         self.fields["version"].queryset = (

@@ -13,31 +13,16 @@ import re
 import zipfile
 from collections import Counter
 
-from belvedir.sandbox.models import EgressGrant
-
+from .egress_record import denied_reaches, egress_record, is_denied
 from .models import Job, Trial
 from .results import summary
-from .trials import OWNER_KIND
 
 # Terminal-Bench 2's leaderboard: at least this many trials of every task, by every contestant.
 MIN_TRIALS_PER_TASK = 5
-# Its own website and repositories: an agent that reached them could have read the answers.
-BENCHMARK_HOSTS = ("tbench.ai", "www.tbench.ai", "github.com/laude-institute", "huggingface.co/datasets/laude-institute")
 
 
 def trial_name(trial: Trial) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{trial.task.name}__{trial.contestant}__{trial.attempt}")
-
-
-def egress_record(trial: Trial) -> list[dict]:
-    """Where the trial's sandbox went out: one entry per destination, allowed or refused ([] with network none)."""
-    grant = EgressGrant.objects.filter(owner_kind=OWNER_KIND, owner_id=str(trial.pk)).prefetch_related("destinations").first()
-    if grant is None:
-        return []
-    return [
-        {"host": d.host, "port": d.port, "requests": d.requests, "bytes_up": d.bytes_up, "bytes_down": d.bytes_down, "refused": d.reason}
-        for d in grant.destinations.all()
-    ]
 
 
 def rules(job: Job, trials: list[Trial], egress: dict[int, list[dict]]) -> list[dict]:
@@ -51,12 +36,7 @@ def rules(job: Job, trials: list[Trial], egress: dict[int, list[dict]]) -> list[
     )
     held = sorted({f"{trial_name(t)}: {'; '.join(t.limits.get('held', []))}" for t in trials if t.limits.get("held")})
     reached = sorted(
-        {
-            f"{trial_name(t)} reached {d['host']}"
-            for t in trials
-            for d in egress.get(t.pk, [])
-            if not d["refused"] and _is_benchmark_host(d["host"], job.deny_hosts)
-        }
+        {f"{trial_name(t)} reached {d['host']}" for t in trials for d in egress.get(t.pk, []) if not d["refused"] and is_denied(d["host"], job.deny_hosts)}
     )
     return [
         {
@@ -77,15 +57,12 @@ def rules(job: Job, trials: list[Trial], egress: dict[int, list[dict]]) -> list[
     ]
 
 
-def _is_benchmark_host(host: str, denied: list[str]) -> bool:
-    host = host.lower()
-    return any(host == d.split("/")[0] or host.endswith("." + d.split("/")[0]) for d in (*BENCHMARK_HOSTS, *denied))
-
-
 def export(job: Job) -> bytes:
     """The job as a zip of Harbor's job layout under `job-<id>/`."""
     trials = list(job.trials.select_related("task", "deployment").defer("task__archive").order_by("attempt", "pk"))
     egress = {t.pk: egress_record(t) for t in trials}
+    for trial in trials:
+        trial.egress_flags = denied_reaches(egress[trial.pk], job.deny_hosts)
     checked = rules(job, trials, egress)
     root = f"job-{job.pk}"
     buffer = io.BytesIO()
@@ -116,6 +93,8 @@ def export(job: Job) -> bytes:
             put(f"{name}/config.json", _trial_config(job, trial))
             put(f"{name}/result.json", _trial_result(trial))
             put(f"{name}/egress.json", egress[trial.pk])
+            if trial.trajectory:
+                put(f"{name}/agent/trajectory.json", trial.trajectory)
             put(f"{name}/agent/output.txt", trial.agent_output)
             put(f"{name}/verifier/output.txt", trial.verifier_output)
     return buffer.getvalue()
@@ -155,7 +134,14 @@ def _trial_result(trial: Trial) -> dict:
         "trial_name": trial_name(trial),
         "task_checksum": trial.task.digest,
         "agent_info": {"name": trial.agent, "model_info": {"name": trial.deployment.model} if trial.deployment else None},
-        "agent_result": {"exit_code": trial.agent_exit, "seconds": trial.agent_seconds, "cost_usd": trial.price_cents / 100},
+        "agent_result": {
+            "exit_code": trial.agent_exit,
+            "seconds": trial.agent_seconds,
+            "n_input_tokens": trial.input_tokens,
+            "n_output_tokens": trial.output_tokens,
+            "cost_usd": float(trial.model_cost) if trial.model_cost is not None else None,
+            "platform_charge_usd": trial.price_cents / 100,
+        },
         "verifier_result": {"rewards": {"reward": trial.reward}} if trial.reward is not None else None,
         "exception_info": {"exception_type": "PlatformError" if trial.platform_fault else "TrialError", "exception_message": trial.error}
         if trial.error
@@ -165,8 +151,8 @@ def _trial_result(trial: Trial) -> dict:
         "belvedir": {
             "trial": trial.pk,
             "status": trial.status,
-            "flagged": trial.flagged,
-            "flag_reasons": trial.flag_reasons,
+            "flagged": trial.is_flagged,
+            "flag_reasons": trial.all_flag_reasons,
             "verifier_exit": trial.verifier_exit,
         },
     }

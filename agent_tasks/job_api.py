@@ -16,31 +16,37 @@ from evals.models import Deployment
 
 from . import harbor_export, jobs, results
 from .comparison import compare_jobs
+from .egress_record import denied_reaches, egress_record
 from .models import Job, TaskSet, Trial
 
 
 class TrialSerializer(serializers.ModelSerializer):
     task = serializers.CharField(source="task.name", read_only=True)
+    flagged = serializers.BooleanField(source="is_flagged", read_only=True)
+    egress_flags = serializers.SerializerMethodField(help_text="A benchmark's or a denied host the agent reached or tried, from the egress record.")
     deployment = serializers.CharField(source="deployment.name", read_only=True, default=None)
     contestant = serializers.CharField(read_only=True)
 
     class Meta:
         model = Trial
         fields = [
-            "id", "job", "task", "agent", "deployment", "contestant", "attempt", "status", "reward", "flagged", "flag_reasons",
+            "id", "job", "task", "agent", "deployment", "contestant", "attempt", "status", "reward", "flagged", "flag_reasons", "egress_flags",
             "error", "platform_fault", "agent_exit", "verifier_exit", "agent_seconds", "verifier_seconds", "runtime", "limits",
-            "price_cents", "created_at", "started_at", "finished_at",
+            "price_cents", "input_tokens", "output_tokens", "created_at", "started_at", "finished_at",
         ]  # fmt: skip
+
+    def get_egress_flags(self, trial) -> list[str]:
+        return denied_reaches(egress_record(trial), trial.job.deny_hosts if trial.job_id else ())
 
 
 class TrialDetailSerializer(TrialSerializer):
     egress = serializers.SerializerMethodField()
 
     class Meta(TrialSerializer.Meta):
-        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "egress"]
+        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "trajectory", "egress"]
 
     def get_egress(self, trial) -> list[dict]:
-        return harbor_export.egress_record(trial)
+        return egress_record(trial)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -149,7 +155,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def trials(self, request, pk=None):
         """The job's trials, paged (?status= to filter)."""
         job = self.get_object()
-        trials = job.trials.select_related("task", "deployment").defer("task__archive", "agent_output", "verifier_output").order_by("attempt", "pk")
+        trials = (
+            job.trials.select_related("task", "deployment").defer("task__archive", "agent_output", "verifier_output", "trajectory").order_by("attempt", "pk")
+        )
         if status := request.query_params.get("status"):
             trials = trials.filter(status=status)
         page = self.paginate_queryset(trials)
@@ -169,6 +177,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 a, b, contestant_a=params.get("contestant_a"), contestant_b=params.get("contestant_b"), set_aside_flagged=flag(request, "set_aside_flagged")
             )
         )
+
+    @action(detail=True, methods=["post"], url_path="retry-errors")
+    def retry_errors(self, request, pk=None):
+        """Try each errored trial again as a new trial of the same task, contestant and attempt (charged at its
+        start, within the budget); the errored ones stay listed."""
+        job = self.get_object()
+        retried = jobs.retry_errors(job)
+        return Response({**JobSerializer(self.get_queryset().get(pk=job.pk)).data, "retried": retried})
 
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):

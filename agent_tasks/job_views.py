@@ -14,6 +14,7 @@ from billing.errors import BillingError, InsufficientBalance
 
 from . import harbor_export, jobs, results
 from .comparison import NotComparable, compare_jobs
+from .egress_record import denied_reaches, egress_record
 from .forms import JobForm, comma_list
 from .models import Job, Trial
 
@@ -93,7 +94,10 @@ def job_detail(request, pk):
 @login_required
 def job_compare(request, pk):
     a = get_object_or_404(_jobs(request), pk=pk)
-    b = get_object_or_404(_jobs(request), pk=request.GET.get("other") or 0)
+    if not request.GET.get("other", "").isdigit():
+        messages.error(request, "Choose a job to compare this one with.")
+        return redirect(a)
+    b = get_object_or_404(_jobs(request), pk=request.GET["other"])
     params = {name: request.GET.get(name) or None for name in ("contestant_a", "contestant_b")}
     try:
         found = compare_jobs(a, b, set_aside_flagged=request.GET.get("set_aside_flagged") == "1", **params)
@@ -101,6 +105,15 @@ def job_compare(request, pk):
         messages.error(request, str(exc))
         return redirect(a)
     return render(request, "agent_tasks/job_compare.html", {"a": a, "b": b, "found": found})
+
+
+@login_required
+@require_POST
+def job_retry_errors(request, pk):
+    job = get_object_or_404(_jobs(request), pk=pk)
+    retried = jobs.retry_errors(job)
+    messages.success(request, f"{retried} errored trials queued again, each charged at its start.")
+    return redirect(job)
 
 
 @login_required
@@ -123,4 +136,6 @@ def job_export(request, pk):
 @login_required
 def trial_detail(request, pk):
     trial = get_object_or_404(Trial.objects.for_user(request.user, request.project).select_related("task", "job", "deployment").defer("task__archive"), pk=pk)
-    return render(request, "agent_tasks/trial.html", {"trial": trial, "egress": harbor_export.egress_record(trial)})
+    record = egress_record(trial)
+    trial.egress_flags = denied_reaches(record, trial.job.deny_hosts if trial.job_id else ())
+    return render(request, "agent_tasks/trial.html", {"trial": trial, "egress": record})

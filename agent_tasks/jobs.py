@@ -23,9 +23,10 @@ from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
 from . import environment
+from .agents import AGENTS
 from .harbor_format import TaskFormatError
 from .models import AgentTask, Job, Trial
-from .trials import AGENTS, deadline_for, execute
+from .trials import deadline_for, execute
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,11 @@ def create_job(project, user, *, version, agents, deployments=(), tasks=(), atte
     if unknown := [a for a in agents if a not in AGENTS]:
         raise JobError("agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}.")
     deployments = list(deployments)
-    if any(AGENTS[a].uses_model for a in agents) and not deployments:
-        raise JobError("deployments", "An agent that calls a model needs at least one deployment.")
+    if any(AGENTS[a].uses_model for a in agents):
+        if not deployments:
+            raise JobError("deployments", "An agent that calls a model needs at least one deployment.")
+        if completions := [d.name for d in deployments if d.api_style != "chat"]:
+            raise JobError("deployments", f"The agents call models with tools over chat completions; {', '.join(completions)} serve plain completions.")
     if not 1 <= attempts <= MAX_ATTEMPTS:
         raise JobError("attempts", f"Attempts must be 1 to {MAX_ATTEMPTS}.")
     if runtime not in RUNTIMES:
@@ -224,6 +228,26 @@ def settle(trial: Trial):
         refund, created = refund_charge(trial_reference(trial), f"Refund for trial #{trial.pk}: {trial.error[:200]}")
         if created:
             Job.objects.filter(pk=trial.job_id).update(charged_cents=F("charged_cents") - refund.amount_cents)
+
+
+def retry_errors(job: Job) -> int:
+    """Each errored trial of the job tried again as a new trial of the same slot (task, contestant, attempt),
+    charged at its start like any other (an errored trial keeps its row, its error and its refund); how many."""
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.status == Job.Status.CANCELLED:
+            return 0
+        slots = {}
+        for trial in locked.trials.order_by("pk"):
+            slots[(trial.task_id, trial.agent, trial.deployment_id, trial.attempt)] = trial  # the newest of each slot
+        again = [t for t in slots.values() if t.status == Trial.Status.ERRORED]
+        Trial.objects.bulk_create(
+            Trial(job=locked, task_id=t.task_id, agent=t.agent, deployment_id=t.deployment_id, attempt=t.attempt, status=Trial.Status.QUEUED) for t in again
+        )
+        if again:
+            Job.objects.filter(pk=job.pk).update(status=Job.Status.RUNNING, finished_at=None)
+            transaction.on_commit(lambda: advance(job.pk))
+    return len(again)
 
 
 def cancel(job: Job) -> int:

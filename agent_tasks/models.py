@@ -184,6 +184,9 @@ class Trial(models.Model):
     runtime = models.CharField(max_length=20, blank=True)
     limits = models.JSONField(default=dict, blank=True, help_text="The cpus and memory_mb applied from the task, and what a host's maximum held back.")
     price_cents = models.PositiveIntegerField(default=0)
+    trajectory = models.JSONField(default=dict, blank=True, help_text="The agent's own account of its phase: its steps, each model turn and command.")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
     # Past it a `running` trial's worker is gone: the task's two time limits and the sandbox's start, with room.
     deadline_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
@@ -205,6 +208,23 @@ class Trial(models.Model):
 
     def get_absolute_url(self):
         return reverse("agent_tasks:trial", args=[self.pk])
+
+    # What the egress record says a reviewer must see (egress_record.denied_by_trial), set where it was read.
+    egress_flags: list = ()
+
+    @property
+    def is_flagged(self) -> bool:
+        """Flagged by what happened in its sandbox, or by where its egress record says it went."""
+        return self.flagged or bool(self.egress_flags)
+
+    @property
+    def all_flag_reasons(self) -> list[str]:
+        return [*self.flag_reasons, *(f"The agent {said} through egress." for said in self.egress_flags)]
+
+    @property
+    def model_cost(self):
+        """Dollars the agent's model calls cost at the deployment's prices (its own token counts); None unpriced."""
+        return self.deployment.cost(self.input_tokens, self.output_tokens) if self.deployment_id else None
 
     @property
     def contestant(self) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from evals import statistics
 
+from .egress_record import denied_by_trial
 from .models import Job, Trial
 
 SOLVED = 1.0
@@ -22,7 +23,7 @@ class Cell:
     trials: list = field(default_factory=list)
 
     def usable(self, set_aside_flagged: bool = False) -> list[Trial]:
-        return [t for t in self.trials if t.status == Trial.Status.SUCCEEDED and not (set_aside_flagged and t.flagged)]
+        return [t for t in self.trials if t.status == Trial.Status.SUCCEEDED and not (set_aside_flagged and t.is_flagged)]
 
     def rewards(self, set_aside_flagged: bool = False) -> list[float]:
         return [t.reward for t in self.usable(set_aside_flagged)]
@@ -37,8 +38,11 @@ def matrix(job: Job) -> tuple[list[str], list[str], dict[tuple[str, str], Cell]]
     """Tasks (rows), contestants (columns) and each cell's trials, in attempt order."""
     cells: dict[tuple[str, str], Cell] = {}
     tasks, columns = {}, {}
-    trials = job.trials.select_related("task", "deployment").defer("task__archive", "agent_output", "verifier_output").order_by("attempt", "pk")
+    trials = job.trials.select_related("task", "deployment").defer("task__archive", "agent_output", "verifier_output", "trajectory").order_by("attempt", "pk")
+    trials = list(trials)
+    flags = denied_by_trial(trials, job.deny_hosts)
     for trial in trials:
+        trial.egress_flags = flags.get(trial.pk, ())
         tasks.setdefault(trial.task.name, None)
         columns.setdefault(trial.contestant, None)
         cells.setdefault((trial.task.name, trial.contestant), Cell()).trials.append(trial)
@@ -66,7 +70,7 @@ def summary(job: Job, *, set_aside_flagged: bool = False) -> list[dict]:
             "solved": sum(sum(1 for x in r if x >= SOLVED) for r in rewards),
             "errored": sum(1 for cell in mine for t in cell.trials if t.status == Trial.Status.ERRORED),
             "skipped": sum(1 for cell in mine for t in cell.trials if t.status == Trial.Status.SKIPPED),
-            "flagged": sum(1 for cell in mine for t in cell.trials if t.flagged),
+            "flagged": sum(1 for cell in mine for t in cell.trials if t.is_flagged),
             "mean_reward": interval([statistics.mean(r) for r in rewards if r]),
             "pass_at_k": {},
             "pass_hat_k": {},
@@ -75,8 +79,14 @@ def summary(job: Job, *, set_aside_flagged: bool = False) -> list[dict]:
             counted = [(len(r), sum(1 for x in r if x >= SOLVED)) for r in rewards if len(r) >= k]
             entry["pass_at_k"][str(k)] = interval([statistics.pass_at_k(n, c, k) for n, c in counted])
             entry["pass_hat_k"][str(k)] = interval([statistics.pass_hat_k(n, c, k) for n, c in counted])
-        cost = sum(t.price_cents for cell in mine for t in cell.trials if not t.platform_fault)
-        entry["cost_cents"] = cost
+        ran = [t for cell in mine for t in cell.trials]
+        # What a solve cost: the platform's charges kept (refunds out) and the model's tokens at its prices.
+        tokens_cost = sum(float(t.model_cost or 0) for t in ran) * 100
+        cost = sum(t.price_cents for t in ran if not t.platform_fault) + tokens_cost
+        entry["input_tokens"] = sum(t.input_tokens for t in ran)
+        entry["output_tokens"] = sum(t.output_tokens for t in ran)
+        entry["model_cost_cents"] = round(tokens_cost, 4)
+        entry["cost_cents"] = round(cost, 4)
         entry["cost_per_solve_cents"] = round(cost / entry["solved"], 2) if entry["solved"] else None
         out.append(entry)
     return out

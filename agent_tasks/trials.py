@@ -17,13 +17,14 @@ import math
 import os
 import re
 import shlex
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
+from belvedir.redaction import Redactor
+from belvedir.sandbox import egress
 from belvedir.sandbox.backend import Sandbox
 from belvedir.sandbox.errors import NoCapacity, SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.launch import Placement, workload
@@ -31,13 +32,13 @@ from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 from . import environment
+from .agents import AGENTS, SOLUTION_DIR, TRAJECTORY_FILE, Agent
 from .models import AgentTask, TaskSetVersion, Trial
 
 logger = logging.getLogger(__name__)
 
 OWNER_KIND = "trial"
 TESTS_DIR = "/tests"
-SOLUTION_DIR = "/solution"
 LOGS_DIR = "/logs"
 VERIFIER_DIR = "/logs/verifier"
 # What a trial keeps of each phase's output (the exec's tail is 4 KB of bytes).
@@ -50,36 +51,6 @@ AGENT_GRACE_SECONDS = 30
 # Room for starting the sandbox, placing files and reading the reward, on top of the task's two time limits:
 # a trial still `running` past all of it has lost its worker (reap_stale_trials).
 SETUP_SECONDS = 300
-
-
-class Agent(ABC):
-    name: str
-    # Only the oracle may: for every other agent the solution never enters the sandbox.
-    sees_solution: bool = False
-    # One that does is run once per deployment of its job, through the egress proxy.
-    uses_model: bool = False
-
-    @abstractmethod
-    def command(self, task: AgentTask) -> str | None:
-        """The shell command of its phase, run in the task's working folder; None to do nothing."""
-
-
-class Oracle(Agent):
-    name = "oracle"
-    sees_solution = True
-
-    def command(self, task):
-        return f"bash {SOLUTION_DIR}/solve.sh"
-
-
-class Nop(Agent):
-    name = "nop"
-
-    def command(self, task):
-        return None
-
-
-AGENTS: dict[str, Agent] = {agent.name: agent for agent in (Oracle(), Nop())}
 
 
 class RewardError(ValueError):
@@ -131,6 +102,7 @@ class TrialResult:
     error: str = ""
     platform_fault: bool = False
     limits: dict = field(default_factory=dict)
+    trajectory: dict = field(default_factory=dict)
     flag_reasons: list[str] = field(default_factory=list)
     runtime: str = ""
 
@@ -164,26 +136,38 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         env = environment.resolve(task.files("environment"))
     except environment.EnvironmentRefused as exc:
         return _finish(trial, TrialResult(error=str(exc)))
-    writable = (*env.folders, TESTS_DIR, LOGS_DIR, *((SOLUTION_DIR,) if agent.sees_solution else ()))
-
+    owner = Owner(OWNER_KIND, trial.pk)
+    if agent.uses_model and trial.deployment is None:
+        return _finish(trial, TrialResult(error="Its deployment was deleted before the trial started; nothing ran."))
+    setup = agent.setup(task, trial.deployment) if agent.uses_model else None
+    writable = (*env.folders, TESTS_DIR, LOGS_DIR, *((SOLUTION_DIR,) if agent.sees_solution else ()), *(setup.files if setup else ()))
     limits, result.limits = task_limits(task)
+    agent_env = dict(env.env)
+    secrets = []
+    if setup:
+        # The model's host is the only destination the agent may reach (the platform's origins aside): a
+        # benchmark's website, its repository or a package index stay refused, and the egress record shows it.
+        _, token = egress.issue_grant(owner, domains=setup.domains)
+        agent_env.update(setup.env)
+        agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
+        secrets = [token, *setup.secrets]
 
     def spec_for(place: Placement) -> SandboxSpec:
         runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
         return SandboxSpec(
-            owner=Owner(OWNER_KIND, trial.pk),
+            owner=owner,
             image=env.image,
             limits=limits,
-            network="none",
+            network=egress.NETWORK if setup else "none",
             runtime=runtime,
             workdir=env.workdir,
             writable=writable,
         )
 
     try:
-        with workload(Owner(OWNER_KIND, trial.pk), spec_for) as box:
+        with workload(owner, spec_for) as box:
             result.runtime = box.runtime
-            _run(box, task, agent, env, result)
+            _run(box, task, agent, env, agent_env, setup, result)
     except NoCapacity:
         raise
     except SandboxPlatformError as exc:
@@ -198,6 +182,13 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
         logger.exception("trial %s crashed", trial.pk)
         result.error, result.platform_fault = "An internal error stopped this trial; retry it.", True
+    finally:
+        if setup:
+            egress.revoke_grant(owner)
+    if secrets:
+        redactor = Redactor(secrets)
+        result.agent_output, result.verifier_output = redactor.text(result.agent_output), redactor.text(result.verifier_output)
+        result.trajectory = redactor.value(result.trajectory)
     return _finish(trial, result)
 
 
@@ -230,8 +221,10 @@ def _megabytes(size: str | None) -> int | None:
     return max(1, int(float(found[1]) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[found[2].upper()]))
 
 
-def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environment, result: TrialResult):
+def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environment, agent_env: dict, setup, result: TrialResult):
     for folder, files in _by_folder(env.files).items():
+        box.put_files(folder, files)
+    for folder, files in (setup.files if setup else {}).items():
         box.put_files(folder, files)
     command = agent.command(task)
     if command:
@@ -240,14 +233,17 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         limit = task.agent_timeout_sec
         wrapped = f"timeout -k 5 {limit:g} bash -c {shlex.quote(command)}"
         try:
-            ran = box.exec(wrapped, timeout=limit + AGENT_GRACE_SECONDS, env=env.env, workdir=env.workdir, tail_bytes=4096)
+            ran = box.exec(wrapped, timeout=limit + AGENT_GRACE_SECONDS, env=agent_env, workdir=env.workdir, tail_bytes=4096)
         except SandboxTimeout as exc:
             raise SandboxTimeout(f"The agent's phase outlived its time limit of {limit:g} s and its stop; the sandbox was killed and no verifier ran.") from exc
         result.agent_exit, result.agent_seconds, result.agent_output = ran.exit_code, round(ran.duration, 3), ran.output
     # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in.
     box.exec("kill -9 -1 2>/dev/null; exit 0", timeout=30, workdir="/")
+    if setup:
+        result.trajectory = _trajectory(box)
+        result.flag_reasons += flags_in(result.trajectory)
     left = box.exec(
-        f"find {TESTS_DIR} {LOGS_DIR} -mindepth 1 2>/dev/null | head -n 5; chmod -R u+rwX {TESTS_DIR} {LOGS_DIR} 2>/dev/null;"
+        f"find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 2>/dev/null | head -n 5; chmod -R u+rwX {TESTS_DIR} {LOGS_DIR} 2>/dev/null;"
         f" find {TESTS_DIR} {LOGS_DIR} -mindepth 1 -delete && mkdir -p {VERIFIER_DIR}",
         timeout=60,
         workdir="/",
@@ -268,6 +264,50 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         raise SandboxTimeout(f"The verifier ran past the task's verifier time limit of {task.verifier_timeout_sec:g} s; no reward was read.") from exc
     result.verifier_exit, result.verifier_seconds, result.verifier_output = ran.exit_code, round(ran.duration, 3), ran.output
     result.reward = _reward(box, ran.exit_code)
+
+
+# Commands naming the verifier's or the solution's files: an agent looking for the answer (it finds none during its
+# phase, but the attempt is what a reviewer wants to see).
+PEEKING = re.compile(r"solve\.sh|(^|[\s/'\"])(solution|tests)/|test\.sh|reward\.(txt|json)|/logs/verifier")
+
+
+def _trajectory(box: Sandbox) -> dict:
+    """The agent's own account of its phase (its steps, each model turn's tokens, each command), {} without one."""
+    try:
+        raw = box.read_file(TRAJECTORY_FILE, settings.TRIAL_TRAJECTORY_MAX_BYTES)
+    except SandboxFileMissing:
+        return {}
+    except SandboxFileTooLarge:
+        return {"error": f"{TRAJECTORY_FILE} is larger than {settings.TRIAL_TRAJECTORY_MAX_BYTES} bytes; not kept."}
+    try:
+        found = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {"error": f"{TRAJECTORY_FILE} is not JSON; not kept."}
+    return found if isinstance(found, dict) else {"error": f"{TRAJECTORY_FILE} is not a JSON object; not kept."}
+
+
+def flags_in(trajectory: dict) -> list[str]:
+    """A flag for each command of the agent that named a test's, the verifier's or the solution's files."""
+    commands = [
+        c.get("command", "") for step in trajectory.get("steps") or [] if isinstance(step, dict) for c in step.get("commands") or [] if isinstance(c, dict)
+    ]
+    peeked = [c for c in commands if isinstance(c, str) and PEEKING.search(c)]
+    return [f"The agent's command named a test's or the solution's files: {c[:200]!r}" for c in peeked[:5]]
+
+
+def tokens(trajectory: dict) -> tuple[int, int]:
+    """Input and output tokens over the agent's steps, as its model reported them."""
+    up = down = 0
+    for step in trajectory.get("steps") or []:
+        usage = step.get("usage") if isinstance(step, dict) else None
+        if isinstance(usage, dict):
+            up += _count(usage.get("prompt_tokens") or usage.get("input_tokens"))
+            down += _count(usage.get("completion_tokens") or usage.get("output_tokens"))
+    return up, down
+
+
+def _count(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _reward(box: Sandbox, verifier_exit: int) -> float:
@@ -309,6 +349,9 @@ def _finish(trial: Trial, result: TrialResult) -> Trial:
         error=result.error[:2000],
         platform_fault=result.platform_fault,
         limits=result.limits,
+        trajectory=result.trajectory,
+        input_tokens=tokens(result.trajectory)[0],
+        output_tokens=tokens(result.trajectory)[1],
         flagged=bool(result.flag_reasons),
         flag_reasons=result.flag_reasons,
         runtime=result.runtime,

@@ -10,6 +10,7 @@ urlpatterns = [
     path("jobs/<int:pk>/", job_views.job_detail, name="job"),
     path("jobs/<int:pk>/compare/", job_views.job_compare, name="job-compare"),
     path("jobs/<int:pk>/cancel/", job_views.job_cancel, name="job-cancel"),
+    path("jobs/<int:pk>/retry-errors/", job_views.job_retry_errors, name="job-retry-errors"),
     path("jobs/<int:pk>/export/", job_views.job_export, name="job-export"),
     path("trials/<int:pk>/", job_views.trial_detail, name="trial"),
 ]

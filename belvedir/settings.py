@@ -480,6 +480,8 @@ TRIAL_PRICE_CENTS = env_int("BELVEDIR_TRIAL_PRICE_CENTS", 5, minimum=0)
 JOB_MAX_TRIALS = env_int("BELVEDIR_JOB_MAX_TRIALS", 5000, minimum=1)
 # The most memory a task's `memory_mb` may give its trial's sandbox.
 TRIAL_MAX_MEMORY_MB = env_int("BELVEDIR_TRIAL_MAX_MEMORY_MB", 8192, minimum=64)
+# The most of an agent's trajectory file a trial keeps.
+TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
 
 # Fine-tuned models.
 MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024

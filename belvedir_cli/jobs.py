@@ -160,6 +160,14 @@ def jobs_compare(a, b, contestant_a, contestant_b, set_aside_flagged, fail_if_wo
         sys.exit(EXIT_WORSE)
 
 
+@jobs.command("retry-errors")
+@click.argument("job_id", type=int)
+@json_option
+def jobs_retry_errors(job_id):
+    """Try a job's errored trials again (new trials of the same slots, each charged at its start)."""
+    output(client().post(f"jobs/{job_id}/retry-errors", {}), ["id", "status", "retried"])
+
+
 @jobs.command("cancel")
 @click.argument("job_id", type=int)
 @json_option

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from agent_tasks import jobs
+from agent_tasks import jobs, trials
 from agent_tasks.actions import import_task_set
 from agent_tasks.comparison import NotComparable, compare_jobs
 from agent_tasks.harbor_export import export
@@ -131,6 +131,35 @@ def test_the_oracle_is_refused_for_tasks_without_a_solution_and_an_unbuildable_e
     with pytest.raises(jobs.JobError, match="b: .*ubuntu:22.04 cannot be pulled"):
         new_job(project, owner, other)
     assert not Job.objects.exists()
+
+
+def test_an_agent_that_calls_a_model_runs_once_per_deployment_and_needs_one(project, owner):
+    version = task_set(project, owner, ["a"])
+    with pytest.raises(jobs.JobError, match="needs at least one deployment") as refused:
+        new_job(project, owner, version, agents=["reference"])
+    assert refused.value.field == "deployments"
+    small, large = (Deployment.objects.create(project=project, name=n, base_url=f"https://{n}.example/v1", model=n) for n in ("small", "large"))
+    job = new_job(project, owner, version, agents=["reference", "nop"], deployments=[small, large], attempts=2)
+    columns = sorted({t.contestant for t in job.trials.select_related("deployment")})
+    assert columns == ["nop", "reference · large", "reference · small"] and job.trials.count() == 6
+    plain = Deployment.objects.create(project=project, name="plain", base_url="https://plain.example/v1", model="p", api_style="completions")
+    with pytest.raises(jobs.JobError, match="plain serve plain completions"):
+        new_job(project, owner, version, agents=["reference"], deployments=[small, plain])
+
+
+def test_the_agents_own_account_gives_its_tokens_and_flags_commands_that_look_for_the_answer():
+    trajectory = {
+        "steps": [
+            {"usage": {"prompt_tokens": 100, "completion_tokens": 7}, "commands": [{"command": "cat /tests/test.sh"}, {"command": "ls solution/"}]},
+            {"usage": {"input_tokens": 50, "output_tokens": 3}, "commands": [{"command": "python3 attestation.py --tests-dir=x"}]},
+            {"usage": {"prompt_tokens": True, "completion_tokens": -4}, "commands": [{"command": "echo 1 > /logs/verifier/reward.txt"}]},
+            "not a step",
+        ]
+    }
+    assert trials.tokens(trajectory) == (150, 10)
+    flagged = trials.flags_in(trajectory)
+    assert [f.split(": ", 1)[1] for f in flagged] == ["'cat /tests/test.sh'", "'ls solution/'", "'echo 1 > /logs/verifier/reward.txt'"]
+    assert trials.flags_in({"steps": "nonsense"}) == [] and trials.tokens({}) == (0, 0)
 
 
 def test_a_job_makes_every_trial_up_front_first_attempts_first(project, owner):
@@ -421,7 +450,7 @@ def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, o
         ({"version": 9}, {"version": ["set has no version 9."]}),
         ({"deployments": ["elsewhere"]}, {"deployments": ["No deployment 'elsewhere' in this project."]}),
         ({"budget": "lots"}, {"budget": ["'lots' is not an amount in dollars."]}),
-        ({"agents": ["oracle", "claude"]}, {"detail": "No agent named claude; the agents are nop, oracle.", "field": "agents"}),
+        ({"agents": ["oracle", "claude"]}, {"detail": "No agent named claude; the agents are nop, oracle, reference.", "field": "agents"}),
         ({"attempts": 1000}, {"attempts": ["Ensure this value is less than or equal to 100."]}),
     ],
 )
@@ -464,3 +493,26 @@ def test_staff_cancel_jobs_from_the_admin(project, owner, admin_client):
     admin_client.post("/admin/agent_tasks/job/", {"action": "cancel_jobs", "_selected_action": [job.pk]})
     job.refresh_from_db()
     assert job.status == "cancelled" and job.trials.get().status == "skipped"
+
+
+def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_the_numbers_count_it(funded, owner, api, held):
+    version = task_set(funded, owner, ["a", "b"])
+    job = new_job(funded, owner, version)
+    errored = jobs.claim(job.trials.get(task__name="a").pk)
+    Trial.objects.filter(pk=errored.pk).update(status="errored", platform_fault=True, error="The platform failed; retry this trial: engine gone")
+    errored.refresh_from_db()
+    jobs.settle(errored)  # refunded
+    score(job, {("b", "nop"): [0.0]})
+    jobs.advance(job.pk)
+    job.refresh_from_db()
+    assert job.status == "finished"
+    answer = api.post(f"/api/v1/jobs/{job.pk}/retry-errors").json()
+    assert (answer["retried"], answer["status"]) == (1, "running")
+    again = job.trials.filter(task__name="a").order_by("pk").last()
+    assert again.pk != errored.pk and (again.status, again.attempt) == ("queued", 1)
+    assert jobs.retry_errors(job) == 0  # the slot's newest trial is waiting, not errored
+    assert jobs.claim(again.pk).status == "running"
+    assert LedgerEntry.objects.filter(kind="run_charge", reference=f"trial:{again.pk}").count() == 1
+    Trial.objects.filter(pk=again.pk).update(status="succeeded", reward=1.0)
+    entry = summary(job)[0]
+    assert (entry["solved"], entry["succeeded"], entry["errored"], entry["pass_at_k"]["1"]["value"]) == (1, 2, 1, 0.5)

@@ -4,6 +4,7 @@ advance), and hostile agents that fail their own trial and nothing else.
 The fast tests of budgets, refunds, pass@k, comparisons and the export are in tests/test_agent_job_rules.py.
 """
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,13 +12,17 @@ from django.conf import settings
 
 from agent_tasks import jobs
 from agent_tasks.actions import import_task_set
+from agent_tasks.agents import AGENTS, Agent
+from agent_tasks.egress_record import egress_record
 from agent_tasks.models import Job, Trial
-from agent_tasks.results import summary
-from agent_tasks.trials import AGENTS, Agent
-from belvedir.sandbox.models import SandboxHost
+from agent_tasks.results import matrix, summary
+from belvedir.sandbox.models import EgressGrant, SandboxHost
 from billing.models import Account, LedgerEntry
+from evals.models import Deployment
 
-from .harness_fixtures import fund
+from .conftest import OUTSIDE_ADDRESS
+from .fakes.openai_server import FakeOpenAI
+from .harness_fixtures import fund, wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db(transaction=True)]
 
@@ -112,3 +117,78 @@ def test_an_agent_that_kills_its_sandbox_forks_without_end_or_fills_the_disk_fai
         assert trial.status in (Trial.Status.SUCCEEDED, Trial.Status.ERRORED), (name, trial.status)
         assert trial.reward in (0.0, None) and not trial.platform_fault, (name, trial.reward, trial.error)
     assert LedgerEntry.objects.filter(kind=LedgerEntry.Kind.REFUND).count() == 0
+
+
+# -- an agent that calls a model, through the egress proxy -------------------------------------------------------------
+
+SOLVE = "sed -e 's/^ *//' -e 's/ *$//' /app/names.txt | tr a-z A-Z > /app/names_upper.txt"
+
+
+def scripted(commands: list[str]):
+    """A model that asks for each command in turn (one tool call per answer), then says it is done."""
+
+    def reply(body):
+        done = sum(1 for m in body["messages"] if m["role"] == "tool")
+        if done < len(commands):
+            call = {"id": f"call_{done}", "type": "function", "function": {"name": "shell", "arguments": json.dumps({"command": commands[done]})}}
+            return {"role": "assistant", "content": None, "tool_calls": [call]}
+        return {"role": "assistant", "content": "Done."}
+
+    return reply
+
+
+@pytest.fixture
+def model_agent_job(local_host, examples, project, owner, worker, egress, settings):
+    settings.EVAL_ALLOW_PRIVATE_URLS = True
+
+    def run(commands: list[str], **job):
+        with FakeOpenAI(reply=scripted(commands), host=OUTSIDE_ADDRESS) as fake:
+            deployment = Deployment.objects.create(
+                project=project, name="scripted", base_url=fake.url, model="scripted-model", api_key="sk-trial-secret-123456"
+            )
+            made = jobs.create_job(
+                project, owner, version=examples, agents=["reference"], deployments=[deployment], tasks=["upper-names"], budget_cents=100, **job
+            )
+            done = worker(made)
+            return done, done.trials.get(), fake
+
+    fund(project, 1000)
+    return run
+
+
+@pytest.mark.parametrize("runtime", ["runc", "runsc"])
+def test_the_reference_agent_solves_a_task_through_the_egress_proxy_on_the_jobs_deployment(model_agent_job, runtime):
+    job, trial, fake = model_agent_job([SOLVE], runtime=runtime)
+    assert (trial.status, trial.reward, trial.error, trial.flagged) == ("succeeded", 1.0, "", False), trial.agent_output
+    assert trial.contestant == "reference · scripted" and trial.runtime == runtime
+    # Its trajectory is the model's: the command asked for, run in the task's sandbox, then the answer.
+    steps = trial.trajectory["steps"]
+    assert [c["command"] for s in steps for c in s["commands"]] == [SOLVE] and steps[-1]["text"] == "Done."
+    assert [(r["path"], r["body"]["model"], r["auth"]) for r in fake.requests] == [
+        ("/v1/chat/completions", "scripted-model", "Bearer sk-trial-secret-123456")
+    ] * 2
+    # The model was reached through the proxy, and only it (the proxy's record lands within a flush, 0.5 s).
+    wait_for(lambda: egress_record(trial), timeout=10, interval=0.1)
+    assert [(d["host"], d["refused"]) for d in egress_record(trial)] == [(OUTSIDE_ADDRESS, "")]
+    # The deployment's key never shows.
+    assert "sk-trial-secret-123456" not in json.dumps(trial.trajectory) + trial.agent_output
+    assert EgressGrant.objects.get(owner_kind="trial", owner_id=str(trial.pk)).revoked_at is not None
+
+
+def test_an_agent_looking_for_the_answer_finds_no_tests_and_no_way_out_and_is_flagged(model_agent_job):
+    probes = [
+        "ls /tests /solution /logs/verifier; cat /tests/test.sh",
+        "python3 -c \"import urllib.request; urllib.request.urlopen('https://tbench.ai/', timeout=5)\"; echo exit=$?",
+        "echo 1 > /logs/verifier/reward.txt",
+    ]
+    job, trial, _ = model_agent_job(probes, deny_hosts=["answers.example"])
+    outputs = [c["output"] for s in trial.trajectory["steps"] for c in s["commands"]]
+    assert "No such file or directory" in outputs[0] and "exit=0" not in outputs[1]
+    assert (trial.status, trial.reward) == ("succeeded", 0.0)  # the verifier's own reward, not the agent's 1
+    reasons = " ".join(trial.flag_reasons)
+    assert trial.flagged and "named a test's or the solution's files" in reasons and "/logs/verifier" in reasons
+    # Refused by the grant's allowlist and recorded by the proxy (its record is written within a flush, 0.5 s):
+    # shown as a flag wherever the trial is read.
+    wait_for(lambda: "tbench.ai" in {d["host"] for d in egress_record(trial) if d["refused"]}, timeout=10, interval=0.1)
+    shown = {t.pk: t for cell in matrix(job)[2].values() for t in cell.trials}[trial.pk]
+    assert shown.is_flagged and "The agent tried to reach tbench.ai (refused: " in " ".join(shown.all_flag_reasons)

@@ -10,8 +10,9 @@ import pytest
 from django.conf import settings
 
 from agent_tasks.actions import import_task_set
+from agent_tasks.agents import Agent
 from agent_tasks.models import Trial
-from agent_tasks.trials import Agent, run_trial, run_trials
+from agent_tasks.trials import run_trial, run_trials
 from belvedir.sandbox.models import SandboxHost
 
 pytestmark = [pytest.mark.docker, pytest.mark.django_db]

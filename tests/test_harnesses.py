@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 PRESET_NAMES = [
     "SWE-bench Lite",
     "tau-bench",
-    "Terminal-Bench",
+    "Terminal-Bench 0.2 (harness)",
     "GAIA",
     "Aider Polyglot",
     "lm-eval (vLLM)",

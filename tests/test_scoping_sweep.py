@@ -23,6 +23,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from agent_tasks.actions import import_task_set
+from agent_tasks.jobs import create_job
 from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
@@ -146,8 +147,29 @@ def owners_objects(project, owner, settings, tmp_path):
     membership = Membership.objects.create(project=project, user=colleague)
     invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
     hello = {p.relative_to(HELLO_TASK).as_posix(): p.read_bytes() for p in HELLO_TASK.rglob("*") if p.is_file()}
-    task_set = import_task_set(project, owner, "tasks", hello)[0].task_set
-    objects = [harness, run, deployment, dataset, ev, key, secret, topup, model, membership, invitation, group, suite, suite_run, evaluator, task_set]
+    version = import_task_set(project, owner, "tasks", hello)[0]
+    job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
+    trial = job.trials.get()
+    objects = [
+        harness,
+        run,
+        deployment,
+        dataset,
+        ev,
+        key,
+        secret,
+        topup,
+        model,
+        membership,
+        invitation,
+        group,
+        suite,
+        suite_run,
+        evaluator,
+        version.task_set,
+        job,
+        trial,
+    ]
     return {o.pk for o in objects}
 
 

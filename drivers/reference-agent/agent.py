@@ -130,8 +130,9 @@ def shell(command, cwd, timeout):
     return f"exit code {code}\n{output}"
 
 
-def solve(client, tracer, task, workdir, max_steps, task_seconds, shell_seconds):
-    """One task's loop. Returns (final answer, steps taken, why it stopped or None)."""
+def solve(client, tracer, task, workdir, max_steps, task_seconds, shell_seconds, record=None):
+    """One task's loop. Returns (final answer, steps taken, why it stopped or None); `record` (a list) gets each
+    step: the model's text, its token counts and the commands it ran with their output's start."""
     messages = client.start(task)
     deadline = time.monotonic() + task_seconds
     for step in range(1, max_steps + 1):
@@ -146,6 +147,9 @@ def solve(client, tracer, task, workdir, max_steps, task_seconds, shell_seconds)
             return "", step, f"model error: {exc}"
         tracer.llm_call(model=client.model, prompt=messages, completion=[turn], start_ns=start, end_ns=time.time_ns(), usage=usage, system=client.system)
         messages.append(turn)
+        entry = {"step": step, "text": text, "usage": usage, "commands": []}
+        if record is not None:
+            record.append(entry)
         if not calls:
             return text, step, None
         outputs = []
@@ -154,6 +158,7 @@ def solve(client, tracer, task, workdir, max_steps, task_seconds, shell_seconds)
                 output = shell(command, workdir, min(shell_seconds, max(1, deadline - time.monotonic())))
                 out["tool.output"] = output
             print(f"    $ {command}\n      {output.splitlines()[0]}", flush=True)
+            entry["commands"].append({"command": command, "output": output[:2000]})
             outputs.append((call_id, output))
         messages.extend(client.results(outputs))
     return "", max_steps, f"step cap ({max_steps} steps)"
@@ -169,6 +174,16 @@ def verdict_of(answer, check, workdir, stopped):
     return ("solved", "the model reported success") if last == "result: success" else ("failed", "the model did not report success")
 
 
+def solve_instruction(client, path, trajectory_path, max_steps, task_seconds, shell_seconds):
+    """One Harbor task: its instruction.md, worked on in the current folder (the task's); no verdict of its own,
+    the task's verifier decides. The steps go to `trajectory_path` as JSON for the platform to read."""
+    steps = []
+    answer, taken, stopped = solve(client, Tracer(service="reference-agent"), Path(path).read_text(), Path.cwd(), max_steps, task_seconds, shell_seconds, steps)
+    Path(trajectory_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(trajectory_path).write_text(json.dumps({"agent": "reference", "model": client.model, "steps": steps, "answer": answer, "stopped": stopped}))
+    print(f"done after {taken} step(s){': ' + stopped if stopped else ''}", flush=True)
+
+
 def main():
     require_env("LLM_BASE_URL", "LLM_MODEL")
     base, model, key = os.environ["LLM_BASE_URL"], os.environ["LLM_MODEL"], os.environ.get("LLM_API_KEY", "")
@@ -177,6 +192,9 @@ def main():
     max_steps = int(os.environ.get("AGENT_MAX_STEPS", "20"))
     task_seconds = int(os.environ.get("AGENT_TASK_SECONDS", "600"))
     shell_seconds = int(os.environ.get("AGENT_SHELL_SECONDS", "120"))
+    if os.environ.get("AGENT_INSTRUCTION_FILE"):
+        # Run as an agent of a Harbor-format task (a Belvedir job's trial).
+        return solve_instruction(client, os.environ["AGENT_INSTRUCTION_FILE"], os.environ["AGENT_TRAJECTORY_FILE"], max_steps, task_seconds, shell_seconds)
     tasks = read_tasks()
     if not tasks:
         sys.exit("[belvedir] no tasks: fill the harness's Tasks field, one task per line")

@@ -1,0 +1,150 @@
+"""Agent task jobs: a trial's overhead over a bare `docker run`, and the wall time of a 10 × 2 × 5 job.
+
+Part `overhead` (per runtime, --repeats each, alternated, in the same run on the same machine):
+- bare: `docker run --rm --runtime R --network none IMAGE bash -c 'mkdir -p /tmp/v && echo 1 > /tmp/v/r && cat /tmp/v/r'`,
+  the container started, a verifier-sized command run and the container removed, the image ready;
+- trial: `run_trial(task, "nop")` on a shipped task (upper-names): its row, the host lease, the sandbox with its
+  writable folders, the environment's files in, the agent's phase (nothing), every process killed, the verifier's
+  folders emptied and its files in, the verifier run, the reward read, the sandbox removed, the row ended.
+The figure is the median trial minus the median bare run (the issue's target: at most +1 s).
+
+Part `job`: the ten shipped tasks × oracle and nop × 5 attempts (100 trials) through the job's own path (advance,
+claim and charge, run, settle) with --workers queue workers in threads and a host of that many places, under the
+engine's default runtime: its wall time, and the sum of its trials' own walls (what one worker would take).
+
+Usage: DEBUG=1 .venv/bin/python bench/jobs.py [--part overhead|job|both] [--repeats 10] [--workers 2]
+It uses a throwaway PostgreSQL database (bench/throwaway.py) and the Docker engine and image of `make test`.
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from throwaway import throwaway_database  # noqa: E402
+
+EXAMPLES = ROOT / "examples" / "tasks"
+
+
+def bare(image: str, runtime: str) -> float:
+    started = time.monotonic()
+    script = "mkdir -p /tmp/v && echo 1 > /tmp/v/r && cat /tmp/v/r"
+    subprocess.run(["docker", "run", "--rm", "--runtime", runtime, "--network", "none", image, "bash", "-c", script], check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def examples(project, owner):
+    from agent_tasks.actions import import_task_set
+
+    files = {f"tasks/{p.relative_to(EXAMPLES).as_posix()}": p.read_bytes() for p in sorted(EXAMPLES.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    return import_task_set(project, owner, "examples", files)[0]
+
+
+def overhead(version, repeats: int):
+    from django.conf import settings
+
+    from agent_tasks.trials import run_trial
+
+    task = version.tasks.get(name="upper-names")
+    for runtime in ("runc", "runsc"):
+        bare(settings.SANDBOX_IMAGE, runtime)  # warm: the first start of a runtime pays for its binaries
+        run_trial(task, "nop", runtime_wanted=runtime)
+        bares, trials = [], []
+        for _ in range(repeats):
+            bares.append(bare(settings.SANDBOX_IMAGE, runtime))
+            started = time.monotonic()
+            trial = run_trial(task, "nop", runtime_wanted=runtime)
+            trials.append(time.monotonic() - started)
+            assert trial.status == "succeeded" and trial.reward == 0.0, trial.error
+        b, t = statistics.median(bares), statistics.median(trials)
+        print(
+            f"{runtime}: bare docker run median {b:.2f} s (min {min(bares):.2f}), trial median {t:.2f} s (min {min(trials):.2f}): "
+            f"overhead {t - b:+.2f} s, {t / b:.2f}x the bare run ({repeats} each, alternated)"
+        )
+
+
+def job(version, project, owner, workers: int):
+    from django.db import connection
+
+    from agent_tasks import jobs
+    from agent_tasks.models import Trial
+    from belvedir.sandbox.models import SandboxHost
+    from billing.actions import grant_credit
+    from billing.models import Account
+
+    SandboxHost.objects.filter(name="bench").update(capacity=workers)
+    grant_credit(Account.for_project(project), 100_000, "bench", owner)
+    sent: list[int] = []
+    lock = threading.Condition()
+
+    def send(name, trial_id, **kwargs):
+        with lock:
+            sent.append(trial_id)
+            lock.notify_all()
+
+    jobs.async_task = send
+    started = time.monotonic()
+    made = jobs.create_job(project, owner, version=version, agents=["oracle", "nop"], attempts=5, budget_cents=100_000)
+    total = made.trials.count()
+
+    def worker():
+        try:
+            while True:
+                with lock:
+                    while not sent:
+                        if not Trial.objects.filter(job=made).exclude(status__in=Trial.ENDED).exists():
+                            return
+                        lock.wait(0.5)
+                    trial_id = sent.pop(0)
+                jobs.run_job_trial(trial_id)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.monotonic() - started
+    made.refresh_from_db()
+    trials = list(made.trials.all())
+    own = sum((t.finished_at - t.started_at).total_seconds() for t in trials if t.started_at and t.finished_at)
+    by_status = {status: sum(1 for t in trials if t.status == status) for status in {t.status for t in trials}}
+    print(
+        f"job: 10 tasks x oracle, nop x 5 attempts = {total} trials, {workers} workers and host places: wall {wall:.1f} s "
+        f"({wall / total:.2f} s a trial); the trials' own walls add up to {own:.1f} s ({own / wall:.2f}x the job's wall); {by_status}; job {made.status}"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part", choices=["overhead", "job", "both"], default="both")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    with throwaway_database("belvedir_bench_jobs"):
+        from django.conf import settings
+
+        from belvedir.core.actions import create_account
+        from belvedir.sandbox.models import SandboxHost
+
+        SandboxHost.objects.update(enabled=False)
+        SandboxHost.objects.create(name="bench", url=settings.SANDBOX_DOCKER_URL, capacity=args.workers)
+
+        owner = create_account(username="bench", password="bench-password-1")
+        project = owner.memberships.get().project
+        version = examples(project, owner)
+        if args.part in ("overhead", "both"):
+            overhead(version, args.repeats)
+        if args.part in ("job", "both"):
+            job(version, project, owner, args.workers)
+
+
+if __name__ == "__main__":
+    main()
