@@ -237,17 +237,20 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         except SandboxTimeout as exc:
             raise SandboxTimeout(f"The agent's phase outlived its time limit of {limit:g} s and its stop; the sandbox was killed and no verifier ran.") from exc
         result.agent_exit, result.agent_seconds, result.agent_output = ran.exit_code, round(ran.duration, 3), ran.output
-    # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in.
-    box.exec("kill -9 -1 2>/dev/null; exit 0", timeout=30, workdir="/")
-    if setup:
-        result.trajectory = _trajectory(box)
-        result.flag_reasons += flags_in(result.trajectory)
+    # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in: it
+    # is killed first (kill -1 spares the shell that sends it), in the same exec that empties the verifier's
+    # folders (one exec less: ~0.2 s under gVisor). The agent's own /logs/agent stays, for its trajectory.
+    # /logs/verifier itself is removed and made again: the agent may have left a link there to a folder of its own.
     left = box.exec(
-        f"find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 2>/dev/null | head -n 5; chmod -R u+rwX {TESTS_DIR} {LOGS_DIR} 2>/dev/null;"
-        f" find {TESTS_DIR} {LOGS_DIR} -mindepth 1 -delete && mkdir -p {VERIFIER_DIR}",
+        f"kill -9 -1 2>/dev/null; {{ find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 2>/dev/null; [ -L {VERIFIER_DIR} ] && echo {VERIFIER_DIR}; }} | head -n 5;"
+        f" chmod -R u+rwX {TESTS_DIR} 2>/dev/null; find {TESTS_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {VERIFIER_DIR};"
+        f' mkdir {VERIFIER_DIR} && test -z "$(find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 | head -n 1)"',
         timeout=60,
         workdir="/",
     )
+    if setup:
+        result.trajectory = _trajectory(box)
+        result.flag_reasons += flags_in(result.trajectory)
     if left.exit_code != 0:
         # The agent's doing (it filled the sandbox's memory, whose pages the writable folders are), not the
         # platform's: an error of this trial, charged, or filling the disk would make any trial free.

@@ -270,7 +270,14 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Belvedir API",
-    "DESCRIPTION": "Harness runs, evals, traces and billing. Authenticate with `Authorization: Bearer bv_live_…`.",
+    "DESCRIPTION": (
+        "Harness runs, evals, agent jobs, traces and billing. Authenticate with `Authorization: Bearer bv_live_…`; a key "
+        "of scope `read` reads everything of its project and changes nothing.\n\n"
+        "**Coding agents (MCP):** the same endpoints are tools of an MCP server at `/mcp` (streamable HTTP), with the "
+        "same key. For example, in Claude Code: `claude mcp add --transport http belvedir https://YOUR-HOST/mcp "
+        '--header "Authorization: Bearer bv_live_…"`; in a `.mcp.json`: `{"mcpServers": {"belvedir": {"type": "http", '
+        '"url": "https://YOUR-HOST/mcp", "headers": {"Authorization": "Bearer bv_live_…"}}}}`.'
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -541,5 +548,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    # The MCP SDK logs each request's session and each tool error at INFO: the tool's caller gets the error already.
+    "loggers": {"django.db.backends": {"level": "INFO"}, "mcp": {"level": "WARNING"}},
 }

@@ -19,6 +19,7 @@ from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
 from workspace import api as workspace_api
 from workspace import views as workspace_views
+from workspace.mcp import view as mcp_view
 
 router = SimpleRouter(trailing_slash=False)
 router.register("harnesses", harnesses_api.HarnessViewSet, basename="harness")
@@ -93,6 +94,7 @@ urlpatterns = [
     path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("mcp", mcp_view.mcp_endpoint, name="mcp"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]

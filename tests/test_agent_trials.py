@@ -101,6 +101,16 @@ def test_an_agent_that_writes_the_reward_gets_the_verifiers_and_is_flagged(examp
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
+def test_an_agent_that_links_the_verifiers_folder_to_its_own_reward_gets_nothing_from_it_and_is_flagged(project, owner, runtime):
+    # A verifier that writes a reward only on success: a reward planted by the agent would be read as the verifier's.
+    task = one_task(project, owner, "exit 1")
+    script = "mkdir -p /app/mine && echo 1 > /app/mine/reward.txt && rm -rf /logs/verifier && ln -s /app/mine /logs/verifier"
+    trial = run_trial(task, ShellAgent(script), runtime_wanted=runtime)
+    assert (trial.status, trial.reward, trial.agent_exit, trial.flagged) == ("errored", None, 0, True)
+    assert "wrote no reward" in trial.error and "/logs/verifier" in trial.flag_reasons[0]
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_no_process_the_agent_leaves_behind_lives_into_the_verifiers_phase(project, owner, runtime):
     # The verifier gives 1 when it finds the agent's sleeper still running (slee[p]: grep must not find itself).
     task = one_task(project, owner, "if grep -aqs 'slee[p].4242' /proc/[0-9]*/cmdline; then r=1; else r=0; fi; echo $r > /logs/verifier/reward.txt")

@@ -77,6 +77,26 @@ def test_it_refuses_an_ingest_key_outside_ingest(owner, project):
     assert "ingest" in response.json()["detail"]
 
 
+def test_a_read_key_reads_everything_and_changes_nothing_naming_its_scope(owner, project):
+    from belvedir.core.models import ProjectSecret
+    from evals.models import Deployment
+
+    _, raw = ApiKey.issue(project=project, user=owner, name="agent", scope=ApiKey.Scope.READ)
+    read = bearer(raw)
+    deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m")
+    assert read.get("/api/v1/me").status_code == 200 and read.get(f"/api/v1/deployments/{deployment.pk}").status_code == 200
+    for method, path, body in (
+        ("post", "/api/v1/deployments", {"name": "e", "base_url": "https://api.example.com/v1", "model": "m"}),
+        ("patch", f"/api/v1/deployments/{deployment.pk}", {"name": "renamed"}),
+        ("delete", f"/api/v1/deployments/{deployment.pk}", None),
+        ("post", "/api/v1/secrets", {"name": "HF_TOKEN", "value": "x"}),
+        ("post", "/api/v1/traces", {"resourceSpans": []}),
+    ):
+        refused = getattr(read, method)(path, body, format="json")
+        assert refused.status_code == 403 and "read-only (scope 'read')" in refused.json()["detail"], (method, path, refused.content)
+    assert list(Deployment.objects.values_list("name", flat=True)) == ["d"] and not ProjectSecret.objects.exists()
+
+
 def test_it_refuses_a_disabled_users_key(owner, project, api):
     owner.is_active = False
     owner.save()

@@ -341,6 +341,7 @@ def test_members_are_not_shown_owner_only_links(member_client, member, owner, pr
 
 
 def test_deleting_a_project_takes_everything_but_waits_for_running_work(owners_objects, owner_client, project):
+    from agent_tasks.models import Job, Trial
     from evals.models import Eval
     from harnesses.models import Run
     from traces.models import Span, Task, TraceSession
@@ -363,6 +364,10 @@ def test_deleting_a_project_takes_everything_but_waits_for_running_work(owners_o
     assert "still in progress" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
     Run.objects.update(status="succeeded")
     Eval.objects.update(status="succeeded")
+    Trial.objects.update(status="running")  # a job's trial in its sandbox
+    response = owner_client.post("/settings/project/delete/", {"confirm": "alice's project"}, follow=True)
+    assert "job trials are still in progress" in response.content.decode() and Project.objects.filter(pk=project.pk).exists()
+    Trial.objects.update(status="succeeded", reward=1.0)
     owner_client.post("/settings/project/delete/", {"confirm": "alice's project"})
     assert not Project.objects.filter(pk=project.pk).exists()
-    assert not Span.objects.exists() and not Run.objects.exists() and not Eval.objects.exists()
+    assert not Span.objects.exists() and not Run.objects.exists() and not Eval.objects.exists() and not Job.objects.exists() and not Trial.objects.exists()

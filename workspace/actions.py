@@ -2,6 +2,7 @@
 
 from django.db import transaction
 
+from agent_tasks.models import Job, Trial
 from belvedir.core.errors import TeamError
 from belvedir.core.models import Project
 from billing.actions import detach_account
@@ -24,8 +25,12 @@ def delete_project(project: Project, *, forfeit_cents: int = 0):
     """
 
     lock_out(project)
-    if Run.objects.filter(project=project, status__in=Run.ACTIVE).exists() or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists():
-        raise TeamError("Runs or evaluations are still in progress: cancel them first.", 409)
+    if (
+        Run.objects.filter(project=project, status__in=Run.ACTIVE).exists()
+        or Eval.objects.filter(project=project, status__in=Eval.ACTIVE).exists()
+        or Trial.objects.filter(job__project=project, status=Trial.Status.RUNNING).exists()
+    ):
+        raise TeamError("Runs, evaluations or job trials are still in progress: cancel them first.", 409)
     detach_account(project, forfeit_cents=forfeit_cents)
     # PROTECT keeps these from going by accident (an eval its deployment);
     # deleting the whole project is the one deliberate time they go, children first.
@@ -33,4 +38,5 @@ def delete_project(project: Project, *, forfeit_cents: int = 0):
     # cascade from tasks would otherwise load each task to null its spans.
     Span.objects.filter(project=project).delete()
     Eval.objects.filter(project=project).delete()
+    Job.objects.filter(project=project).delete()  # before their task set versions, which they PROTECT
     project.delete()

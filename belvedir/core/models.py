@@ -86,6 +86,7 @@ class ApiKeyQuerySet(ProjectScopedQuerySet):
 class ApiKey(models.Model):
     class Scope(models.TextChoices):
         FULL = "full", "Full API"
+        READ = "read", "Read only (every read of the API and the MCP server)"
         INGEST = "ingest", "Trace ingest only"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")

@@ -2,23 +2,34 @@ from rest_framework import permissions
 
 from .models import ApiKey, Membership
 
+READ_ONLY = "This API key is read-only (scope 'read'): it may read everything of its project but change nothing. Use a key of scope 'full'."
+
 
 class HasFullScope(permissions.BasePermission):
-    """The default: signed in, and not with an ingest-only key."""
+    """The default: signed in; a read-only key for reads only; an ingest-only key for nothing here."""
 
     message = "This API key may only send traces (scope 'ingest')."
 
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
             return False
-        return not (isinstance(request.auth, ApiKey) and request.auth.scope != ApiKey.Scope.FULL)
+        if not isinstance(request.auth, ApiKey) or request.auth.scope == ApiKey.Scope.FULL:
+            return True
+        if request.auth.scope == ApiKey.Scope.READ:
+            self.message = READ_ONLY
+            return request.method in permissions.SAFE_METHODS
+        return False
 
 
 class HasIngestScope(permissions.BasePermission):
-    """Trace ingest: any valid key of the project, full or ingest."""
+    """Trace ingest: a key of the project of scope full or ingest (sending traces writes)."""
+
+    message = READ_ONLY
 
     def has_permission(self, request, view):
-        return bool(request.user and request.user.is_authenticated)
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return not (isinstance(request.auth, ApiKey) and request.auth.scope == ApiKey.Scope.READ)
 
 
 def request_project(request):
