@@ -1,4 +1,9 @@
+import re
+
 from django import forms
+
+# pip:NAME or pip:NAME==VERSION, then `=` and the command (the version's own `==` is not the separator).
+AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?)\s*=\s*(?P<command>\S.*)")
 
 
 class TaskSetUploadForm(forms.Form):
@@ -13,7 +18,10 @@ class JobForm(forms.Form):
 
     version = forms.ModelChoiceField(queryset=None, label="Task set version", help_text="The job pins this version: later imports don't change what it ran.")
     agents = forms.MultipleChoiceField(
-        choices=(), widget=forms.CheckboxSelectMultiple, help_text="oracle runs each task's solution (a check of the tasks); nop does nothing (the floor)."
+        choices=(),
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="oracle runs each task's solution (a check of the tasks); nop does nothing (the floor); reference is the reference agent on each deployment.",
     )
     deployments = forms.ModelMultipleChoiceField(queryset=None, required=False, help_text="Each paired with every agent that calls a model.")
     attempts = forms.IntegerField(
@@ -26,6 +34,23 @@ class JobForm(forms.Form):
         required=False, label="Deny hosts", help_text="Hosts no agent may reach, comma-separated (a benchmark's own site): a trial that did is flagged."
     )
     name = forms.CharField(max_length=100, required=False)
+    extra_agents = forms.CharField(
+        required=False,
+        label="Agents from pip",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="One per line: pip:PACKAGE[==VERSION] = the command that runs it once installed (its instruction is in $AGENT_INSTRUCTION_FILE, its model in $LLM_BASE_URL and $LLM_MODEL).",
+    )
+
+    def clean_extra_agents(self) -> dict[str, str]:
+        commands = {}
+        for number, line in enumerate(self.cleaned_data["extra_agents"].splitlines(), 1):
+            if not line.strip():
+                continue
+            found = AGENT_COMMAND.fullmatch(line.strip())
+            if not found:
+                raise forms.ValidationError(f"Line {number}: give pip:PACKAGE = COMMAND.")
+            commands[found["agent"]] = found["command"]
+        return commands
 
     def __init__(self, *args, project, **kwargs):
         from evals.models import Deployment

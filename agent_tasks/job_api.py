@@ -59,7 +59,7 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "name", "status", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
-            "charged_cents", "runtime", "deny_hosts", "progress", "created_at", "finished_at",
+            "charged_cents", "runtime", "deny_hosts", "agent_commands", "progress", "created_at", "finished_at",
         ]  # fmt: skip
 
     def get_progress(self, job) -> dict:
@@ -86,6 +86,12 @@ class JobCreateSerializer(serializers.Serializer):
     budget = serializers.CharField(max_length=20, help_text='Dollars its trials may be charged in all, e.g. "5" or "2.50".')
     runtime = serializers.ChoiceField(choices=jobs.RUNTIMES, default="auto")
     deny_hosts = serializers.ListField(child=serializers.CharField(max_length=253), required=False, default=list, max_length=100)
+    agent_commands = serializers.DictField(
+        child=serializers.CharField(max_length=2000),
+        required=False,
+        default=dict,
+        help_text='How each agent named pip:PACKAGE is run once installed, e.g. {"pip:mini-swe-agent": "mini -t \\"$(cat $AGENT_INSTRUCTION_FILE)\\" --yolo"}.',
+    )
     name = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
 
 
@@ -147,6 +153,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             runtime=data["runtime"],
             deny_hosts=data["deny_hosts"],
             name=data["name"],
+            agent_commands=data["agent_commands"],
         )
         return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=201)
 

@@ -23,7 +23,7 @@ from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
 from . import environment
-from .agents import AGENTS
+from .agents import AGENTS, AgentSpecError, resolve
 from .harbor_format import TaskFormatError
 from .models import AgentTask, Job, Trial
 from .trials import deadline_for, execute
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 
 RUNTIMES = ("auto", "runc", "runsc")
 MAX_ATTEMPTS = 100
+MAX_COMMAND = 2000
 
 
 class JobError(ValueError):
@@ -48,9 +49,9 @@ class JobError(ValueError):
         return {"field": self.field}
 
 
-def contestants(agents: list[str], deployments: list) -> list[tuple[str, object | None]]:
+def contestants(agents: list, deployments: list) -> list[tuple[str, object | None]]:
     """The matrix's columns: an agent that calls a model once per deployment, any other agent once."""
-    return [(name, dep) for name in agents for dep in (deployments if AGENTS[name].uses_model else [None])]
+    return [(agent.name, dep) for agent in agents for dep in (deployments if agent.uses_model else [None])]
 
 
 def trial_reference(trial: Trial) -> str:
@@ -59,16 +60,27 @@ def trial_reference(trial: Trial) -> str:
 
 
 @debt_gate("a job's trials")
-def create_job(project, user, *, version, agents, deployments=(), tasks=(), attempts=1, budget_cents, runtime="auto", deny_hosts=(), name="") -> Job:
+def create_job(
+    project, user, *, version, agents, deployments=(), tasks=(), attempts=1, budget_cents, runtime="auto", deny_hosts=(), name="", agent_commands=None
+) -> Job:
     """A job with every trial queued, sent to the hosts after commit; JobError names what is wrong, nothing stored."""
     refuse_if_in_debt(project)
     agents = list(dict.fromkeys(agents))
     if not agents:
         raise JobError("agents", "Name at least one agent.")
-    if unknown := [a for a in agents if a not in AGENTS]:
-        raise JobError("agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}.")
+    if too_long := [a for a in agents if len(a) > 50]:
+        raise JobError("agents", f"An agent's name is at most 50 characters: {too_long[0][:60]!r}.")
+    agent_commands = {k: v for k, v in (agent_commands or {}).items() if k in agents}
+    if any(len(command) > MAX_COMMAND for command in agent_commands.values()):
+        raise JobError("agent_commands", f"An agent's command is at most {MAX_COMMAND} characters.")
+    if unknown := [a for a in agents if a not in AGENTS and not a.startswith(("pip:", "npm:"))]:
+        raise JobError("agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE with a command.")
+    try:
+        resolved = [resolve(name, agent_commands) for name in agents]
+    except AgentSpecError as exc:
+        raise JobError("agents", str(exc)) from None
     deployments = list(deployments)
-    if any(AGENTS[a].uses_model for a in agents):
+    if any(agent.uses_model for agent in resolved):
         if not deployments:
             raise JobError("deployments", "An agent that calls a model needs at least one deployment.")
         if completions := [d.name for d in deployments if d.api_style != "chat"]:
@@ -90,7 +102,7 @@ def create_job(project, user, *, version, agents, deployments=(), tasks=(), atte
             environment.resolve(task.files("environment"))
         except TaskFormatError as exc:
             raise JobError("tasks", f"{task.name}: {exc}") from None
-    columns = contestants(agents, deployments)
+    columns = contestants(resolved, deployments)
     count = len(chosen) * len(columns) * attempts
     if count > settings.JOB_MAX_TRIALS:
         raise JobError("attempts", f"That is {count} trials; a job holds at most {settings.JOB_MAX_TRIALS}.")
@@ -108,6 +120,7 @@ def create_job(project, user, *, version, agents, deployments=(), tasks=(), atte
             budget_cents=budget_cents,
             runtime=runtime,
             deny_hosts=sorted({h.strip().lower() for h in deny_hosts if h.strip()}),
+            agent_commands=agent_commands,
             created_by=user,
         )
         job.deployments.set(deployments)
@@ -156,7 +169,7 @@ def run_job_trial(trial_id: int):
     trial = claim(trial_id)
     if trial is not None:
         try:
-            trial = execute(trial, runtime_wanted=trial.job.runtime)
+            trial = execute(trial, resolve(trial.agent, trial.job.agent_commands), runtime_wanted=trial.job.runtime)
         except NoCapacity:
             # A run took the place meanwhile: the trial waits its turn again, its charge kept for it.
             Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(status=Trial.Status.QUEUED, sent_at=None, started_at=None)

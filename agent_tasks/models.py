@@ -123,6 +123,7 @@ class Job(models.Model):
     charged_cents = models.IntegerField(default=0)
     runtime = models.CharField(max_length=20, default="auto", help_text="auto (each host's default), runc or runsc.")
     deny_hosts = models.JSONField(default=list, blank=True, help_text="Hosts no agent may reach (a benchmark's own website): a trial that did is flagged.")
+    agent_commands = models.JSONField(default=dict, blank=True, help_text="How each agent installed by its package (pip:NAME) is run once installed.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)

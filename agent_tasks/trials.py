@@ -32,7 +32,7 @@ from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
 from . import environment
-from .agents import AGENTS, SOLUTION_DIR, TRAJECTORY_FILE, Agent
+from .agents import SOLUTION_DIR, TRAJECTORY_FILE, Agent, resolve
 from .models import AgentTask, TaskSetVersion, Trial
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
     """One trial outside a job, run here and now, ended `succeeded` (with a reward) or `errored` (with the reason).
 
     EnvironmentRefused (nothing stored) when the task's Dockerfile cannot be run without a build."""
-    agent = AGENTS[agent] if isinstance(agent, str) else agent
+    agent = resolve(agent) if isinstance(agent, str) else agent
     environment.resolve(task.files("environment"))
     trial = Trial.objects.create(task=task, agent=agent.name, attempt=attempt, started_at=timezone.now(), deadline_at=deadline_for(task))
     try:
@@ -130,7 +130,7 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
     NoCapacity, before anything ran, when no host has room: the caller decides whether that is a wait (a job) or
     an error."""
     task = trial.task
-    agent = agent or AGENTS[trial.agent]
+    agent = agent or resolve(trial.agent, trial.job.agent_commands if trial.job_id else {})
     result = TrialResult()
     try:
         env = environment.resolve(task.files("environment"))

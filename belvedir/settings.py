@@ -487,6 +487,8 @@ TRIAL_PRICE_CENTS = env_int("BELVEDIR_TRIAL_PRICE_CENTS", 5, minimum=0)
 JOB_MAX_TRIALS = env_int("BELVEDIR_JOB_MAX_TRIALS", 5000, minimum=1)
 # The most memory a task's `memory_mb` may give its trial's sandbox.
 TRIAL_MAX_MEMORY_MB = env_int("BELVEDIR_TRIAL_MAX_MEMORY_MB", 8192, minimum=64)
+# Where agents named pip:PACKAGE are installed from, through the egress proxy (a mirror's /simple URL works).
+AGENT_PIP_INDEX_URL = env_str("BELVEDIR_AGENT_PIP_INDEX_URL", "https://pypi.org/simple")
 # The most of an agent's trajectory file a trial keeps.
 TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
 

@@ -1,5 +1,6 @@
 """`bv jobs`: agents × deployments × tasks × attempts on a task set, followed, compared and exported."""
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -29,9 +30,10 @@ def jobs():
 @click.option("--runtime", type=click.Choice(["auto", "runc", "runsc"]), default="auto", show_default=True)
 @click.option("--deny-host", "deny_hosts", multiple=True, help="A host no agent may reach (a benchmark's site); a trial that did is flagged.")
 @click.option("--name", default="", help="A name for the job.")
+@click.option("--agent-command", "agent_commands", multiple=True, help="AGENT=COMMAND: how an agent named pip:PACKAGE is run once installed.")
 @click.option("--wait", is_flag=True, help="Follow its progress until it ends, then print its results.")
 @json_option
-def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, runtime, deny_hosts, name, wait):
+def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, runtime, deny_hosts, name, agent_commands, wait):
     """Start a job on TASK_SET (name or id)."""
     payload = {
         "task_set": task_set,
@@ -43,6 +45,7 @@ def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, ru
         "runtime": runtime,
         "deny_hosts": list(deny_hosts),
         "name": name,
+        "agent_commands": dict(pair(text) for text in agent_commands),
     }
     if version:
         payload["version"] = version
@@ -51,6 +54,17 @@ def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, ru
         follow(job)
         return print_job(client().get(f"jobs/{job['id']}"))
     output(job, ["id", "name", "status", "task_set", "version", "agents", "attempts", "budget_cents"])
+
+
+# pip:NAME or pip:NAME==VERSION, then `=` and the command (the version's own `==` is not the separator).
+AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?)\s*=\s*(?P<command>\S.*)")
+
+
+def pair(text: str) -> tuple[str, str]:
+    found = AGENT_COMMAND.fullmatch(text.strip())
+    if not found:
+        raise click.BadParameter(f"{text!r}: give AGENT=COMMAND, e.g. pip:my-agent==1.0=my-agent --task $AGENT_INSTRUCTION_FILE.", param_hint="--agent-command")
+    return found["agent"], found["command"]
 
 
 def follow(job: dict) -> dict:

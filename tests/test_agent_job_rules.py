@@ -8,6 +8,7 @@ Trials' outcomes are written onto their rows here: running them is tests/test_ag
 import io
 import itertools
 import json
+import re
 import zipfile
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from agent_tasks import jobs, trials
 from agent_tasks.actions import import_task_set
+from agent_tasks.agents import resolve
 from agent_tasks.comparison import NotComparable, compare_jobs
 from agent_tasks.harbor_export import export
 from agent_tasks.models import Job, Trial
@@ -450,7 +452,10 @@ def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, o
         ({"version": 9}, {"version": ["set has no version 9."]}),
         ({"deployments": ["elsewhere"]}, {"deployments": ["No deployment 'elsewhere' in this project."]}),
         ({"budget": "lots"}, {"budget": ["'lots' is not an amount in dollars."]}),
-        ({"agents": ["oracle", "claude"]}, {"detail": "No agent named claude; the agents are nop, oracle, reference.", "field": "agents"}),
+        (
+            {"agents": ["oracle", "claude"]},
+            {"detail": "No agent named claude; the agents are nop, oracle, reference, or pip:PACKAGE with a command.", "field": "agents"},
+        ),
         ({"attempts": 1000}, {"attempts": ["Ensure this value is less than or equal to 100."]}),
     ],
 )
@@ -516,3 +521,47 @@ def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_t
     Trial.objects.filter(pk=again.pk).update(status="succeeded", reward=1.0)
     entry = summary(job)[0]
     assert (entry["solved"], entry["succeeded"], entry["errored"], entry["pass_at_k"]["1"]["value"]) == (1, 2, 1, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("agent", "commands", "says"),
+    [
+        ("pip:mini-swe-agent", {}, "say how to run it once installed"),
+        ("pip:mini-swe-agent>=1.0", {"pip:mini-swe-agent>=1.0": "mini"}, "give pip:NAME or pip:NAME==VERSION"),
+        ("pip:mini-swe-agent[full]", {"pip:mini-swe-agent[full]": "mini"}, "give pip:NAME or pip:NAME==VERSION"),
+        ("pip:https://evil.example/x.whl", {"pip:https://evil.example/x.whl": "x"}, "give pip:NAME or pip:NAME==VERSION"),
+        ("npm:@anthropic-ai/claude-code", {}, "npm is not in the sandbox image"),
+    ],
+)
+def test_an_agent_from_a_package_index_is_named_exactly_and_needs_its_command(project, owner, agent, commands, says):
+    version = task_set(project, owner, ["a"])
+    deployment = Deployment.objects.create(project=project, name="m", base_url="https://m.example/v1", model="m")
+    with pytest.raises(jobs.JobError, match=re.escape(says)):
+        new_job(project, owner, version, agents=[agent], deployments=[deployment], agent_commands=commands)
+    assert not Job.objects.exists()
+
+
+def test_a_pinned_pip_agent_is_installed_from_the_operators_index_and_run_by_its_jobs_command(project, owner, settings):
+    version = task_set(project, owner, ["a"])
+    deployment = Deployment.objects.create(project=project, name="m", base_url="https://m.example/v1", model="m")
+    job = new_job(
+        project, owner, version, agents=["pip:mini-swe-agent==1.9.0"], deployments=[deployment], agent_commands={"pip:mini-swe-agent==1.9.0": "mini --yolo"}
+    )
+    assert job.trials.get().contestant == "pip:mini-swe-agent==1.9.0 · m" and job.agent_commands == {"pip:mini-swe-agent==1.9.0": "mini --yolo"}
+    agent = resolve("pip:mini-swe-agent==1.9.0", job.agent_commands)
+    command = agent.command(job.trials.get().task)
+    assert "--index-url https://pypi.org/simple mini-swe-agent==1.9.0 &&" in command and "--trusted-host" not in command and command.endswith("&& mini --yolo")
+    assert agent.setup(job.trials.get().task, deployment).domains == ["m.example", "pypi.org"]
+    settings.AGENT_PIP_INDEX_URL = "http://mirror.internal:3141/root/pypi/+simple"
+    assert "--trusted-host mirror.internal --index-url http://mirror.internal:3141/root/pypi/+simple" in agent.command(job.trials.get().task)
+
+
+def test_the_job_form_takes_agents_from_pip_with_their_commands_and_names_a_bad_line(project, owner, owner_client, held):
+    version = task_set(project, owner, ["a"])
+    deployment = Deployment.objects.create(project=project, name="m", base_url="https://m.example/v1", model="m")
+    form = {"version": version.pk, "deployments": [deployment.pk], "attempts": 1, "budget": "1", "runtime": "auto"}
+    bad = owner_client.post("/jobs/", {**form, "extra_agents": "mini-swe-agent"})
+    assert "Line 1: give pip:PACKAGE = COMMAND." in bad.content.decode() and not Job.objects.exists()
+    made = owner_client.post("/jobs/", {**form, "agents": ["nop"], "extra_agents": "pip:mini-swe-agent==1.9.0 = mini --yolo\n"})
+    job = Job.objects.get()
+    assert made.status_code == 302 and job.agents == ["nop", "pip:mini-swe-agent==1.9.0"] and job.agent_commands == {"pip:mini-swe-agent==1.9.0": "mini --yolo"}

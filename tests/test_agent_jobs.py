@@ -4,7 +4,13 @@ advance), and hostile agents that fail their own trial and nothing else.
 The fast tests of budgets, refunds, pass@k, comparisons and the export are in tests/test_agent_job_rules.py.
 """
 
+import contextlib
+import hashlib
+import http.server
+import io
 import json
+import threading
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -192,3 +198,86 @@ def test_an_agent_looking_for_the_answer_finds_no_tests_and_no_way_out_and_is_fl
     wait_for(lambda: "tbench.ai" in {d["host"] for d in egress_record(trial) if d["refused"]}, timeout=10, interval=0.1)
     shown = {t.pk: t for cell in matrix(job)[2].values() for t in cell.trials}[trial.pk]
     assert shown.is_flagged and "The agent tried to reach tbench.ai (refused: " in " ".join(shown.all_flag_reasons)
+
+
+# -- an agent installed from a package index, through the egress proxy --------------------------------------------------
+
+AGENT_MODULE = """import json, os, subprocess, urllib.request
+
+def main():
+    # Ask the job's deployment once (through the proxy, as every request from here), then do the work.
+    body = json.dumps({"model": os.environ["LLM_MODEL"], "messages": [{"role": "user", "content": open(os.environ["AGENT_INSTRUCTION_FILE"]).read()}]})
+    request = urllib.request.Request(os.environ["LLM_BASE_URL"] + "/chat/completions", body.encode(), {"Content-Type": "application/json"})
+    said = json.load(urllib.request.urlopen(request, timeout=30))["choices"][0]["message"]["content"]
+    subprocess.run(%r, shell=True, check=True)
+    os.makedirs(os.path.dirname(os.environ["AGENT_TRAJECTORY_FILE"]), exist_ok=True)
+    json.dump({"agent": "belvedir-upper-agent", "steps": [{"text": said, "commands": [{"command": %r, "output": ""}]}]}, open(os.environ["AGENT_TRAJECTORY_FILE"], "w"))
+"""
+
+
+def wheel() -> tuple[str, bytes]:
+    """A pure-Python wheel of a tiny agent with a console script, as an index would serve it."""
+    name = "belvedir_upper_agent-1.0-py3-none-any.whl"
+    info = "belvedir_upper_agent-1.0.dist-info"
+    files = {
+        "belvedir_upper_agent/__init__.py": AGENT_MODULE % (SOLVE, SOLVE),
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: belvedir-upper-agent\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: belvedir-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/entry_points.txt": "[console_scripts]\nbelvedir-upper-agent = belvedir_upper_agent:main\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{path},,\n" for path in [*files, f"{info}/RECORD"])
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return name, out.getvalue()
+
+
+@contextlib.contextmanager
+def package_index(host: str):
+    """A PEP 503 simple index serving the one wheel, on `host` (the test proxy's allowed outside address)."""
+    filename, data = wheel()
+    digest = hashlib.sha256(data).hexdigest()
+    pages = {
+        "/simple/belvedir-upper-agent/": (f'<a href="/files/{filename}#sha256={digest}">{filename}</a>'.encode(), "text/html"),
+        f"/files/{filename}": (data, "application/octet-stream"),
+    }
+    asked = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append(self.path)
+            body, kind = pages.get(self.path, (b"not here", "text/plain"))
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://{host}:{server.server_address[1]}/simple", asked
+    finally:
+        server.shutdown()
+
+
+def test_an_agent_installed_from_the_package_index_solves_a_task_through_the_proxy(local_host, examples, project, owner, worker, egress, settings):
+    settings.EVAL_ALLOW_PRIVATE_URLS = True
+    fund(project, 1000)
+    with package_index(OUTSIDE_ADDRESS) as (index, asked), FakeOpenAI(answer=lambda text: "Upper-case them.", host=OUTSIDE_ADDRESS) as fake:
+        settings.AGENT_PIP_INDEX_URL = index
+        deployment = Deployment.objects.create(project=project, name="m", base_url=fake.url, model="m")
+        job = jobs.create_job(
+            project, owner, version=examples, agents=["pip:belvedir-upper-agent==1.0"], deployments=[deployment], tasks=["upper-names"],
+            budget_cents=100, runtime="runc", agent_commands={"pip:belvedir-upper-agent==1.0": "belvedir-upper-agent"},
+        )  # fmt: skip
+        trial = worker(job).trials.get()
+    assert (trial.status, trial.reward, trial.error) == ("succeeded", 1.0, ""), trial.agent_output
+    assert trial.contestant == "pip:belvedir-upper-agent==1.0 · m" and trial.trajectory["steps"][0]["text"] == "Upper-case them."
+    assert "/simple/belvedir-upper-agent/" in asked and len(fake.requests) == 1
+    wait_for(lambda: len(egress_record(trial)) == 2, timeout=10, interval=0.1)
+    assert {(d["host"], d["refused"]) for d in egress_record(trial)} == {(OUTSIDE_ADDRESS, "")}

@@ -589,3 +589,31 @@ def test_without_egress_an_egress_sandbox_is_refused_at_launch(flavour, backend)
         with backend.sandbox(spec(flavour, network="egress")):
             pass
     assert backend.managed("test") == []
+
+
+@pytest.mark.docker
+def test_a_command_whose_output_stream_breaks_is_a_platform_error_not_a_part_of_its_output(docker_backend, monkeypatch):
+    """The engine's stream of an exec's output can break while the command runs on (a reset socket): what came then is
+    not all it printed, and a caller reading a verdict or a list from it must not take the part for the whole."""
+    import requests
+
+    with docker_backend.sandbox(SandboxSpec(owner=Owner("test", "broken-stream"), runtime="runc")) as box:
+        real = box.client.api.exec_start
+
+        def breaking(exec_id, **kwargs):
+            stream = real(exec_id, **kwargs)
+            if not kwargs.get("stream"):
+                return stream  # the door's own short reads, not the command's stream
+
+            def first_chunk_then_reset():
+                yield next(iter(stream))
+                raise requests.exceptions.ConnectionError("Connection reset by peer")
+
+            return first_chunk_then_reset()
+
+        monkeypatch.setattr(box.client.api, "exec_start", breaking)
+        with pytest.raises(SandboxPlatformError, match="stream of a command's output broke") as broke:
+            box.exec("echo first; sleep 0.5; echo second", timeout=30)
+        assert broke.value.output == "first\n"
+        monkeypatch.setattr(box.client.api, "exec_start", real)
+        assert box.exec("echo whole", timeout=30).output == "whole\n"

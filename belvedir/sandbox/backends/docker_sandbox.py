@@ -211,6 +211,7 @@ class DockerSandbox(Sandbox):
             exec_id = api.exec_create(self.container.id, argv, environment=env or {}, workdir=workdir or self.spec.workdir, user=user or self.spec.user)["Id"]
             stream = api.exec_start(exec_id, stream=True)
         tail = TailBuffer(tail_bytes)
+        broke: list[BaseException] = []
 
         def pump():
             try:
@@ -218,8 +219,8 @@ class DockerSandbox(Sandbox):
                     tail.write(chunk)
                     if on_output:
                         on_output(chunk)
-            except (*ENGINE_ERRORS, OSError):
-                pass  # the container was killed under us: the caller learns why below
+            except (*ENGINE_ERRORS, OSError) as exc:
+                broke.append(exc)  # the container was killed under us (the caller learns why below), or the stream broke
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
@@ -259,6 +260,11 @@ class DockerSandbox(Sandbox):
             raise died
         if exit_code != 0 and self._new_oom_kill():
             raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
+        if broke:
+            # The command ran to its end in a sandbox still running, but the engine's stream of its output broke:
+            # what came is not all it printed, and a caller reading it (a verdict, a list of files) must not take
+            # a part for the whole.
+            raise SandboxPlatformError(f"The engine's stream of a command's output broke (the command exited {exit_code}): {explain(broke[0])}", output=output)
         return ExecResult(exit_code=exit_code if exit_code is not None else -1, output=output, duration=time.monotonic() - started)
 
     def open_session(self, argv: list[str], *, env: dict[str, str] | None = None, user: str | None = None, workdir: str | None = None) -> "DockerSession":
