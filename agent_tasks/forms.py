@@ -28,13 +28,17 @@ class JobForm(forms.Form):
         min_value=1, max_value=100, initial=5, help_text="Trials of each task by each contestant; Terminal-Bench 2 asks for at least 5."
     )
     budget = forms.CharField(max_length=20, initial="5", help_text="Dollars its trials may be charged in all; a trial that would pass it is skipped.")
-    tasks = forms.CharField(required=False, help_text="Task names, comma-separated; empty for all.")
+    tasks = forms.CharField(required=False, max_length=100_000, help_text="Task names, comma-separated; empty for all.")
     runtime = forms.ChoiceField(choices=[("auto", "auto (the host's default)"), ("runc", "runc"), ("runsc", "runsc (gVisor)")], initial="auto")
     deny_hosts = forms.CharField(
-        required=False, label="Deny hosts", help_text="Hosts no agent may reach, comma-separated (a benchmark's own site): a trial that did is flagged."
+        max_length=30_000,
+        required=False,
+        label="Deny hosts",
+        help_text="Hosts no agent may reach, comma-separated (a benchmark's own site): a trial that did is flagged.",
     )
     name = forms.CharField(max_length=100, required=False)
     extra_agents = forms.CharField(
+        max_length=50_000,
         required=False,
         label="Agents from pip",
         widget=forms.Textarea(attrs={"rows": 2}),

@@ -76,8 +76,9 @@ def _chart(summary: list[dict], attempts: int):
 def job_detail(request, pk):
     job = get_object_or_404(_jobs(request), pk=pk)
     set_aside = request.GET.get("set_aside_flagged") == "1"
-    tasks, columns, cells = results.matrix(job)
-    summary = results.summary(job, set_aside_flagged=set_aside)
+    found = results.matrix(job)
+    tasks, columns, cells = found
+    summary = results.summary(job, set_aside_flagged=set_aside, found=found)
     context = {
         "job": job,
         "progress": jobs.progress(job),

@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 RUNTIMES = ("auto", "runc", "runsc")
 MAX_ATTEMPTS = 100
 MAX_COMMAND = 2000
+MAX_DENY_HOSTS = 100
 
 
 class JobError(ValueError):
@@ -87,6 +88,11 @@ def create_job(
             raise JobError("deployments", f"The agents call models with tools over chat completions; {', '.join(completions)} serve plain completions.")
     if not 1 <= attempts <= MAX_ATTEMPTS:
         raise JobError("attempts", f"Attempts must be 1 to {MAX_ATTEMPTS}.")
+    deny_hosts = sorted({h.strip().lower() for h in deny_hosts if h.strip()})
+    if len(deny_hosts) > MAX_DENY_HOSTS or any(len(h) > 253 for h in deny_hosts):
+        raise JobError("deny_hosts", f"At most {MAX_DENY_HOSTS} hosts of at most 253 characters each.")
+    if len(tasks) > settings.JOB_MAX_TRIALS:
+        raise JobError("tasks", f"At most {settings.JOB_MAX_TRIALS} task names.")
     if runtime not in RUNTIMES:
         raise JobError("runtime", f"The runtime is one of {', '.join(RUNTIMES)}.")
     chosen = list(AgentTask.objects.without_files().filter(version=version))
@@ -119,7 +125,7 @@ def create_job(
             attempts=attempts,
             budget_cents=budget_cents,
             runtime=runtime,
-            deny_hosts=sorted({h.strip().lower() for h in deny_hosts if h.strip()}),
+            deny_hosts=deny_hosts,
             agent_commands=agent_commands,
             created_by=user,
         )

@@ -55,10 +55,10 @@ def interval(values: list[float]) -> dict:
     return {"value": round(statistics.mean(values), 6), "ci": statistics.bootstrap_mean(values).as_list(), "tasks": len(values)}
 
 
-def summary(job: Job, *, set_aside_flagged: bool = False) -> list[dict]:
+def summary(job: Job, *, set_aside_flagged: bool = False, found=None) -> list[dict]:
     """One entry per contestant: pass@k and pass^k for each k (over the tasks with at least k usable trials),
-    mean reward, counts and cost."""
-    tasks, columns, cells = matrix(job)
+    mean reward, counts and cost. `found`: the job's matrix when the caller has read it already."""
+    tasks, columns, cells = found or matrix(job)
     out = []
     for column in columns:
         mine = [cells[(task, column)] for task in tasks if (task, column) in cells]

@@ -340,6 +340,7 @@ def _by_folder(files: dict[str, bytes]) -> dict[str, dict[str, bytes]]:
 
 
 def _finish(trial: Trial, result: TrialResult) -> Trial:
+    used = tokens(result.trajectory)
     fields = dict(
         status=Trial.Status.ERRORED if result.error else Trial.Status.SUCCEEDED,
         reward=None if result.error else result.reward,
@@ -353,8 +354,8 @@ def _finish(trial: Trial, result: TrialResult) -> Trial:
         platform_fault=result.platform_fault,
         limits=result.limits,
         trajectory=result.trajectory,
-        input_tokens=tokens(result.trajectory)[0],
-        output_tokens=tokens(result.trajectory)[1],
+        input_tokens=used[0],
+        output_tokens=used[1],
         flagged=bool(result.flag_reasons),
         flag_reasons=result.flag_reasons,
         runtime=result.runtime,
