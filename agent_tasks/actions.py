@@ -3,6 +3,7 @@
 from django.db import transaction
 from django.db.models import Max
 
+from . import environment
 from .archive import pack, read_archive
 from .harbor_format import TaskFormatError, content_digest, parse_task_set
 from .models import AgentTask, TaskSet, TaskSetVersion
@@ -45,6 +46,7 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
                 agent_timeout_sec=t.agent_timeout_sec,
                 verifier_timeout_sec=t.verifier_timeout_sec,
                 has_solution=t.has_solution,
+                environment=environment.summary(t.files),
                 digest=t.digest,
                 file_count=len(t.files),
                 size=sum(len(data) for data in t.files.values()),

@@ -97,6 +97,7 @@ def model_setup(task, deployment) -> Setup:
         "LLM_MODEL": deployment.model,
         "LLM_API_KEY": deployment.api_key,
         "LLM_API": "openai",
+        "LLM_MAX_TOKENS": str(settings.AGENT_MAX_TOKENS),
     }
     host = (urlsplit(deployment.base_url).hostname or "").lower()
     return Setup(

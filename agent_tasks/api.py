@@ -17,7 +17,19 @@ FILE_SCHEMA = {"type": "string", "format": "binary"}
 class AgentTaskSerializer(serializers.ModelSerializer):
     class Meta:
         model = AgentTask
-        fields = ["name", "instruction", "agent_timeout_sec", "verifier_timeout_sec", "has_solution", "unknown_keys", "config", "digest", "file_count", "size"]
+        fields = [
+            "name",
+            "instruction",
+            "agent_timeout_sec",
+            "verifier_timeout_sec",
+            "has_solution",
+            "environment",
+            "unknown_keys",
+            "config",
+            "digest",
+            "file_count",
+            "size",
+        ]
 
 
 class TaskSetVersionSerializer(serializers.ModelSerializer):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 # Harbor's documented defaults when a task leaves them out.
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
+DEFAULT_BUILD_TIMEOUT_SEC = 600.0
 
 # A task.toml is a page of settings; a bigger one is a mistake or an attack on the TOML parser.
 MAX_TASK_TOML_BYTES = 64 * 1024

@@ -6,6 +6,7 @@ from django.utils import timezone
 from belvedir.core.models import ProjectScopedQuerySet
 
 from .archive import unpack
+from .harbor_format import DEFAULT_BUILD_TIMEOUT_SEC
 
 
 class TaskSet(models.Model):
@@ -79,6 +80,9 @@ class AgentTask(models.Model):
     agent_timeout_sec = models.FloatField()
     verifier_timeout_sec = models.FloatField()
     has_solution = models.BooleanField()
+    environment = models.JSONField(
+        default=dict, help_text="How its Dockerfile is built here, read at import: the image named and what stands in for it, build steps, or why it cannot be."
+    )
     digest = models.CharField(max_length=64)
     file_count = models.PositiveIntegerField()
     size = models.PositiveBigIntegerField(help_text="Bytes of its files, uncompressed.")
@@ -92,6 +96,11 @@ class AgentTask(models.Model):
 
     def __str__(self):
         return self.name
+
+    @property
+    def build_timeout_sec(self) -> float:
+        """How long its environment's build may take (task.toml's environment.build_timeout_sec, Harbor's default)."""
+        return float(self.config.get("environment", {}).get("build_timeout_sec", DEFAULT_BUILD_TIMEOUT_SEC))
 
     def files(self, *folders: str) -> dict[str, bytes]:
         """Its files, or only those under `folders`: a trial takes `environment/` first, and `tests/` and

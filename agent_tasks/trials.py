@@ -26,7 +26,7 @@ from django.utils import timezone
 from belvedir.redaction import Redactor
 from belvedir.sandbox import egress
 from belvedir.sandbox.backend import Sandbox
-from belvedir.sandbox.errors import NoCapacity, SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
+from belvedir.sandbox.errors import ImageBuildFailed, NoCapacity, SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
 from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
@@ -121,7 +121,9 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
 
 
 def deadline_for(task: AgentTask):
-    return timezone.now() + timedelta(seconds=task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
+    # A build may come first (images.py): its time counts as well, whether this trial builds or waits for another's.
+    building = min(task.build_timeout_sec, settings.SANDBOX_BUILD_MAX_SECONDS)
+    return timezone.now() + timedelta(seconds=building + task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
 
 
 def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "auto") -> Trial:
@@ -152,11 +154,14 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
         secrets = [token, *setup.secrets]
 
+    recipe = env.recipe(task.build_timeout_sec)
+
     def spec_for(place: Placement) -> SandboxSpec:
         runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
         return SandboxSpec(
             owner=owner,
-            image=env.image,
+            image=recipe.tag if recipe else env.image,
+            recipe=recipe,
             limits=limits,
             network=egress.NETWORK if setup else "none",
             runtime=runtime,
@@ -174,6 +179,8 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         result.error, result.platform_fault = f"The platform failed; retry this trial: {exc.message}", True
     except SandboxTimeout as exc:
         result.error = exc.message
+    except ImageBuildFailed as exc:
+        result.error = f"The task's environment did not build: {exc.message}"
     except SandboxError as exc:
         result.error = f"The sandbox stopped: {exc.message}"
     except RewardError as exc:

@@ -334,6 +334,10 @@ else:
 
 # Sandboxes: every limit a container gets unless a caller asks for less.
 SANDBOX_IMAGE = env_str("BELVEDIR_SANDBOX_IMAGE", "belvedir-sandbox:bookworm")
+# Images built from a recipe (an agent task's RUN lines: sandbox/images.py): the build's sandbox holds its whole
+# filesystem in this much memory, and a build (a task's build_timeout_sec) is held to this many seconds.
+SANDBOX_BUILD_MEMORY_MB = env_int("BELVEDIR_SANDBOX_BUILD_MEMORY_MB", 2048, minimum=64)
+SANDBOX_BUILD_MAX_SECONDS = env_int("BELVEDIR_SANDBOX_BUILD_MAX_SECONDS", 900, minimum=10)
 SANDBOX_DOCKER_URL = env_str("DOCKER_HOST", "unix:///var/run/docker.sock")
 SANDBOX_NETWORK = env_str("BELVEDIR_SANDBOX_NETWORK", "none")
 SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)
@@ -489,6 +493,9 @@ JOB_MAX_TRIALS = env_int("BELVEDIR_JOB_MAX_TRIALS", 5000, minimum=1)
 TRIAL_MAX_MEMORY_MB = env_int("BELVEDIR_TRIAL_MAX_MEMORY_MB", 8192, minimum=64)
 # Where agents named pip:PACKAGE are installed from, through the egress proxy (a mirror's /simple URL works).
 AGENT_PIP_INDEX_URL = env_str("BELVEDIR_AGENT_PIP_INDEX_URL", "https://pypi.org/simple")
+# Each model turn of an agent in a trial is capped at this many tokens (LLM_MAX_TOKENS): a model left unbounded can
+# repeat itself to its context's end, which a small local model does.
+AGENT_MAX_TOKENS = env_int("BELVEDIR_AGENT_MAX_TOKENS", 2048, minimum=16)
 # The most of an agent's trajectory file a trial keeps.
 TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
 

@@ -6,7 +6,10 @@ Part `overhead` (per runtime, --repeats each, alternated, in the same run on the
 - trial: `run_trial(task, "nop")` on a shipped task (upper-names): its row, the host lease, the sandbox with its
   writable folders, the environment's files in, the agent's phase (nothing), every process killed, the verifier's
   folders emptied and its files in, the verifier run, the reward read, the sandbox removed, the row ended.
-The figure is the median trial minus the median bare run (the issue's target: at most +1 s).
+The figure is the median trial minus the median bare run (the issue's target: at most +1 s). The same again for
+Harbor's hello task (examples/harbor-format/hello: FROM python:3.11-slim and a RUN line), whose image is built
+from its recipe: the first trial's build is timed on its own, then each trial against a bare run of the built
+image (the trial also copies the build's /app into its writable /app).
 
 Part `job`: the ten shipped tasks × oracle and nop × 5 attempts (100 trials) through the job's own path (advance,
 claim and charge, run, settle) with --workers queue workers in threads and a host of that many places, under the
@@ -46,25 +49,54 @@ def examples(project, owner):
     return import_task_set(project, owner, "examples", files)[0]
 
 
+def hello(project, owner):
+    from agent_tasks.actions import import_task_set
+
+    folder = ROOT / "examples" / "harbor-format" / "hello"
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    return import_task_set(project, owner, "hello", files, single_name="hello")[0].tasks.get()
+
+
 def overhead(version, repeats: int):
     from django.conf import settings
 
+    overhead_of(version.tasks.get(name="upper-names"), settings.SANDBOX_IMAGE, repeats)
+
+
+def build_overhead(task, repeats: int):
+    import docker
+
+    from agent_tasks.environment import resolve
     from agent_tasks.trials import run_trial
 
-    task = version.tasks.get(name="upper-names")
+    recipe = resolve(task.files("environment")).recipe(task.build_timeout_sec)
+    client = docker.from_env()
+    try:
+        client.images.remove(recipe.tag, force=True)
+    except docker.errors.ImageNotFound:
+        pass
+    started = time.monotonic()
+    first = run_trial(task, "nop")
+    print(f"hello: the first trial, its image built ({len(recipe.steps)} steps), took {time.monotonic() - started:.2f} s; {first.status}")
+    overhead_of(task, recipe.tag, repeats)
+
+
+def overhead_of(task, image: str, repeats: int):
+    from agent_tasks.trials import run_trial
+
     for runtime in ("runc", "runsc"):
-        bare(settings.SANDBOX_IMAGE, runtime)  # warm: the first start of a runtime pays for its binaries
+        bare(image, runtime)  # warm: the first start of a runtime pays for its binaries
         run_trial(task, "nop", runtime_wanted=runtime)
         bares, trials = [], []
         for _ in range(repeats):
-            bares.append(bare(settings.SANDBOX_IMAGE, runtime))
+            bares.append(bare(image, runtime))
             started = time.monotonic()
             trial = run_trial(task, "nop", runtime_wanted=runtime)
             trials.append(time.monotonic() - started)
             assert trial.status == "succeeded" and trial.reward == 0.0, trial.error
         b, t = statistics.median(bares), statistics.median(trials)
         print(
-            f"{runtime}: bare docker run median {b:.2f} s (min {min(bares):.2f}), trial median {t:.2f} s (min {min(trials):.2f}): "
+            f"{task.name}, {runtime}: bare docker run median {b:.2f} s (min {min(bares):.2f}), trial median {t:.2f} s (min {min(trials):.2f}): "
             f"overhead {t - b:+.2f} s, {t / b:.2f}x the bare run ({repeats} each, alternated)"
         )
 
@@ -142,6 +174,7 @@ def main():
         version = examples(project, owner)
         if args.part in ("overhead", "both"):
             overhead(version, args.repeats)
+            build_overhead(hello(project, owner), args.repeats)
         if args.part in ("job", "both"):
             job(version, project, owner, args.workers)
 

@@ -16,23 +16,29 @@ need pgrep procps
 install_missing
 # gVisor on an engine without a bridge: its own netstack is off (the sandbox
 # has network none anyway) and host unix sockets may be opened, which is how
-# the egress proxy's socket reaches the sandbox.
-if ! grep -q '"runsc"' "$config" 2>/dev/null; then
+# the egress proxy's socket reaches the sandbox. runsc-build is the same kernel
+# holding the root filesystem in the sandbox's memory: image builds write their
+# whole root there (belvedir/sandbox/images.py), never onto the host's disk.
+# Runtimes are merged into an existing daemon.json, whose other keys stay.
+if ! grep -q '"runsc-build"' "$config" 2>/dev/null; then
   mkdir -p /etc/docker
-  if [ -s "$config" ]; then
-    echo "$config exists without a runsc runtime; add it by hand:" >&2
-    echo '  "runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}}' >&2
-  else
-    cat >"$config" <<'JSON'
-{
-  "runtimes": {
-    "runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]}
-  }
-}
-JSON
-    # A running engine reloads its runtimes on SIGHUP, without stopping containers.
-    pkill -HUP -x dockerd || true
-  fi
+  python3 - "$config" <<'PY'
+import json, sys
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        config = json.load(f)
+except FileNotFoundError:
+    config = {}
+runtimes = config.setdefault("runtimes", {})
+runtimes.setdefault("runsc", {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--host-uds=open"]})
+runtimes["runsc-build"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none", "--overlay2=root:memory"]}
+with open(path + ".new", "w") as f:
+    json.dump(config, f, indent=2)
+PY
+  mv "$config.new" "$config"
+  # A running engine reloads its runtimes on SIGHUP, without stopping containers.
+  pkill -HUP -x dockerd || true
 fi
 if docker info >/dev/null 2>&1; then
   exit 0

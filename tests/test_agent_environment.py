@@ -9,6 +9,8 @@ from agent_tasks.actions import import_task_set
 from agent_tasks.environment import EnvironmentRefused, resolve
 from agent_tasks.models import Trial
 from agent_tasks.trials import RewardError, parse_reward, run_trial
+from belvedir.sandbox.images import Run
+from belvedir.sandbox.models import SandboxHost
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 IMAGE = settings.SANDBOX_IMAGE
@@ -53,11 +55,16 @@ def test_a_task_without_workdir_works_in_the_sandbox_home():
 @pytest.mark.parametrize(
     "dockerfile, message",
     [
-        ("FROM ubuntu:22.04\n", f"environment/Dockerfile: line 1: FROM ubuntu:22.04 cannot be pulled here: only {IMAGE} is available"),
-        (f"FROM {IMAGE}\nWORKDIR /app\nRUN pip install requests\n", "environment/Dockerfile: line 3: RUN is not supported: without a build only"),
-        (f"FROM {IMAGE}\nADD app.tar /app\n", "line 2: ADD is not supported"),
+        (
+            "FROM ubuntu:22.04\n",
+            f"environment/Dockerfile: line 1: FROM ubuntu:22.04 cannot be pulled here and nothing stands in for it: the platform's image {IMAGE}",
+        ),
+        ("FROM python:3.13-slim\n", "resolves debian:bookworm[-slim], debian:12[-slim], python:3.11"),
+        ("FROM debian:trixie\n", "FROM debian:trixie cannot be pulled here"),
+        ("FROM python:3.11-alpine\n", "FROM python:3.11-alpine cannot be pulled here"),
+        (f"FROM {IMAGE}\nADD app.tar /app\n", "line 2: ADD is not supported: FROM, WORKDIR, ENV, ARG, COPY and RUN"),
         (f"FROM {IMAGE}\nUSER root\n", "line 2: USER is not supported"),
-        (f"FROM {IMAGE} AS build\n", "line 1: FROM ... AS: multi-stage builds need a build"),
+        (f"FROM {IMAGE} AS build\n", "line 1: FROM ... AS: multi-stage builds are not supported"),
         (f"FROM {IMAGE}\nFROM {IMAGE}\n", "line 2: a second FROM"),
         ("WORKDIR /app\n", "line 1: WORKDIR before FROM"),
         ("# nothing\n", "environment/Dockerfile: has no FROM"),
@@ -67,12 +74,88 @@ def test_a_task_without_workdir_works_in_the_sandbox_home():
         (f"FROM {IMAGE}\nCOPY a.txt /usr/local/bin/a\n", "line 2: '/usr/local/bin/a': /usr is the image's own"),
         (f"FROM {IMAGE}\nWORKDIR /logs\n", "line 2: '/logs': /logs is where a trial puts the verifier"),
         (f"FROM {IMAGE}\nWORKDIR /\n", "the root itself is read-only"),
+        (f"FROM {IMAGE}\nRUN --mount=type=cache,target=/root/.cache pip install x\n", "line 2: RUN --mount=type=cache"),
+        (f"FROM {IMAGE}\nRUN <<EOF\n", "line 2: RUN with a heredoc is not supported"),
+        (f'FROM {IMAGE}\nRUN ["echo", 1]\n', 'line 2: RUN ["echo", 1]: the exec form is a JSON list of strings'),
+        (f"FROM {IMAGE}\nRUN\n", "line 2: RUN names no command"),
+        (f"FROM {IMAGE}\nARG 1X=2\n", "line 2: ARG '1X=2': write NAME or NAME=value"),
+        (f"FROM {IMAGE}\nRUN true\nCOPY a.txt /tests/a\n", "line 3: '/tests/a': /tests is where a trial puts the verifier"),
     ],
 )
-def test_what_needs_a_build_is_refused_naming_the_line_and_the_reason(dockerfile, message):
+def test_what_cannot_be_built_here_is_refused_naming_the_line_and_the_reason(dockerfile, message):
     with pytest.raises(EnvironmentRefused) as refused:
         resolve(env_files(dockerfile, **{"a.txt": b"a"}))
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "debian:bookworm",
+        "debian:bookworm-slim",
+        "debian:12.8-slim",
+        "python:3.11",
+        "python:3.11.11-slim-bookworm",
+        "docker.io/library/python:3.11-slim",
+        "python:3.11-trixie",
+        "buildpack-deps:bookworm@sha256:" + "a" * 64,
+    ],
+)
+def test_a_public_image_of_the_same_debian_and_python_resolves_to_the_platforms_and_says_so(named):
+    env = resolve(env_files(f"FROM {named}\nWORKDIR /app\n"))
+    assert (env.image, env.named) == (IMAGE, named)
+    assert env.resolution.startswith(f"FROM {named} is built on {IMAGE}: ")
+    # Docker's python images answer to `python`: a build's first step makes it a name for python3.
+    recipe = env.recipe(60)
+    assert (recipe.steps[0].command if recipe else None) == ("ln -s /usr/bin/python3 /usr/local/bin/python" if "python:" in named else None)
+    assert resolve(env_files(f"FROM {IMAGE}\n")).resolution == ""
+
+
+def test_run_lines_make_a_recipe_of_every_step_in_order_with_the_args_and_env_each_one_saw():
+    dockerfile = f"""FROM {IMAGE}
+ARG MODE=fast
+WORKDIR /app
+COPY a.txt ./
+ENV LEVEL=2
+RUN python3 make.py "$MODE"
+COPY a.txt /usr/local/share/a.txt
+COPY a.txt /home/sandbox/.config/a.txt
+RUN ["sh", "-c", "echo done"]
+"""
+    env = resolve(env_files(dockerfile, **{"a.txt": b"a"}))
+    recipe = env.recipe(120)
+    assert [type(step).__name__ for step in recipe.steps] == ["Copy", "Run", "Copy", "Copy", "Run"]
+    assert recipe.steps[1] == Run('python3 make.py "$MODE"', (("MODE", "fast"), ("LEVEL", "2")), "/app", 6)
+    assert recipe.steps[4].command == ("sh", "-c", "echo done")
+    # A built image may hold files in its own folders (read-only in the sandbox); the task's folders are writable and
+    # seeded from the image; what lands in the home, mounted empty over the image, is also put at the start.
+    assert (recipe.seed, env.folders) == (("/app",), ("/app",))
+    assert env.files == {"/home/sandbox/.config/a.txt": b"a"}
+    assert env.env == {"LEVEL": "2"} and "MODE" not in env.env
+    # No RUN, no build: the files go in at the start as before.
+    assert resolve(env_files(f"FROM {IMAGE}\nCOPY a.txt /app/\n", **{"a.txt": b"a"})).recipe(120) is None
+
+
+def test_the_image_is_named_by_the_hash_of_its_build_context(settings):
+    def tag(dockerfile=f"FROM {IMAGE}\nCOPY a.txt /app/\nRUN cat /app/a.txt\n", a=b"a", timeout=120):
+        return resolve(env_files(dockerfile, **{"a.txt": a})).recipe(timeout).tag
+
+    assert tag() == tag() and tag().startswith("belvedir-built:")
+    # Any change to what the build reads is another image; its time limit is not (held to the platform's most).
+    assert (
+        len(
+            {
+                tag(),
+                tag(a=b"b"),
+                tag(dockerfile=f"FROM {IMAGE}\nCOPY a.txt /app/\nRUN cat /app/a.txt && true\n"),
+                tag(dockerfile=f"FROM {IMAGE}\nCOPY a.txt /srv/\nRUN true\n"),
+            }
+        )
+        == 4
+    )
+    assert tag(timeout=5) == tag(timeout=500)
+    settings.SANDBOX_BUILD_MAX_SECONDS = 60
+    assert resolve(env_files(f"FROM {IMAGE}\nRUN true\n")).recipe(600).timeout == 60
 
 
 def test_a_task_with_no_dockerfile_is_refused():
@@ -81,7 +164,7 @@ def test_a_task_with_no_dockerfile_is_refused():
 
 
 @pytest.mark.django_db
-def test_a_trial_of_a_task_that_needs_a_build_is_refused_before_anything_is_stored(project, owner):
+def test_a_trial_of_a_task_that_cannot_be_built_is_refused_before_anything_is_stored(project, owner):
     files = {
         "task.toml": b'version = "1.0"\n',
         "instruction.md": b"Do it.\n",
@@ -92,6 +175,22 @@ def test_a_trial_of_a_task_that_needs_a_build_is_refused_before_anything_is_stor
     with pytest.raises(EnvironmentRefused, match="FROM ubuntu:22.04 cannot be pulled here"):
         run_trial(task, "oracle")
     assert not Trial.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_task_to_build_on_a_host_that_builds_no_images_errors_as_the_platforms_fault(project, owner):
+    SandboxHost.objects.update(enabled=False)
+    SandboxHost.objects.create(name="fake", backend="fake", url="fake://builds", capacity=2)
+    files = {
+        "task.toml": b'version = "1.0"\n',
+        "instruction.md": b"Do it.\n",
+        "tests/test.sh": b"echo 1 > /logs/verifier/reward.txt\n",
+        "environment/Dockerfile": f"FROM {IMAGE}\nRUN true\n".encode(),
+    }
+    task = import_task_set(project, owner, "built", files, single_name="built")[0].tasks.get()
+    trial = run_trial(task, "nop")
+    assert (trial.status, trial.platform_fault, trial.reward) == ("errored", True, None)
+    assert "fake backend builds no images" in trial.error
 
 
 @pytest.mark.parametrize(

@@ -479,6 +479,7 @@ def test_the_pages_start_a_job_show_its_matrix_a_trial_and_a_comparison(funded, 
     trial = job.trials.get(task__name="a", agent="oracle", attempt=2)
     trial_page = owner_client.get(trial.get_absolute_url()).content.decode()
     assert "Flagged:" in trial_page and "The agent wrote the reward" in trial_page
+    assert "<code>FROM belvedir-sandbox:bookworm</code>" in trial_page and "no build: its files go in at each trial" in trial_page
     other = new_job(funded, owner, version, attempts=2)
     score(other, {("a", "nop"): [1.0, 1.0], ("b", "nop"): [1.0, 1.0]})
     compared = owner_client.get(f"/jobs/{job.pk}/compare/", {"other": other.pk, "contestant_a": "nop"}).content.decode()

@@ -23,13 +23,14 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from belvedir.sandbox import owners
+from belvedir.sandbox import images, owners
 from belvedir.sandbox.backend import Backend, Capability
 from belvedir.sandbox.backends.docker import DockerBackend
 from belvedir.sandbox.backends.fake import FakeBackend
 from belvedir.sandbox.egress import CA_BUNDLE, FORWARD_PORT, KEEPER_USER, SOCKET_NAME
 from belvedir.sandbox.errors import (
     BackendUnavailable,
+    ImageBuildFailed,
     ImageMissing,
     LaunchFailed,
     SandboxFileMissing,
@@ -38,12 +39,14 @@ from belvedir.sandbox.errors import (
     SandboxPlatformError,
     SandboxTimeout,
 )
+from belvedir.sandbox.images import Copy, ImageRecipe, Run
+from belvedir.sandbox.launch import sandboxes
 from belvedir.sandbox.models import SandboxHost
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
 from belvedir.sandbox.spec import HOME, Limits, SandboxSpec
 
-from .harness_fixtures import wait_for
+from .harness_fixtures import remove_image, wait_for
 
 SILENT_DOCKER = "unix:///tmp/bv-no-engine-here.sock"
 
@@ -587,6 +590,49 @@ def test_an_egress_sandbox_reaches_the_hosts_proxy_socket_and_nothing_else(flavo
 def test_without_egress_an_egress_sandbox_is_refused_at_launch(flavour, backend):
     with pytest.raises(LaunchFailed, match="egress"):
         with backend.sandbox(spec(flavour, network="egress")):
+            pass
+    assert backend.managed("test") == []
+
+
+# -- images built from a recipe ------------------------------------------------------------------------
+
+
+def contract_recipe(flavour, nonce: str) -> ImageRecipe:
+    steps = (
+        Copy((("/app/in.txt", b"copied\n"),)),
+        Run(f"cat in.txt > made.txt && echo {nonce} >> made.txt && echo tool > /usr/local/share/tool.txt", (("X", "1"),), "/app", 3),
+    )
+    return ImageRecipe(base=settings.SANDBOX_IMAGE, steps=steps, seed=("/app",), timeout=120)
+
+
+@claiming(Capability.BUILD)
+def test_a_recipe_is_built_once_and_its_sandboxes_start_with_what_the_build_wrote(flavour, backend, request):
+    recipe = contract_recipe(flavour, request.node.name)
+    request.addfinalizer(lambda: remove_image(recipe.tag))
+    assert not backend.has_image(recipe.tag)
+    with sandboxes(backend, [spec(flavour, image=recipe.tag, recipe=recipe, workdir="/app", writable=("/app",))]) as (box,):
+        # The task's folder is writable and seeded from the image; the image's own folders hold the rest, read-only.
+        assert (
+            box.exec("cat made.txt /usr/local/share/tool.txt && echo more >> made.txt && echo ok", timeout=30).output
+            == f"copied\n{request.node.name}\ntool\nok\n"
+        )
+        assert box.exec("echo x > /usr/local/share/tool.txt", timeout=30).exit_code != 0
+    assert backend.has_image(recipe.tag) and images.ensure(backend, recipe) is False
+
+
+@claiming(Capability.BUILD)
+def test_a_failing_build_step_is_the_recipes_fault_and_names_its_line(flavour, backend):
+    recipe = ImageRecipe(base=settings.SANDBOX_IMAGE, steps=(Run("echo trying; exit 9", (), "/", 4),), timeout=60)
+    with pytest.raises(ImageBuildFailed, match="RUN at line 4 exited with code 9") as failed:
+        images.ensure(backend, recipe)
+    assert "trying" in failed.value.output and not backend.has_image(recipe.tag)
+
+
+@lacking(Capability.BUILD)
+def test_without_builds_a_recipe_is_refused_at_launch(flavour, backend):
+    recipe = ImageRecipe(base=settings.SANDBOX_IMAGE, steps=(Run("true", (), "/", 2),))
+    with pytest.raises(LaunchFailed, match="builds no images"):
+        with sandboxes(backend, [spec(flavour, image=recipe.tag, recipe=recipe)]):
             pass
     assert backend.managed("test") == []
 

@@ -7,8 +7,12 @@ import pytest
 import requests
 from django.apps import apps
 
+from agent_tasks import jobs
+from agent_tasks.actions import import_task_set
+from agent_tasks.egress_record import egress_record
 from belvedir.localmodel import files
 from belvedir.sandbox.models import SandboxHost
+from evals.models import Deployment
 from harnesses import drivers
 from harnesses.actions import start_run
 from harnesses.execution import execute_run
@@ -94,3 +98,40 @@ def test_an_origin_on_loopback_other_than_the_local_models_is_refused(proxied, p
     run.refresh_from_db()
     [row] = run.results["tasks"]
     assert row["verdict"] == "stopped" and "HTTP 403: Belvedir egress: 127.0.0.1 resolves to 127.0.0.1, a private" in row["reason"]
+
+
+def test_the_reference_agent_runs_as_a_jobs_trial_on_the_local_model(proxied, project, owner, monkeypatch, settings):
+    """The same agent as a job's trial: its trajectory's turns are the real model's, counted by the model server."""
+    settings.EVAL_ALLOW_PRIVATE_URLS = True  # the deployment is the local model, on loopback
+    settings.AGENT_MAX_TOKENS = 256  # a 135M model's turn, bounded as the demo's harness bounds it
+    fund(project, 1000)
+    sent = []
+    monkeypatch.setattr(jobs, "async_task", lambda name, trial_id, **kw: sent.append(trial_id))
+    task_files = {
+        "task.toml": b'version = "1.0"\n[agent]\ntimeout_sec = 90\n[verifier]\ntimeout_sec = 30\n',
+        "instruction.md": b"Write the word hi into the file /app/hi.txt.\n",
+        "environment/Dockerfile": b"FROM belvedir-sandbox:bookworm\nWORKDIR /app\n",
+        "tests/test.sh": b'[ "$(cat /app/hi.txt 2>/dev/null)" = hi ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n',
+    }
+    version = import_task_set(project, owner, "hi", task_files, single_name="hi")[0]
+    deployment = Deployment.objects.create(project=project, name="local", base_url=proxied, model=files.MODEL_ID)
+    job = jobs.create_job(project, owner, version=version, agents=["reference"], deployments=[deployment], budget_cents=100)
+    jobs.advance(job.pk)
+    while sent:
+        jobs.run_job_trial(sent.pop(0))
+    trial = job.trials.get()
+
+    assert trial.status == "succeeded" and trial.reward in (0.0, 1.0), (trial.error, trial.agent_output)
+    steps = trial.trajectory["steps"]
+    assert steps, (trial.trajectory, trial.agent_output)
+    assert trial.input_tokens > 0 and trial.output_tokens > 0
+    # The first turn's prompt tokens are what the model server counts for the agent's first request: the
+    # trajectory is the model's own account, not the agent's guess.
+    first = first_request("Write the word hi into the file /app/hi.txt.\n", monkeypatch)
+    first.update(max_tokens=1)
+    first.pop("temperature")
+    counted = requests.post(f"{proxied}/chat/completions", json=first, timeout=120).json()["usage"]["prompt_tokens"]
+    assert steps[0]["usage"]["prompt_tokens"] == counted
+    # The model was reached through the proxy, its origin the trial's one destination.
+    port = int(proxied.split(":")[2].split("/")[0])
+    assert ("127.0.0.1", port) in {(d["host"], d["port"]) for d in egress_record(trial)}

@@ -2,7 +2,8 @@
 
 Apps import only the public modules named in PUBLIC, each named for what
 it holds: a workload opened through `launch`, the `Sandbox` it yields
-(`backend`), what to run (`spec`), who owns it (`owners`), what can go
+(`backend`), what to run (`spec`, and `images`: an image's recipe, built
+by the door when a spec names one), who owns it (`owners`), what can go
 wrong (`errors`), output and egress helpers, the hosts' models and the
 scheduler's capacity check. The backends behind the door (`backends/`:
 Docker, the fake) and the package's own machinery (health, reaper) are
@@ -17,6 +18,7 @@ PUBLIC = (
     "belvedir.sandbox.backend",
     "belvedir.sandbox.egress",
     "belvedir.sandbox.errors",
+    "belvedir.sandbox.images",
     "belvedir.sandbox.launch",
     "belvedir.sandbox.models",
     "belvedir.sandbox.output",

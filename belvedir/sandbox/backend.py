@@ -60,6 +60,8 @@ class Capability(StrEnum):
     OOM = "oom"
     # The `egress` network: the host's proxy socket mounted, reached through a forwarder.
     EGRESS = "egress"
+    # Images built from a recipe in a build sandbox, kept by the engine under their digest's tag (images.py).
+    BUILD = "build"
 
 
 @dataclass
@@ -204,6 +206,15 @@ class Backend(ABC):
     def cpus(self) -> int:
         """The engine host's CPU count (0 when it does not say)."""
 
+    @abstractmethod
+    def has_image(self, tag: str) -> bool:
+        """Whether the engine holds an image of this tag."""
+
+    @abstractmethod
+    def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
+        """An image `tag`: `base` with the tar `layer` laid over its root, and `labels`; nothing of it runs on the host.
+        LaunchFailed where the backend cannot build (no Capability.BUILD)."""
+
     def runtime(self, wanted: str) -> str:
         """The runtime a sandbox asking for `wanted` gets here (see `resolve_runtime`)."""
         return resolve_runtime(wanted, self.runtimes())
@@ -227,4 +238,9 @@ def concurrency_per_sandbox(runtime: str, concurrency: int) -> int:
     two; bench/README.md). Under runc (and the fake's plain processes) the
     kernel runs a sandbox's processes side by side, and one sandbox is cheapest.
     """
-    return 1 if runtime == "runsc" else concurrency
+    return 1 if is_gvisor(runtime) else concurrency
+
+
+def is_gvisor(runtime: str) -> bool:
+    """runsc, or an engine's variant of it (images.BUILD_RUNTIME: the same kernel with its root held in memory)."""
+    return runtime.startswith("runsc")

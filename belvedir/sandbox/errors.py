@@ -68,3 +68,11 @@ class ProjectAtLimit(NoCapacity):
 
 class LaunchFailed(SandboxPlatformError):
     pass
+
+
+class ImageBuildFailed(SandboxUserError):
+    """An image's recipe (a task's RUN lines) failed to build: a step exited non-zero, ran out of time or wrote too much."""
+
+
+class BuildInProgress(SandboxPlatformError):
+    """Another worker is building the same image on this engine: wait for it (images.py), never a failure of its own."""

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from . import backends, health, scheduler
+from . import backends, health, images, scheduler
 from .backend import Backend, Sandbox
 from .errors import BackendUnavailable, NoCapacity
 from .models import ComputeType, SandboxHost, SandboxLease
@@ -114,8 +114,11 @@ def start(backend: Backend, specs: list[SandboxSpec]) -> list[Sandbox]:
     """Every spec's sandbox started, side by side (under gVisor ~0.7 s each); on any failure, those started are removed again.
 
     The failure raised is BackendUnavailable when one part met a silent
-    engine (the layout moves as a whole), else the first part's.
+    engine (the layout moves as a whole), else the first part's. An image
+    built from a recipe is built on this engine first, once (images.py).
     """
+    for recipe in dict.fromkeys(spec.recipe for spec in specs if spec.recipe):
+        images.ensure(backend, recipe)
     if len(specs) == 1:
         return [backend.sandbox(specs[0]).__enter__()]
     with ThreadPoolExecutor(len(specs)) as pool:

@@ -1,8 +1,12 @@
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from .owners import Owner
+
+if TYPE_CHECKING:
+    from .images import ImageRecipe
 
 LABEL_MANAGED = "belvedir.managed"
 LABEL_OWNER_KIND = "belvedir.owner.kind"
@@ -67,6 +71,12 @@ class SandboxSpec:
     # Further writable folders (tmpfs, owned by the sandbox user, counted against memory like /tmp) on the
     # read-only root: an agent task's /app, /tests and /logs, which its scripts name by absolute path.
     writable: tuple[str, ...] = ()
+    # The image is built from this recipe (a task's RUN lines) when the host lacks it: `image` is its tag (images.py).
+    recipe: "ImageRecipe | None" = None
+    # Non-zero: an image build's sandbox (images.py). Root may write its whole filesystem, which the build runtime
+    # holds in the sandbox's memory; it stops by itself this many seconds after it starts, whoever holds it; and a
+    # running container of its name is another build of the same image in progress, not a stale one to replace.
+    build_seconds: float = 0
 
     @property
     def name(self) -> str:

@@ -27,6 +27,12 @@ class DockerBackend(Backend):
     def check(self, image: str, timeout: float):
         docker_engine.check_engine(self.engine, image, timeout)
 
+    def has_image(self, tag: str) -> bool:
+        return docker_engine.image_exists(self.engine, tag)
+
+    def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
+        docker_engine.image_from_layer(self.engine, base, layer, tag, labels)
+
     def runtimes(self) -> frozenset[str]:
         return docker_engine.engine_runtimes(self.engine)
 

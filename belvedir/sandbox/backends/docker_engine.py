@@ -6,6 +6,7 @@ string works wherever an Engine does.
 
 import atexit
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -182,6 +183,19 @@ def build_image(engine: Engine | str, context_dir: str, tag: str) -> list[str]:
         raise LaunchFailed(f"Sandbox image build failed: {exc.msg}") from exc
     finally:
         client.close()
+
+
+def image_from_layer(engine: Engine | str, base: str, layer: bytes, tag: str, labels: dict[str, str]):
+    """`base` with the tar `layer` over its root: a Dockerfile of ADD and LABEL, which the builder applies without
+    starting a container (so under no runtime at all; the layer's steps ran in a sandbox: images.py)."""
+    label_line = " ".join(f"{json.dumps(k)}={json.dumps(v)}" for k, v in labels.items())
+    with tempfile.TemporaryDirectory() as context:
+        with open(os.path.join(context, "layer.tar"), "wb") as f:
+            f.write(layer)
+        with open(os.path.join(context, "Dockerfile"), "w") as f:
+            f.write(f"FROM {base}\nADD layer.tar /\n" + (f"LABEL {label_line}\n" if labels else ""))
+        with engine_errors(f"build the image {tag}"):
+            build_image(engine, context, tag)
 
 
 # -- listing and removal ----------------------------------------------------------

@@ -34,9 +34,10 @@ from docker import errors as docker_errors
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
 from .. import egress
-from ..backend import ExecResult, Sandbox, Session, resolve_runtime
+from ..backend import ExecResult, Sandbox, Session, is_gvisor, resolve_runtime
 from ..engine import Engine, as_engine
 from ..errors import (
+    BuildInProgress,
     ImageMissing,
     LaunchFailed,
     SandboxDied,
@@ -48,6 +49,7 @@ from ..errors import (
     SandboxTimeout,
     SandboxUserError,
 )
+from ..images import BUILD_CAPABILITIES, LABEL_SEED, SEED_DIR
 from ..output import TailBuffer
 from ..spec import HOME, SandboxSpec
 from .docker_engine import API_TIMEOUT, ENGINE_ERRORS, connect, engine_cpus, engine_errors, engine_runtimes, explain
@@ -72,19 +74,23 @@ class DockerSandbox(Sandbox):
         self._started_at = 0
         self.runtime = "runc"
         self._forwarder: DockerSession | None = None
+        self._seeded: tuple[str, ...] = ()
 
     # -- lifecycle ---------------------------------------------------------
 
     def __enter__(self) -> Self:
         self.client = connect(self.engine)
         try:
-            self._remove_stale()
+            if not self.spec.build_seconds:
+                self._remove_stale()
             self.runtime = self._runtime()
             self.container = self._create()
             self._started_at = int(time.time()) - 1  # the engine's events are read from here on
             self.container.start()
             if self.spec.network == egress.NETWORK:
                 self._start_egress()
+            if self._seeded:
+                self._seed()
         except SandboxError:
             self.__exit__(None, None, None)
             raise
@@ -127,10 +133,12 @@ class DockerSandbox(Sandbox):
     def _create(self):
         spec, limits = self.spec, self.spec.limits
         try:
-            self.client.images.get(spec.image)
+            image = self.client.images.get(spec.image)
         except docker_errors.ImageNotFound as exc:
             raise ImageMissing(f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`.") from exc
-        memory = f"{limits.memory_mb}m"
+        seeded = (image.labels or {}).get(LABEL_SEED, "").split(",")
+        self._seeded = tuple(folder for folder in spec.writable if folder in seeded)
+        build = spec.build_seconds > 0
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
         mounts = []
         if spec.network == egress.NETWORK:
@@ -142,26 +150,55 @@ class DockerSandbox(Sandbox):
             if self.engine.is_local_socket and not Path(mount.source).exists():
                 raise LaunchFailed(f"{mount.source} is missing on this host, so it cannot be mounted at {mount.target}.")
             mounts.append(Mount(mount.target, mount.source, type="bind", read_only=True))
+        try:
+            return self._create_container(spec, limits, mounts, device_requests, build)
+        except docker_errors.APIError as exc:
+            if not (build and exc.status_code == 409):
+                raise
+        # Another build of the same image holds the name: running, it is at work (wait for its image); exited (at
+        # its own deadline, or killed), it is a dead one's leftover, removed here.
+        try:
+            other = self.client.containers.get(spec.name)
+            if other.status not in ("exited", "dead"):
+                raise BuildInProgress(f"{spec.name} is building the same image on this engine.")
+            other.remove(force=True)
+        except docker_errors.NotFound:
+            pass
+        try:
+            return self._create_container(spec, limits, mounts, device_requests, build)
+        except docker_errors.APIError as exc:
+            if exc.status_code == 409:
+                raise BuildInProgress(f"{spec.name} is building the same image on this engine.") from exc
+            raise
+
+    def _create_container(self, spec: SandboxSpec, limits, mounts, device_requests, build: bool):
+        memory = f"{limits.memory_mb}m"
         return self.client.containers.create(
             spec.image,
-            command=["sleep", "infinity"],
+            # A build's sandbox ends by itself: one a dead worker left holds no memory past its deadline.
+            command=["sleep", f"{spec.build_seconds:.0f}"] if build else ["sleep", "infinity"],
             name=spec.name,
             labels=spec.labels,
             # PID 1 and the keep-alive run as a uid the workload (spec.user,
             # its execs) cannot signal: `kill -9 -1` inside cannot end the
             # sandbox and make the run look like the platform's fault.
-            user=egress.KEEPER_USER,
+            # A build's steps are root's own, with the build's capabilities: an exec as root gets them only in a
+            # container of root (Docker clears them for an exec in a container of another user).
+            user="0:0" if build else egress.KEEPER_USER,
             working_dir="/",
             init=True,
             runtime=self.runtime,
             mounts=mounts,
-            read_only=True,
+            # A build's root is written by its steps: its runtime holds what they write in the sandbox's memory.
+            read_only=not build,
             tmpfs={
                 HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
                 "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777",
                 **{place: f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,uid=1000,gid=1000,mode=0755" for place in spec.writable},
             },
             cap_drop=["ALL"],
+            # What a build's steps need as root (chown, chmod, useradd), under gVisor's kernel; a workload gets none.
+            cap_add=BUILD_CAPABILITIES if build else None,
             security_opt=["no-new-privileges"],
             **_process_limits(self.runtime, limits.pids),
             mem_limit=memory,
@@ -173,6 +210,13 @@ class DockerSandbox(Sandbox):
             log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             environment={"HOME": HOME, "LANG": "C.UTF-8"},
         )
+
+    def _seed(self):
+        """Writable folders are empty mounts over the image: they start with what the image holds for them (images.py)."""
+        copies = " && ".join(f"cp -R {shlex.quote(SEED_DIR + folder)}/. {shlex.quote(folder)}/" for folder in self._seeded)
+        seeded = self.exec(copies, timeout=120, workdir="/")
+        if seeded.exit_code != 0:
+            raise LaunchFailed(f"Could not fill the sandbox's writable folders from its image: {seeded.output[-500:]}")
 
     def _start_egress(self):
         """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
@@ -337,7 +381,7 @@ class DockerSandbox(Sandbox):
         """
         # An exec killed (137) as the engine removes or stops its container ends a moment before the
         # container leaves "running" (seen under load: a run the engine removed was charged as failed).
-        if exit_code != SIGKILLED and (self.runtime != "runsc" or exit_code != RUNSC_EXEC_FAILED):
+        if exit_code != SIGKILLED and (not is_gvisor(self.runtime) or exit_code != RUNSC_EXEC_FAILED):
             return False
         for _ in range(15):
             if self._stopped():
@@ -542,7 +586,7 @@ def _process_limits(runtime: str, pids: int) -> dict:
     enforces inside.
     """
     nofile = Ulimit(name="nofile", soft=4096, hard=4096)
-    if runtime == "runsc":
+    if is_gvisor(runtime):
         return {"pids_limit": max(pids * 64, 16384), "ulimits": [nofile, Ulimit(name="nproc", soft=pids, hard=pids)]}
     return {"pids_limit": pids, "ulimits": [nofile]}
 

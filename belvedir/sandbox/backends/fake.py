@@ -130,6 +130,13 @@ class FakeBackend(Backend):
         if image != IMAGE:
             raise ImageMissing(f"The sandbox image {image!r} is missing on this host.")
 
+    def has_image(self, tag: str) -> bool:
+        self._answer()
+        return tag == IMAGE
+
+    def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
+        raise LaunchFailed("The fake backend builds no images: a task with RUN lines needs a Docker host.")
+
     def runtimes(self) -> frozenset[str]:
         self._answer()
         return frozenset({RUNTIME})

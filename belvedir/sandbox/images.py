@@ -1,0 +1,187 @@
+"""Images built from a recipe, offline and inside a sandbox: how an agent task's `RUN` lines become an image.
+
+No registry and no network are at hand, and a build runs its author's commands as root: hostile code like any
+other. So a build is a workload of the sandbox like any other, entered through the same door (`launch.start`
+builds a spec's missing image first):
+
+- its steps run in a build sandbox from the base image, network none, under gVisor with the root filesystem held
+  in the sandbox's memory (the engine's `runsc-build` runtime, registered by scripts/ensure_docker.sh): a step
+  that fills the disk fills its own memory limit, never the host's disk;
+- what the steps wrote is read out as one tar (each path whose ctime is past the build's start: a step can set a
+  file's mtime, never its ctime) and laid over the base by a Dockerfile of ADD and LABEL, which the engine applies
+  without starting anything on the host;
+- the image's tag is the recipe's digest, the hash of everything the build reads (the base, each step, the
+  files copied in): the same build context is built once per engine and then found. Two workers wanting the
+  same image meet on the engine: the build sandbox is named by the digest, an engine holds one container of a
+  name, and the second waits for the first's image.
+
+A sandbox mounts its writable folders (an agent task's /app) as empty tmpfs over the image; what the build left
+in them is kept at SEED_DIR and copied into the mounts when a sandbox of the image starts (docker_sandbox.py).
+
+Not captured: a file a step deletes from the base image stays in the built one (the layer holds what was written).
+"""
+
+import hashlib
+import json
+import logging
+import shlex
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from .backend import Backend, Capability
+from .errors import BuildInProgress, ImageBuildFailed, LaunchFailed, SandboxFileTooLarge, SandboxOutOfMemory, SandboxTimeout
+from .owners import Owner
+from .spec import Limits, SandboxSpec
+
+logger = logging.getLogger(__name__)
+
+BUILD_RUNTIME = "runsc-build"
+BUILT_REPOSITORY = "belvedir-built"
+OWNER_KIND = "build"
+LABEL_SEED = "belvedir.seed"
+LABEL_RECIPE = "belvedir.recipe"
+SEED_DIR = "/.belvedir-seed"
+# Inside the build sandbox, under its in-memory root.
+MARKER = "/.belvedir-build-start"
+LAYER = "/.belvedir-layer.tar"
+BUILD_CAPABILITIES = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID"]
+WAIT_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Copy:
+    """Files into the image: {absolute path: bytes}, as a Dockerfile's COPY lines name them."""
+
+    files: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A command run as root with `sh -c` (or an argv), where the Dockerfile's line `line` ran it."""
+
+    command: str | tuple[str, ...]
+    env: tuple[tuple[str, str], ...]
+    workdir: str
+    line: int
+
+    @property
+    def shown(self) -> str:
+        return self.command if isinstance(self.command, str) else shlex.join(self.command)
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    base: str
+    steps: tuple[Copy | Run, ...]
+    # The writable folders a sandbox of this image mounts: each starts with what the build left there.
+    seed: tuple[str, ...] = ()
+    timeout: float = 600
+    digest: str = field(init=False)
+
+    def __post_init__(self):
+        content = hashlib.sha256(json.dumps([self.base, list(self.seed)]).encode())
+        for step in self.steps:
+            if isinstance(step, Copy):
+                for path, data in step.files:
+                    content.update(f"\0copy\0{path}\0{len(data)}\0".encode() + data)
+            else:
+                content.update(f"\0run\0{json.dumps([step.command, step.env, step.workdir])}".encode())
+        object.__setattr__(self, "digest", content.hexdigest())
+
+    @property
+    def tag(self) -> str:
+        return f"{BUILT_REPOSITORY}:{self.digest[:24]}"
+
+
+def ensure(backend: Backend, recipe: ImageRecipe) -> bool:
+    """The recipe's image on the backend's engine, built unless there already; True when built now.
+
+    ImageBuildFailed (the recipe's fault) naming the step; a platform error where the engine cannot build."""
+    if backend.has_image(recipe.tag):
+        return False
+    if Capability.BUILD not in backend.capabilities:
+        raise LaunchFailed(f"This host's {backend.name} backend builds no images, and {recipe.tag} (a task's RUN lines) is not on it.")
+    if BUILD_RUNTIME not in backend.runtimes():
+        raise LaunchFailed(
+            f"This host's engine has no {BUILD_RUNTIME} runtime (gVisor holding a build's files in memory), so RUN lines cannot be built "
+            "on it; scripts/ensure_docker.sh registers it."
+        )
+    deadline = time.monotonic() + recipe.timeout + 60
+    while True:
+        try:
+            _build(backend, recipe)
+            return True
+        except BuildInProgress:
+            # Another worker builds it: its image is ours once tagged. Its sandbox stops at its own
+            # deadline, so a dead builder is waited for no longer than its build could have run.
+            if time.monotonic() > deadline:
+                raise LaunchFailed(f"Waited {recipe.timeout:g} s for another build of {recipe.tag} on this engine; retry.") from None
+            time.sleep(WAIT_SECONDS)
+            if backend.has_image(recipe.tag):
+                return False
+
+
+def _build(backend: Backend, recipe: ImageRecipe):
+    started = time.monotonic()
+    spec = SandboxSpec(
+        owner=Owner(OWNER_KIND, recipe.digest[:24]),
+        image=recipe.base,
+        limits=Limits.defaults(memory_mb=settings.SANDBOX_BUILD_MEMORY_MB),
+        network="none",
+        runtime=BUILD_RUNTIME,
+        workdir="/",
+        user="root",
+        build_seconds=recipe.timeout + 30,
+    )
+    with backend.sandbox(spec) as box:
+        box.exec(["touch", MARKER], timeout=30)
+        for step in recipe.steps:
+            if isinstance(step, Copy):
+                box.put_files("/", {path.lstrip("/"): data for path, data in step.files})
+                continue
+            left = recipe.timeout - (time.monotonic() - started)
+            argv = list(step.command) if isinstance(step.command, tuple) else ["sh", "-c", step.command]
+            # WORKDIR makes its folder, as Docker's does, before the step runs in it.
+            in_workdir = ["sh", "-c", 'mkdir -p "$1" && cd "$1" && shift && exec "$@"', "sh", step.workdir, *argv]
+            try:
+                ran = box.exec(in_workdir, timeout=max(left, 1), env=dict(step.env), workdir="/", tail_bytes=2000)
+            except SandboxTimeout as exc:
+                raise ImageBuildFailed(
+                    f"The build ran past its time limit of {recipe.timeout:g} s at line {step.line} (RUN {_short(step.shown)}).", output=exc.output
+                ) from exc
+            except SandboxOutOfMemory as exc:
+                raise ImageBuildFailed(
+                    f"RUN at line {step.line} ran out of the build's {settings.SANDBOX_BUILD_MEMORY_MB} MB, which hold every file it writes.", output=exc.output
+                ) from exc
+            if ran.exit_code != 0:
+                raise ImageBuildFailed(
+                    f"RUN at line {step.line} exited with code {ran.exit_code} (the build has no network: nothing can be downloaded): {ran.output[-600:]}",
+                    output=ran.output,
+                )
+        packed = box.exec(_layer_command(recipe.seed), timeout=max(recipe.timeout - (time.monotonic() - started), 30), tail_bytes=2000)
+        if packed.exit_code != 0:
+            raise ImageBuildFailed(f"The build's files could not be packed (exit code {packed.exit_code}): {packed.output[-600:]}", output=packed.output)
+        most = settings.SANDBOX_BUILD_MEMORY_MB * 1024 * 1024
+        try:
+            layer = box.read_file(LAYER, most)
+        except SandboxFileTooLarge:
+            raise ImageBuildFailed(f"The build wrote more than its {settings.SANDBOX_BUILD_MEMORY_MB} MB.") from None
+        # Tagged while the build sandbox still holds its name: another builder waiting on the name finds the image.
+        backend.image_from_layer(recipe.base, layer, recipe.tag, {LABEL_SEED: ",".join(recipe.seed), LABEL_RECIPE: recipe.digest})
+    logger.info("built %s in %.1f s (%d bytes of layer)", recipe.tag, time.monotonic() - started, len(layer))
+
+
+def _layer_command(seed: tuple[str, ...]) -> str:
+    """Everything the steps wrote, as one tar at LAYER; the seeded folders' content kept under SEED_DIR instead."""
+    keep = " ".join(f"&& {{ [ ! -d {shlex.quote(f)} ] || cp -a {shlex.quote(f)} {SEED_DIR}/; }}" for f in seed)
+    pruned = " -o ".join(f"-path {shlex.quote(p)}" for p in ("/proc", "/sys", "/dev", MARKER, LAYER, *seed))
+    return (
+        f"set -e; mkdir -p {SEED_DIR} {keep}; chmod -R a+rX {SEED_DIR};"
+        f" find / -xdev \\( {pruned} \\) -prune -o -cnewer {MARKER} -print0 | tar --null --no-recursion -cf {LAYER} -T -"
+    )
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."

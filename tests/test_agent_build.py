@@ -1,0 +1,146 @@
+"""A task's environment built from its RUN lines on the real engine (belvedir/sandbox/images.py): the build runs
+in a gVisor sandbox with its root in memory and no network, its image is found again by the hash of the build
+context, its trials run under runc and gVisor, and a hostile or broken build fails alone with the reason."""
+
+import hashlib
+import threading
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from agent_tasks.actions import import_task_set
+from agent_tasks.agents import Agent
+from agent_tasks.environment import resolve
+from agent_tasks.trials import run_trial
+from belvedir.sandbox import images
+from belvedir.sandbox.backends.docker import DockerBackend
+from belvedir.sandbox.models import SandboxHost
+
+from .harness_fixtures import remove_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.django_db]
+
+RUNTIMES = ["runc", "runsc"]
+# FROM a public image the platform's stands in for; ARG and ENV reach the RUN lines; a COPY'd file is used by a
+# RUN; a RUN writes into the task's folder (seeded into the trial's writable /app) and into /usr/local/bin (the
+# image's read-only content). Each build of this test differs (NONCE), so it proves a build, not a cached image.
+DOCKERFILE = """FROM python:3.11-slim
+ARG ROWS=3
+ENV GREETING=hello
+WORKDIR /app
+COPY numbers.txt /app/
+RUN python3 -c "import os; n = sum(map(int, open('numbers.txt'))); open('total.txt', 'w').write(f'{n} {os.environ[\\"ROWS\\"]} {os.environ[\\"GREETING\\"]} NONCE')"
+RUN printf '#!/bin/sh\\necho tool-$GREETING\\n' > /usr/local/bin/tool && chmod 755 /usr/local/bin/tool
+"""
+# Reward 1 when the build's files are there, `tool` and `python` run, and the agent could write beside them in /app.
+TEST_SH = """grep -qx '6 3 hello NONCE' /app/total.txt && [ "$(tool)" = tool-hello ] && [ "$(cat /app/agent.txt)" = ok ] \\
+  && [ "$(python -c 'print(6 * 7)')" = 42 ] \\
+  && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+"""
+
+
+class ShellAgent(Agent):
+    def __init__(self, script: str):
+        self.name, self.script, self.sees_solution = "shell", script, False
+
+    def command(self, task):
+        return self.script
+
+
+@pytest.fixture(autouse=True)
+def local_host(db):
+    SandboxHost.objects.get_or_create(name="local", defaults={"url": settings.SANDBOX_DOCKER_URL})
+
+
+def built_task(project, owner, name: str, dockerfile: str = DOCKERFILE, test_sh: str = TEST_SH):
+    nonce = hashlib.sha256(name.encode()).hexdigest()[:12]
+    files = {
+        "task.toml": b'version = "1.0"\n[verifier]\ntimeout_sec = 60\n[agent]\ntimeout_sec = 60\n[environment]\nbuild_timeout_sec = 120\n',
+        "instruction.md": b"Write ok to /app/agent.txt.\n",
+        "environment/Dockerfile": dockerfile.replace("NONCE", nonce).encode(),
+        "environment/numbers.txt": b"1\n2\n3\n",
+        "tests/test.sh": test_sh.replace("NONCE", nonce).encode(),
+    }
+    return import_task_set(project, owner, f"built-{nonce}", files, single_name="built")[0].tasks.get()
+
+
+def recipe_of(task):
+    return resolve(task.files("environment")).recipe(task.build_timeout_sec)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_a_task_with_run_lines_is_built_once_and_its_trials_see_what_the_build_made(project, owner, runtime, request):
+    task = built_task(project, owner, request.node.name)
+    recipe = recipe_of(task)
+    request.addfinalizer(lambda: remove_image(recipe.tag))
+    backend = DockerBackend(settings.SANDBOX_DOCKER_URL)
+    assert not backend.has_image(recipe.tag)
+    trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"), runtime_wanted=runtime)
+    assert (trial.status, trial.error, trial.reward, trial.runtime) == ("succeeded", "", 1.0, runtime)
+    assert backend.has_image(recipe.tag)
+    # Found by the hash of its build context: the next trial builds nothing, and doing nothing scores 0 on it.
+    assert images.ensure(backend, recipe) is False
+    assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
+
+
+def test_two_workers_wanting_the_same_image_build_it_once(project, owner, request):
+    recipe = recipe_of(built_task(project, owner, request.node.name))
+    request.addfinalizer(lambda: remove_image(recipe.tag))
+    built, failed = [], []
+
+    def want():
+        try:
+            built.append(images.ensure(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe))
+        except Exception as exc:  # noqa: BLE001 - the assertion below shows it
+            failed.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=want) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+    assert failed == [] and sorted(built) == [False, True]
+
+
+@pytest.mark.parametrize(
+    "run, reason",
+    [
+        # No network at build time: a package index, the host's database and the engine's socket are all out of reach.
+        ("pip download --no-deps --timeout 5 -d /tmp/x six", "RUN at line 3 exited with code"),
+        ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"", "RUN at line 3 exited with code"),
+        ("test -S /var/run/docker.sock || exit 7", "RUN at line 3 exited with code 7"),
+    ],
+    ids=["package-index", "host-database", "engine-socket"],
+)
+def test_a_build_reaches_nothing_outside_its_sandbox(project, owner, run, reason, request):
+    task = built_task(project, owner, request.node.name, dockerfile=f"FROM {settings.SANDBOX_IMAGE}\nWORKDIR /app\nRUN {run}\n")
+    trial = run_trial(task, "nop")
+    assert (trial.status, trial.reward, trial.platform_fault) == ("errored", None, False)
+    assert trial.error.startswith("The task's environment did not build: ") and reason in trial.error, trial.error
+    assert not DockerBackend(settings.SANDBOX_DOCKER_URL).has_image(recipe_of(task).tag)
+
+
+def test_a_build_that_fills_its_disk_fills_its_own_memory_and_fails_alone(project, owner, settings, request):
+    settings.SANDBOX_BUILD_MEMORY_MB = 256
+    task = built_task(project, owner, request.node.name, dockerfile=f"FROM {settings.SANDBOX_IMAGE}\nRUN dd if=/dev/zero of=/fill bs=1M count=2048\n")
+    trial = run_trial(task, "nop")
+    assert (trial.status, trial.reward, trial.platform_fault) == ("errored", None, False), trial.error
+    assert "did not build: RUN at line 2 ran out of the build's 256 MB" in trial.error, trial.error
+    # The next task builds as usual: the engine is not the worse for it.
+    after = built_task(project, owner, request.node.name + "-next")
+    request.addfinalizer(lambda: remove_image(recipe_of(after).tag))
+    assert run_trial(after, ShellAgent("echo ok > /app/agent.txt")).reward == 1.0
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_harbors_hello_task_imports_builds_and_runs(project, owner, runtime):
+    hello = Path(__file__).resolve().parent.parent / "examples" / "harbor-format" / "hello"
+    files = {p.relative_to(hello).as_posix(): p.read_bytes() for p in hello.rglob("*") if p.is_file()}
+    task = import_task_set(project, owner, "hello", files, single_name="hello")[0].tasks.get()
+    solved = run_trial(task, "oracle", runtime_wanted=runtime)
+    assert (solved.status, solved.error, solved.reward) == ("succeeded", "", 1.0)
+    assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
