@@ -3,10 +3,12 @@
 `oracle` runs the task's solution (the only agent that gets /solution: a check of the task itself); `nop` does
 nothing (the floor); `reference` is Belvedir's reference agent (drivers/reference-agent, standard library only)
 on a job's deployment, reached through the egress proxy with that deployment's host as the only destination.
-`pip:PACKAGE[==VERSION]` is an agent installed from the package index in its phase (through the proxy too, the
-index's host added to its destinations) and run by the command its job gives it.
+`pip:PACKAGE[==VERSION]` and `npm:PACKAGE[@VERSION]` are agents installed from the package index or the npm
+registry in their phase (through the proxy too, the index's host added to their destinations) and run by the
+command their job gives them.
 """
 
+import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -109,29 +111,81 @@ class AgentSpecError(ValueError):
     """An agent name that names no agent: the message says why."""
 
 
-class PipAgent(Agent):
-    """An agent installed with pip from the index (BELVEDIR_AGENT_PIP_INDEX_URL) at the start of its phase, into the
-    sandbox user's ~/.local, then run by `run_command` (its job's: a package's own command line differs from the next).
-    The install counts against the task's agent time limit."""
+class PackageAgent(Agent):
+    """An agent installed from a package registry at the start of its phase, then run by `run_command` (its job's: a
+    package's own command line differs from the next). The install counts against the task's agent time limit and
+    goes through the egress proxy, the registry's host added to the agent's destinations."""
 
     uses_model = True
-    prefix = "pip:"
+    prefix: str
 
     def __init__(self, name: str, run_command: str):
         self.name, self.run_command = name, run_command
+
+    @property
+    def registry(self) -> str:
+        raise NotImplementedError
+
+    def setup(self, task, deployment):
+        found = model_setup(task, deployment)
+        found.domains.append((urlsplit(self.registry).hostname or "").lower())
+        return found
+
+
+class PipAgent(PackageAgent):
+    """From the index (BELVEDIR_AGENT_PIP_INDEX_URL), into the sandbox user's ~/.local."""
+
+    prefix = "pip:"
+
+    def __init__(self, name: str, run_command: str):
+        super().__init__(name, run_command)
         self.requirement = parse_pip(name)
 
+    @property
+    def registry(self) -> str:
+        return settings.AGENT_PIP_INDEX_URL
+
     def command(self, task):
-        index = settings.AGENT_PIP_INDEX_URL
+        index = self.registry
         # pip refuses an index over plain HTTP unless told to trust its host: the operator chose it (a mirror inside).
         trusted = f"--trusted-host {shlex.quote(urlsplit(index).hostname or '')} " if index.startswith("http://") else ""
         install = f"python3 -m pip install --user --quiet --disable-pip-version-check --no-input {trusted}--index-url {shlex.quote(index)} {shlex.quote(str(self.requirement))}"
         return f'{install} && export PATH="$HOME/.local/bin:$PATH" && {self.run_command}'
 
-    def setup(self, task, deployment):
-        found = model_setup(task, deployment)
-        found.domains.append((urlsplit(settings.AGENT_PIP_INDEX_URL).hostname or "").lower())
-        return found
+
+class NpmAgent(PackageAgent):
+    """From the npm registry (BELVEDIR_AGENT_NPM_REGISTRY_URL), into the sandbox user's ~/.npm-global. npm reads the
+    proxy from HTTPS_PROXY; the agent's own requests must too (Node's fetch does not)."""
+
+    prefix = "npm:"
+
+    def __init__(self, name: str, run_command: str):
+        super().__init__(name, run_command)
+        self.package = parse_npm(name)
+
+    @property
+    def registry(self) -> str:
+        return settings.AGENT_NPM_REGISTRY_URL
+
+    def command(self, task):
+        install = (
+            f'npm install --global --prefix "$HOME/.npm-global" --no-audit --no-fund --no-update-notifier --loglevel=error '
+            f"--registry {shlex.quote(self.registry)} {shlex.quote(self.package)}"
+        )
+        return f'{install} && export PATH="$HOME/.npm-global/bin:$PATH" && {self.run_command}'
+
+
+# npm's package names (lower case, an optional @scope/), then an exact version: a range would install whatever the
+# registry holds that day, and a job's trials must all run the same agent.
+NPM_PACKAGE = re.compile(r"(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}(@\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)?")
+
+
+def parse_npm(name: str) -> str:
+    """`npm:NAME` or `npm:NAME@VERSION` (NAME may be @scope/name) as npm's own spec; AgentSpecError for anything else."""
+    spec = name.removeprefix(NpmAgent.prefix)
+    if not NPM_PACKAGE.fullmatch(spec):
+        raise AgentSpecError(f"{name!r}: give npm:NAME or npm:NAME@VERSION (a package of the registry, an exact version).")
+    return spec
 
 
 def parse_pip(name: str) -> Requirement:
@@ -151,16 +205,15 @@ def resolve(name: str, commands: dict[str, str] | None = None) -> Agent:
     """The agent a job names: a built-in one, or one installed by its package with the job's command for it."""
     if name in AGENTS:
         return AGENTS[name]
-    if name.startswith(PipAgent.prefix):
-        command = (commands or {}).get(name, "").strip()
-        if not command:
-            raise AgentSpecError(
-                f"{name}: say how to run it once installed (agent_commands, e.g. {{{name!r}: 'my-agent --task-file $AGENT_INSTRUCTION_FILE'}})."
-            )
-        return PipAgent(name, command)
-    if name.startswith("npm:"):
-        raise AgentSpecError(f"{name}: npm is not in the sandbox image; agents from npm cannot be installed here yet.")
-    raise AgentSpecError(f"No agent named {name}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE with a command.")
+    for kind in (PipAgent, NpmAgent):
+        if name.startswith(kind.prefix):
+            command = (commands or {}).get(name, "").strip()
+            if not command:
+                raise AgentSpecError(
+                    f"{name}: say how to run it once installed (agent_commands, e.g. {{{name!r}: 'my-agent --task-file $AGENT_INSTRUCTION_FILE'}})."
+                )
+            return kind(name, command)
+    raise AgentSpecError(f"No agent named {name}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE or npm:PACKAGE with a command.")
 
 
 AGENTS: dict[str, Agent] = {agent.name: agent for agent in (Oracle(), Nop(), Reference())}

@@ -152,7 +152,7 @@ def summary(files: dict[str, bytes]) -> dict:
         "image": env.image,
         "resolution": env.resolution,
         "build_steps": len(recipe.steps) if recipe else 0,
-        "built_image": recipe.tag if recipe else "",
+        "build_digest": recipe.digest[:24] if recipe else "",
         "workdir": env.workdir,
     }
 

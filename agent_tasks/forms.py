@@ -2,8 +2,8 @@ import re
 
 from django import forms
 
-# pip:NAME or pip:NAME==VERSION, then `=` and the command (the version's own `==` is not the separator).
-AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?)\s*=\s*(?P<command>\S.*)")
+# pip:NAME[==VERSION] or npm:NAME[@VERSION], then `=` and the command (a pip version's own `==` is not the separator).
+AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?|npm:[^\s=]+)\s*=\s*(?P<command>\S.*)")
 
 
 class TaskSetUploadForm(forms.Form):
@@ -40,9 +40,9 @@ class JobForm(forms.Form):
     extra_agents = forms.CharField(
         max_length=50_000,
         required=False,
-        label="Agents from pip",
+        label="Agents from pip or npm",
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="One per line: pip:PACKAGE[==VERSION] = the command that runs it once installed (its instruction is in $AGENT_INSTRUCTION_FILE, its model in $LLM_BASE_URL and $LLM_MODEL).",
+        help_text="One per line: pip:PACKAGE[==VERSION] or npm:PACKAGE[@VERSION] = the command that runs it once installed (its instruction is in $AGENT_INSTRUCTION_FILE, its model in $LLM_BASE_URL and $LLM_MODEL).",
     )
 
     def clean_extra_agents(self) -> dict[str, str]:
@@ -52,7 +52,7 @@ class JobForm(forms.Form):
                 continue
             found = AGENT_COMMAND.fullmatch(line.strip())
             if not found:
-                raise forms.ValidationError(f"Line {number}: give pip:PACKAGE = COMMAND.")
+                raise forms.ValidationError(f"Line {number}: give pip:PACKAGE = COMMAND or npm:PACKAGE = COMMAND.")
             commands[found["agent"]] = found["command"]
         return commands
 

@@ -90,7 +90,7 @@ class JobCreateSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=2000),
         required=False,
         default=dict,
-        help_text='How each agent named pip:PACKAGE is run once installed, e.g. {"pip:mini-swe-agent": "mini -t \\"$(cat $AGENT_INSTRUCTION_FILE)\\" --yolo"}.',
+        help_text='How each agent named pip:PACKAGE or npm:PACKAGE is run once installed, e.g. {"pip:mini-swe-agent": "mini -t \\"$(cat $AGENT_INSTRUCTION_FILE)\\" --yolo"}.',
     )
     name = serializers.CharField(max_length=100, required=False, default="", allow_blank=True)
 

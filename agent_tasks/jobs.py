@@ -75,7 +75,9 @@ def create_job(
     if any(len(command) > MAX_COMMAND for command in agent_commands.values()):
         raise JobError("agent_commands", f"An agent's command is at most {MAX_COMMAND} characters.")
     if unknown := [a for a in agents if a not in AGENTS and not a.startswith(("pip:", "npm:"))]:
-        raise JobError("agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE with a command.")
+        raise JobError(
+            "agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE or npm:PACKAGE with a command."
+        )
     try:
         resolved = [resolve(name, agent_commands) for name in agents]
     except AgentSpecError as exc:

@@ -160,7 +160,7 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
         return SandboxSpec(
             owner=owner,
-            image=recipe.tag if recipe else env.image,
+            image=env.image,
             recipe=recipe,
             limits=limits,
             network=egress.NETWORK if setup else "none",

@@ -493,6 +493,8 @@ JOB_MAX_TRIALS = env_int("BELVEDIR_JOB_MAX_TRIALS", 5000, minimum=1)
 TRIAL_MAX_MEMORY_MB = env_int("BELVEDIR_TRIAL_MAX_MEMORY_MB", 8192, minimum=64)
 # Where agents named pip:PACKAGE are installed from, through the egress proxy (a mirror's /simple URL works).
 AGENT_PIP_INDEX_URL = env_str("BELVEDIR_AGENT_PIP_INDEX_URL", "https://pypi.org/simple")
+# Where agents named npm:PACKAGE are installed from, through the egress proxy (a mirror works).
+AGENT_NPM_REGISTRY_URL = env_str("BELVEDIR_AGENT_NPM_REGISTRY_URL", "https://registry.npmjs.org/")
 # Each model turn of an agent in a trial is capped at this many tokens (LLM_MAX_TOKENS): a model left unbounded can
 # repeat itself to its context's end, which a small local model does.
 AGENT_MAX_TOKENS = env_int("BELVEDIR_AGENT_MAX_TOKENS", 2048, minimum=16)

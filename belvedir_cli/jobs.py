@@ -30,7 +30,7 @@ def jobs():
 @click.option("--runtime", type=click.Choice(["auto", "runc", "runsc"]), default="auto", show_default=True)
 @click.option("--deny-host", "deny_hosts", multiple=True, help="A host no agent may reach (a benchmark's site); a trial that did is flagged.")
 @click.option("--name", default="", help="A name for the job.")
-@click.option("--agent-command", "agent_commands", multiple=True, help="AGENT=COMMAND: how an agent named pip:PACKAGE is run once installed.")
+@click.option("--agent-command", "agent_commands", multiple=True, help="AGENT=COMMAND: how an agent named pip:PACKAGE or npm:PACKAGE is run once installed.")
 @click.option("--wait", is_flag=True, help="Follow its progress until it ends, then print its results.")
 @json_option
 def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, runtime, deny_hosts, name, agent_commands, wait):
@@ -56,8 +56,8 @@ def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, ru
     output(job, ["id", "name", "status", "task_set", "version", "agents", "attempts", "budget_cents"])
 
 
-# pip:NAME or pip:NAME==VERSION, then `=` and the command (the version's own `==` is not the separator).
-AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?)\s*=\s*(?P<command>\S.*)")
+# pip:NAME[==VERSION] or npm:NAME[@VERSION], then `=` and the command (a pip version's own `==` is not the separator).
+AGENT_COMMAND = re.compile(r"(?P<agent>pip:[^\s=]+(?:==[^\s=]+)?|npm:[^\s=]+)\s*=\s*(?P<command>\S.*)")
 
 
 def pair(text: str) -> tuple[str, str]:

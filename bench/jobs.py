@@ -65,20 +65,24 @@ def overhead(version, repeats: int):
 
 def build_overhead(task, repeats: int):
     import docker
+    from django.conf import settings
 
     from agent_tasks.environment import resolve
     from agent_tasks.trials import run_trial
+    from belvedir.sandbox import images
+    from belvedir.sandbox.backends.docker import DockerBackend
 
     recipe = resolve(task.files("environment")).recipe(task.build_timeout_sec)
+    tag = images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)
     client = docker.from_env()
     try:
-        client.images.remove(recipe.tag, force=True)
+        client.images.remove(tag, force=True)
     except docker.errors.ImageNotFound:
         pass
     started = time.monotonic()
     first = run_trial(task, "nop")
     print(f"hello: the first trial, its image built ({len(recipe.steps)} steps), took {time.monotonic() - started:.2f} s; {first.status}")
-    overhead_of(task, recipe.tag, repeats)
+    overhead_of(task, tag, repeats)
 
 
 def overhead_of(task, image: str, repeats: int):

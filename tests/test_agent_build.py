@@ -73,26 +73,26 @@ def recipe_of(task):
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_a_task_with_run_lines_is_built_once_and_its_trials_see_what_the_build_made(project, owner, runtime, request):
     task = built_task(project, owner, request.node.name)
-    recipe = recipe_of(task)
-    request.addfinalizer(lambda: remove_image(recipe.tag))
-    backend = DockerBackend(settings.SANDBOX_DOCKER_URL)
-    assert not backend.has_image(recipe.tag)
+    recipe, backend = recipe_of(task), DockerBackend(settings.SANDBOX_DOCKER_URL)
+    tag = images.tag_for(backend, recipe)
+    request.addfinalizer(lambda: remove_image(tag))
+    assert backend.image_id(tag) is None
     trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"), runtime_wanted=runtime)
     assert (trial.status, trial.error, trial.reward, trial.runtime) == ("succeeded", "", 1.0, runtime)
-    assert backend.has_image(recipe.tag)
-    # Found by the hash of its build context: the next trial builds nothing, and doing nothing scores 0 on it.
-    assert images.ensure(backend, recipe) is False
+    assert backend.image_id(tag) is not None
+    # Found by the hash of its build context and base: the next trial builds nothing, and doing nothing scores 0 on it.
+    assert images.ensure(backend, recipe) == (tag, False)
     assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
 
 
 def test_two_workers_wanting_the_same_image_build_it_once(project, owner, request):
     recipe = recipe_of(built_task(project, owner, request.node.name))
-    request.addfinalizer(lambda: remove_image(recipe.tag))
+    request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)))
     built, failed = [], []
 
     def want():
         try:
-            built.append(images.ensure(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe))
+            built.append(images.ensure(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)[1])
         except Exception as exc:  # noqa: BLE001 - the assertion below shows it
             failed.append(exc)
         finally:
@@ -121,7 +121,8 @@ def test_a_build_reaches_nothing_outside_its_sandbox(project, owner, run, reason
     trial = run_trial(task, "nop")
     assert (trial.status, trial.reward, trial.platform_fault) == ("errored", None, False)
     assert trial.error.startswith("The task's environment did not build: ") and reason in trial.error, trial.error
-    assert not DockerBackend(settings.SANDBOX_DOCKER_URL).has_image(recipe_of(task).tag)
+    backend = DockerBackend(settings.SANDBOX_DOCKER_URL)
+    assert backend.image_id(images.tag_for(backend, recipe_of(task))) is None
 
 
 def test_a_build_that_fills_its_disk_fills_its_own_memory_and_fails_alone(project, owner, settings, request):
@@ -132,7 +133,7 @@ def test_a_build_that_fills_its_disk_fills_its_own_memory_and_fails_alone(projec
     assert "did not build: RUN at line 2 ran out of the build's 256 MB" in trial.error, trial.error
     # The next task builds as usual: the engine is not the worse for it.
     after = built_task(project, owner, request.node.name + "-next")
-    request.addfinalizer(lambda: remove_image(recipe_of(after).tag))
+    request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe_of(after))))
     assert run_trial(after, ShellAgent("echo ok > /app/agent.txt")).reward == 1.0
 
 

@@ -138,9 +138,11 @@ RUN ["sh", "-c", "echo done"]
 
 def test_the_image_is_named_by_the_hash_of_its_build_context(settings):
     def tag(dockerfile=f"FROM {IMAGE}\nCOPY a.txt /app/\nRUN cat /app/a.txt\n", a=b"a", timeout=120):
-        return resolve(env_files(dockerfile, **{"a.txt": a})).recipe(timeout).tag
+        return resolve(env_files(dockerfile, **{"a.txt": a})).recipe(timeout).tag_on("sha256:base")
 
     assert tag() == tag() and tag().startswith("belvedir-built:")
+    # A rebuilt base is another image to build on.
+    assert resolve(env_files(f"FROM {IMAGE}\nCOPY a.txt /app/\nRUN cat /app/a.txt\n", **{"a.txt": b"a"})).recipe(120).tag_on("sha256:rebuilt") != tag()
     # Any change to what the build reads is another image; its time limit is not (held to the platform's most).
     assert (
         len(

@@ -454,7 +454,7 @@ def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, o
         ({"budget": "lots"}, {"budget": ["'lots' is not an amount in dollars."]}),
         (
             {"agents": ["oracle", "claude"]},
-            {"detail": "No agent named claude; the agents are nop, oracle, reference, or pip:PACKAGE with a command.", "field": "agents"},
+            {"detail": "No agent named claude; the agents are nop, oracle, reference, or pip:PACKAGE or npm:PACKAGE with a command.", "field": "agents"},
         ),
         ({"attempts": 1000}, {"attempts": ["Ensure this value is less than or equal to 100."]}),
     ],
@@ -531,7 +531,11 @@ def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_t
         ("pip:mini-swe-agent>=1.0", {"pip:mini-swe-agent>=1.0": "mini"}, "give pip:NAME or pip:NAME==VERSION"),
         ("pip:mini-swe-agent[full]", {"pip:mini-swe-agent[full]": "mini"}, "give pip:NAME or pip:NAME==VERSION"),
         ("pip:https://evil.example/x.whl", {"pip:https://evil.example/x.whl": "x"}, "give pip:NAME or pip:NAME==VERSION"),
-        ("npm:@anthropic-ai/claude-code", {}, "npm is not in the sandbox image"),
+        ("npm:@anthropic-ai/claude-code", {}, "say how to run it once installed"),
+        ("npm:@anthropic-ai/claude-code@^2.0.0", {"npm:@anthropic-ai/claude-code@^2.0.0": "claude"}, "give npm:NAME or npm:NAME@VERSION"),
+        ("npm:left-pad@latest", {"npm:left-pad@latest": "x"}, "an exact version"),
+        ("npm:git+https://evil.example/x.git", {"npm:git+https://evil.example/x.git": "x"}, "give npm:NAME or npm:NAME@VERSION"),
+        ("npm:Upper@1.0.0", {"npm:Upper@1.0.0": "x"}, "give npm:NAME or npm:NAME@VERSION"),
     ],
 )
 def test_an_agent_from_a_package_index_is_named_exactly_and_needs_its_command(project, owner, agent, commands, says):
@@ -557,12 +561,26 @@ def test_a_pinned_pip_agent_is_installed_from_the_operators_index_and_run_by_its
     assert "--trusted-host mirror.internal --index-url http://mirror.internal:3141/root/pypi/+simple" in agent.command(job.trials.get().task)
 
 
+def test_a_pinned_npm_agent_is_installed_from_the_operators_registry_and_run_by_its_jobs_command(project, owner, settings):
+    version = task_set(project, owner, ["a"])
+    deployment = Deployment.objects.create(project=project, name="m", base_url="https://m.example/v1", model="m")
+    name = "npm:@openai/codex@0.63.0"
+    job = new_job(project, owner, version, agents=[name], deployments=[deployment], agent_commands={name: "codex exec --full-auto"})
+    assert job.trials.get().contestant == f"{name} · m"
+    agent = resolve(name, job.agent_commands)
+    command = agent.command(job.trials.get().task)
+    assert "--registry https://registry.npmjs.org/ @openai/codex@0.63.0 &&" in command and command.endswith("&& codex exec --full-auto")
+    assert agent.setup(job.trials.get().task, deployment).domains == ["m.example", "registry.npmjs.org"]
+
+
 def test_the_job_form_takes_agents_from_pip_with_their_commands_and_names_a_bad_line(project, owner, owner_client, held):
     version = task_set(project, owner, ["a"])
     deployment = Deployment.objects.create(project=project, name="m", base_url="https://m.example/v1", model="m")
     form = {"version": version.pk, "deployments": [deployment.pk], "attempts": 1, "budget": "1", "runtime": "auto"}
     bad = owner_client.post("/jobs/", {**form, "extra_agents": "mini-swe-agent"})
-    assert "Line 1: give pip:PACKAGE = COMMAND." in bad.content.decode() and not Job.objects.exists()
-    made = owner_client.post("/jobs/", {**form, "agents": ["nop"], "extra_agents": "pip:mini-swe-agent==1.9.0 = mini --yolo\n"})
+    assert "Line 1: give pip:PACKAGE = COMMAND or npm:PACKAGE = COMMAND." in bad.content.decode() and not Job.objects.exists()
+    lines = "pip:mini-swe-agent==1.9.0 = mini --yolo\nnpm:@openai/codex@0.63.0=codex exec\n"
+    made = owner_client.post("/jobs/", {**form, "agents": ["nop"], "extra_agents": lines})
     job = Job.objects.get()
-    assert made.status_code == 302 and job.agents == ["nop", "pip:mini-swe-agent==1.9.0"] and job.agent_commands == {"pip:mini-swe-agent==1.9.0": "mini --yolo"}
+    assert made.status_code == 302 and job.agents == ["nop", "pip:mini-swe-agent==1.9.0", "npm:@openai/codex@0.63.0"]
+    assert job.agent_commands == {"pip:mini-swe-agent==1.9.0": "mini --yolo", "npm:@openai/codex@0.63.0": "codex exec"}

@@ -4,11 +4,13 @@ advance), and hostile agents that fail their own trial and nothing else.
 The fast tests of budgets, refunds, pass@k, comparisons and the export are in tests/test_agent_job_rules.py.
 """
 
+import base64
 import contextlib
 import hashlib
 import http.server
 import io
 import json
+import tarfile
 import threading
 import zipfile
 from pathlib import Path
@@ -238,14 +240,9 @@ def wheel() -> tuple[str, bytes]:
 
 
 @contextlib.contextmanager
-def package_index(host: str):
-    """A PEP 503 simple index serving the one wheel, on `host` (the test proxy's allowed outside address)."""
-    filename, data = wheel()
-    digest = hashlib.sha256(data).hexdigest()
-    pages = {
-        "/simple/belvedir-upper-agent/": (f'<a href="/files/{filename}#sha256={digest}">{filename}</a>'.encode(), "text/html"),
-        f"/files/{filename}": (data, "application/octet-stream"),
-    }
+def files_server(host: str, pages: dict[str, tuple[bytes, str]]):
+    """`pages` ({path: (body, content type)}, which may be filled once the origin is known) served on `host`, the
+    test proxy's allowed outside address; yields the origin and the paths asked, in order."""
     asked = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -264,9 +261,22 @@ def package_index(host: str):
     server = http.server.ThreadingHTTPServer((host, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://{host}:{server.server_address[1]}/simple", asked
+        yield f"http://{host}:{server.server_address[1]}", asked
     finally:
         server.shutdown()
+
+
+@contextlib.contextmanager
+def package_index(host: str):
+    """A PEP 503 simple index serving the one wheel."""
+    filename, data = wheel()
+    digest = hashlib.sha256(data).hexdigest()
+    pages = {
+        "/simple/belvedir-upper-agent/": (f'<a href="/files/{filename}#sha256={digest}">{filename}</a>'.encode(), "text/html"),
+        f"/files/{filename}": (data, "application/octet-stream"),
+    }
+    with files_server(host, pages) as (origin, asked):
+        yield f"{origin}/simple", asked
 
 
 def test_an_agent_installed_from_the_package_index_solves_a_task_through_the_proxy(local_host, examples, project, owner, worker, egress, settings):
@@ -283,5 +293,80 @@ def test_an_agent_installed_from_the_package_index_solves_a_task_through_the_pro
     assert (trial.status, trial.reward, trial.error) == ("succeeded", 1.0, ""), trial.agent_output
     assert trial.contestant == "pip:belvedir-upper-agent==1.0 · m" and trial.trajectory["steps"][0]["text"] == "Upper-case them."
     assert "/simple/belvedir-upper-agent/" in asked and len(fake.requests) == 1
+    wait_for(lambda: len(egress_record(trial)) == 2, timeout=10, interval=0.1)
+    assert {(d["host"], d["refused"]) for d in egress_record(trial)} == {(OUTSIDE_ADDRESS, "")}
+
+
+# -- an agent installed from the npm registry, through the egress proxy --------------------------------------------------
+
+# Node's own http, through the proxy HTTP_PROXY names (as every request from a sandbox must go): Node's fetch would
+# ignore it, and npm's agents (claude-code, codex) read HTTPS_PROXY themselves.
+AGENT_JS = """#!/usr/bin/env node
+const fs = require("fs"), http = require("http"), path = require("path"), { execSync } = require("child_process");
+const SOLVE = %s;
+const proxy = new URL(process.env.HTTP_PROXY), target = process.env.LLM_BASE_URL + "/chat/completions";
+const body = JSON.stringify({ model: process.env.LLM_MODEL, messages: [{ role: "user", content: fs.readFileSync(process.env.AGENT_INSTRUCTION_FILE, "utf8") }] });
+const auth = Buffer.from(decodeURIComponent(proxy.username) + ":" + decodeURIComponent(proxy.password)).toString("base64");
+const headers = { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body), Host: new URL(target).host, "Proxy-Authorization": "Basic " + auth };
+http.request({ host: proxy.hostname, port: proxy.port, method: "POST", path: target, headers }, (response) => {
+  let data = "";
+  response.on("data", (chunk) => (data += chunk));
+  response.on("end", () => {
+    const said = JSON.parse(data).choices[0].message.content;
+    execSync(SOLVE);
+    fs.mkdirSync(path.dirname(process.env.AGENT_TRAJECTORY_FILE), { recursive: true });
+    fs.writeFileSync(process.env.AGENT_TRAJECTORY_FILE, JSON.stringify({ agent: "belvedir-upper-agent", steps: [{ text: said, commands: [{ command: SOLVE, output: "" }] }] }));
+  });
+}).end(body);
+"""
+
+
+def npm_tarball() -> bytes:
+    """An npm package of the tiny agent above, with its command in `bin`, as a registry serves it."""
+    files = {
+        "package/package.json": (json.dumps({"name": "belvedir-upper-agent", "version": "1.0.0", "bin": {"belvedir-upper-agent": "agent.js"}}).encode(), 0o644),
+        "package/agent.js": ((AGENT_JS % json.dumps(SOLVE)).encode(), 0o755),
+    }
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as archive:
+        for path, (data, mode) in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mode = len(data), mode
+            archive.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@contextlib.contextmanager
+def npm_registry(host: str):
+    """A registry serving the one package's document and tarball (with npm's integrity)."""
+    tarball, pages = npm_tarball(), {}
+    with files_server(host, pages) as (origin, asked):
+        dist = {
+            "tarball": f"{origin}/belvedir-upper-agent/-/belvedir-upper-agent-1.0.0.tgz",
+            "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tarball).digest()).decode(),
+            "shasum": hashlib.sha1(tarball).hexdigest(),
+        }
+        version = {"name": "belvedir-upper-agent", "version": "1.0.0", "bin": {"belvedir-upper-agent": "agent.js"}, "dist": dist}
+        document = {"name": "belvedir-upper-agent", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": version}}
+        pages["/belvedir-upper-agent"] = (json.dumps(document).encode(), "application/json")
+        pages["/belvedir-upper-agent/-/belvedir-upper-agent-1.0.0.tgz"] = (tarball, "application/octet-stream")
+        yield f"{origin}/", asked
+
+
+def test_an_agent_installed_from_the_npm_registry_solves_a_task_through_the_proxy(local_host, examples, project, owner, worker, egress, settings):
+    settings.EVAL_ALLOW_PRIVATE_URLS = True
+    fund(project, 1000)
+    name = "npm:belvedir-upper-agent@1.0.0"
+    with npm_registry(OUTSIDE_ADDRESS) as (registry, asked), FakeOpenAI(answer=lambda text: "Upper-case them.", host=OUTSIDE_ADDRESS) as fake:
+        settings.AGENT_NPM_REGISTRY_URL = registry
+        deployment = Deployment.objects.create(project=project, name="m", base_url=fake.url, model="m")
+        job = jobs.create_job(
+            project, owner, version=examples, agents=[name], deployments=[deployment], tasks=["upper-names"],
+            budget_cents=100, runtime="runsc", agent_commands={name: "belvedir-upper-agent"},
+        )  # fmt: skip
+        trial = worker(job).trials.get()
+    assert (trial.status, trial.reward, trial.error) == ("succeeded", 1.0, ""), trial.agent_output
+    assert trial.contestant == f"{name} · m" and trial.trajectory["steps"][0]["text"] == "Upper-case them."
+    assert asked == ["/belvedir-upper-agent", "/belvedir-upper-agent/-/belvedir-upper-agent-1.0.0.tgz"] and len(fake.requests) == 1
     wait_for(lambda: len(egress_record(trial)) == 2, timeout=10, interval=0.1)
     assert {(d["host"], d["refused"]) for d in egress_record(trial)} == {(OUTSIDE_ADDRESS, "")}

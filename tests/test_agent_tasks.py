@@ -326,7 +326,7 @@ def test_each_tasks_environment_is_read_at_import_and_shown_on_its_page_and_in_t
     refused = import_task_set(project, owner, "ubuntu", files, single_name="ubuntu")[0]
     assert "FROM ubuntu:24.04 cannot be pulled here" in refused.tasks.get().environment["refused"]
     page = owner_client.get(f"/tasks/{hello.version.task_set_id}/").content.decode()
-    assert "FROM python:3.11-slim" in page and "2 steps, no network" in page and hello.environment["built_image"] in page
+    assert "FROM python:3.11-slim" in page and "2 steps, no network" in page and hello.environment["build_digest"] in page
     assert "cannot be built: environment/Dockerfile: line 1: FROM ubuntu:24.04" in owner_client.get(f"/tasks/{refused.task_set_id}/").content.decode()
     answered = api.get(f"/api/v1/task-sets/{hello.version.task_set_id}").json()
     assert answered["versions"][0]["tasks"][0]["environment"] == hello.environment

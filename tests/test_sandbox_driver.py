@@ -118,3 +118,27 @@ def test_a_command_that_ends_after_the_platform_killed_its_sandbox_is_the_platfo
         box._killed = True  # as kill() records it, a moment before the engine acts
         with pytest.raises(SandboxPlatformError, match="stopped by the platform during a command"):
             box.exec("kill -9 $$", timeout=30)
+
+
+def test_a_sandbox_image_made_from_another_package_list_is_rebuilt_not_kept_for_its_tag(settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from .harness_fixtures import remove_image
+
+    # The current image's root filesystem without the finishing Dockerfile's label: what an older checkout left.
+    base = next(tag for image in docker_engine.connect(settings.SANDBOX_DOCKER_URL).images.list("belvedir-sandbox-base") for tag in image.tags)
+    subprocess.run(["docker", "tag", base, "belvedir-sandbox:stale-test"], check=True)
+    try:
+        out = StringIO()
+        call_command("build_sandbox_image", tag="belvedir-sandbox:stale-test", stdout=out)
+        assert "was made from another package list or Dockerfile; rebuilding it" in out.getvalue()
+        assert docker_engine.image_labels(settings.SANDBOX_DOCKER_URL, "belvedir-sandbox:stale-test") == docker_engine.image_labels(
+            settings.SANDBOX_DOCKER_URL, settings.SANDBOX_IMAGE
+        )
+        again = StringIO()
+        call_command("build_sandbox_image", tag="belvedir-sandbox:stale-test", stdout=again)
+        assert "already exists" in again.getvalue()
+    finally:
+        remove_image("belvedir-sandbox:stale-test")

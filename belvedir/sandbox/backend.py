@@ -207,8 +207,8 @@ class Backend(ABC):
         """The engine host's CPU count (0 when it does not say)."""
 
     @abstractmethod
-    def has_image(self, tag: str) -> bool:
-        """Whether the engine holds an image of this tag."""
+    def image_id(self, tag: str) -> str | None:
+        """The id (content digest) of the engine's image of this tag; None when it has none."""
 
     @abstractmethod
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):

@@ -10,10 +10,11 @@ builds a spec's missing image first):
 - what the steps wrote is read out as one tar (each path whose ctime is past the build's start: a step can set a
   file's mtime, never its ctime) and laid over the base by a Dockerfile of ADD and LABEL, which the engine applies
   without starting anything on the host;
-- the image's tag is the recipe's digest, the hash of everything the build reads (the base, each step, the
-  files copied in): the same build context is built once per engine and then found. Two workers wanting the
-  same image meet on the engine: the build sandbox is named by the digest, an engine holds one container of a
-  name, and the second waits for the first's image.
+- the image's tag is the hash of everything the build reads: the recipe's digest (each step, the files copied
+  in) and the base image's own id on that engine (a rebuilt sandbox image is another base). The same build
+  context is built once per engine and then found. Two workers wanting the same image meet on the engine: the
+  build sandbox is named by the tag, an engine holds one container of a name, and the second waits for the
+  first's image.
 
 A sandbox mounts its writable folders (an agent task's /app) as empty tmpfs over the image; what the build left
 in them is kept at SEED_DIR and copied into the mounts when a sandbox of the image starts (docker_sandbox.py).
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from .backend import Backend, Capability
-from .errors import BuildInProgress, ImageBuildFailed, LaunchFailed, SandboxFileTooLarge, SandboxOutOfMemory, SandboxTimeout
+from .errors import BuildInProgress, ImageBuildFailed, ImageMissing, LaunchFailed, SandboxFileTooLarge, SandboxOutOfMemory, SandboxTimeout
 from .owners import Owner
 from .spec import Limits, SandboxSpec
 
@@ -90,19 +91,28 @@ class ImageRecipe:
                 content.update(f"\0run\0{json.dumps([step.command, step.env, step.workdir])}".encode())
         object.__setattr__(self, "digest", content.hexdigest())
 
-    @property
-    def tag(self) -> str:
-        return f"{BUILT_REPOSITORY}:{self.digest[:24]}"
+    def tag_on(self, base_id: str) -> str:
+        """The built image's tag on an engine whose `base` has this id."""
+        return f"{BUILT_REPOSITORY}:{hashlib.sha256(f'{self.digest}:{base_id}'.encode()).hexdigest()[:24]}"
 
 
-def ensure(backend: Backend, recipe: ImageRecipe) -> bool:
-    """The recipe's image on the backend's engine, built unless there already; True when built now.
+def tag_for(backend: Backend, recipe: ImageRecipe) -> str:
+    """The recipe's tag on this backend's engine; ImageMissing without its base."""
+    base_id = backend.image_id(recipe.base)
+    if base_id is None:
+        raise ImageMissing(f"The base image {recipe.base!r} is missing on this host; run `python manage.py build_sandbox_image`.")
+    return recipe.tag_on(base_id)
+
+
+def ensure(backend: Backend, recipe: ImageRecipe) -> tuple[str, bool]:
+    """The recipe's image on the backend's engine, built unless there already: its tag, and whether it was built now.
 
     ImageBuildFailed (the recipe's fault) naming the step; a platform error where the engine cannot build."""
-    if backend.has_image(recipe.tag):
-        return False
+    tag = tag_for(backend, recipe)
+    if backend.image_id(tag) is not None:
+        return tag, False
     if Capability.BUILD not in backend.capabilities:
-        raise LaunchFailed(f"This host's {backend.name} backend builds no images, and {recipe.tag} (a task's RUN lines) is not on it.")
+        raise LaunchFailed(f"This host's {backend.name} backend builds no images, and {tag} (a task's RUN lines) is not on it.")
     if BUILD_RUNTIME not in backend.runtimes():
         raise LaunchFailed(
             f"This host's engine has no {BUILD_RUNTIME} runtime (gVisor holding a build's files in memory), so RUN lines cannot be built "
@@ -111,22 +121,22 @@ def ensure(backend: Backend, recipe: ImageRecipe) -> bool:
     deadline = time.monotonic() + recipe.timeout + 60
     while True:
         try:
-            _build(backend, recipe)
-            return True
+            _build(backend, recipe, tag)
+            return tag, True
         except BuildInProgress:
             # Another worker builds it: its image is ours once tagged. Its sandbox stops at its own
             # deadline, so a dead builder is waited for no longer than its build could have run.
             if time.monotonic() > deadline:
-                raise LaunchFailed(f"Waited {recipe.timeout:g} s for another build of {recipe.tag} on this engine; retry.") from None
+                raise LaunchFailed(f"Waited {recipe.timeout:g} s for another build of {tag} on this engine; retry.") from None
             time.sleep(WAIT_SECONDS)
-            if backend.has_image(recipe.tag):
-                return False
+            if backend.image_id(tag) is not None:
+                return tag, False
 
 
-def _build(backend: Backend, recipe: ImageRecipe):
+def _build(backend: Backend, recipe: ImageRecipe, tag: str):
     started = time.monotonic()
     spec = SandboxSpec(
-        owner=Owner(OWNER_KIND, recipe.digest[:24]),
+        owner=Owner(OWNER_KIND, tag.rpartition(":")[2]),
         image=recipe.base,
         limits=Limits.defaults(memory_mb=settings.SANDBOX_BUILD_MEMORY_MB),
         network="none",
@@ -169,8 +179,8 @@ def _build(backend: Backend, recipe: ImageRecipe):
         except SandboxFileTooLarge:
             raise ImageBuildFailed(f"The build wrote more than its {settings.SANDBOX_BUILD_MEMORY_MB} MB.") from None
         # Tagged while the build sandbox still holds its name: another builder waiting on the name finds the image.
-        backend.image_from_layer(recipe.base, layer, recipe.tag, {LABEL_SEED: ",".join(recipe.seed), LABEL_RECIPE: recipe.digest})
-    logger.info("built %s in %.1f s (%d bytes of layer)", recipe.tag, time.monotonic() - started, len(layer))
+        backend.image_from_layer(recipe.base, layer, tag, {LABEL_SEED: ",".join(recipe.seed), LABEL_RECIPE: recipe.digest})
+    logger.info("built %s in %.1f s (%d bytes of layer)", tag, time.monotonic() - started, len(layer))
 
 
 def _layer_command(seed: tuple[str, ...]) -> str:

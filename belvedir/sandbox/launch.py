@@ -117,8 +117,10 @@ def start(backend: Backend, specs: list[SandboxSpec]) -> list[Sandbox]:
     engine (the layout moves as a whole), else the first part's. An image
     built from a recipe is built on this engine first, once (images.py).
     """
-    for recipe in dict.fromkeys(spec.recipe for spec in specs if spec.recipe):
-        images.ensure(backend, recipe)
+    built = {recipe: images.ensure(backend, recipe)[0] for recipe in dict.fromkeys(spec.recipe for spec in specs if spec.recipe)}
+    for spec in specs:
+        if spec.recipe:
+            spec.image = built[spec.recipe]
     if len(specs) == 1:
         return [backend.sandbox(specs[0]).__enter__()]
     with ThreadPoolExecutor(len(specs)) as pool:

@@ -71,7 +71,8 @@ class SandboxSpec:
     # Further writable folders (tmpfs, owned by the sandbox user, counted against memory like /tmp) on the
     # read-only root: an agent task's /app, /tests and /logs, which its scripts name by absolute path.
     writable: tuple[str, ...] = ()
-    # The image is built from this recipe (a task's RUN lines) when the host lacks it: `image` is its tag (images.py).
+    # Built on `image` (its base) from this recipe (a task's RUN lines) when the host lacks it; the door then starts
+    # the sandbox from the built image (images.py).
     recipe: "ImageRecipe | None" = None
     # Non-zero: an image build's sandbox (images.py). Root may write its whole filesystem, which the build runtime
     # holds in the sandbox's memory; it stops by itself this many seconds after it starts, whoever holds it; and a

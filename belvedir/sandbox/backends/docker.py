@@ -27,8 +27,8 @@ class DockerBackend(Backend):
     def check(self, image: str, timeout: float):
         docker_engine.check_engine(self.engine, image, timeout)
 
-    def has_image(self, tag: str) -> bool:
-        return docker_engine.image_exists(self.engine, tag)
+    def image_id(self, tag: str) -> str | None:
+        return docker_engine.image_id(self.engine, tag)
 
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
         docker_engine.image_from_layer(self.engine, base, layer, tag, labels)

@@ -162,6 +162,26 @@ def image_exists(engine: Engine | str, tag: str) -> bool:
         client.close()
 
 
+def image_id(engine: Engine | str, tag: str) -> str | None:
+    client = connect(engine)
+    try:
+        with engine_errors(f"look up the image {tag}"):
+            try:
+                return client.images.get(tag).id
+            except docker_errors.ImageNotFound:
+                return None
+    finally:
+        client.close()
+
+
+def image_labels(engine: Engine | str, tag: str) -> dict[str, str]:
+    client = connect(engine)
+    try:
+        return client.images.get(tag).labels or {}
+    finally:
+        client.close()
+
+
 def import_image(engine: Engine | str, rootfs_tar: str, tag: str):
     client = connect(engine)
     try:

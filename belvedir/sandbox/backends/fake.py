@@ -130,9 +130,9 @@ class FakeBackend(Backend):
         if image != IMAGE:
             raise ImageMissing(f"The sandbox image {image!r} is missing on this host.")
 
-    def has_image(self, tag: str) -> bool:
+    def image_id(self, tag: str) -> str | None:
         self._answer()
-        return tag == IMAGE
+        return "fake:" + tag if tag == IMAGE else None
 
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
         raise LaunchFailed("The fake backend builds no images: a task with RUN lines needs a Docker host.")

@@ -13,6 +13,7 @@ from belvedir.sandbox.models import SandboxHost
 
 IMAGE_DIR = Path(__file__).resolve().parents[2] / "image"
 MIRROR = "http://deb.debian.org/debian"
+LABEL_MADE_FROM = "belvedir.made-from"
 
 
 class Command(BaseCommand):
@@ -26,21 +27,27 @@ class Command(BaseCommand):
 
     def handle(self, *args, force, tag, mirror, host=None, **options):
         engine = self._engine(host)
+        packages = [line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
+        dockerfile = (IMAGE_DIR / "Dockerfile").read_text()
+        # The image is labelled with what it was made from: one made from another package list or Dockerfile (an
+        # older checkout's) is rebuilt, not kept because its tag is there.
+        made_from = hashlib.sha256("\0".join([*packages, dockerfile]).encode()).hexdigest()[:16]
         try:
             if not force and docker_engine.image_exists(engine, tag):
-                self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
-                return
+                if docker_engine.image_labels(engine, tag).get(LABEL_MADE_FROM) == made_from:
+                    self.stdout.write(f"Sandbox image {tag} already exists (use --force to rebuild).")
+                    return
+                self.stdout.write(f"Sandbox image {tag} was made from another package list or Dockerfile; rebuilding it.")
             if shutil.which("mmdebstrap") is None:
                 raise CommandError("mmdebstrap is not installed: apt-get install mmdebstrap")
-            packages = [line.strip() for line in (IMAGE_DIR / "packages.txt").read_text().splitlines() if line.strip() and not line.startswith("#")]
             # The base tag names its package list, so a changed list builds a new base.
             base_tag = f"belvedir-sandbox-base:{hashlib.sha256(','.join(packages).encode()).hexdigest()[:12]}"
             if force or not docker_engine.image_exists(engine, base_tag):
                 self._build_base(engine, base_tag, packages, mirror)
             self.stdout.write(f"Finishing {tag} from {base_tag}…")
             with tempfile.TemporaryDirectory() as context:
-                dockerfile = (IMAGE_DIR / "Dockerfile").read_text().replace("${BASE}", base_tag)
-                (Path(context) / "Dockerfile").write_text(dockerfile)
+                finished = dockerfile.replace("${BASE}", base_tag) + f'LABEL {LABEL_MADE_FROM}="{made_from}"\n'
+                (Path(context) / "Dockerfile").write_text(finished)
                 docker_engine.build_image(engine, context, tag)
         except SandboxError as exc:
             raise CommandError(exc.message) from exc
