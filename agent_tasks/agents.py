@@ -123,8 +123,9 @@ class PackageAgent(Agent):
         self.name, self.run_command = name, run_command
 
     @property
+    @abstractmethod
     def registry(self) -> str:
-        raise NotImplementedError
+        """The index or registry it is installed from."""
 
     def setup(self, task, deployment):
         found = model_setup(task, deployment)
@@ -175,8 +176,8 @@ class NpmAgent(PackageAgent):
         return f'{install} && export PATH="$HOME/.npm-global/bin:$PATH" && {self.run_command}'
 
 
-# npm's package names (lower case, an optional @scope/), then an exact version: a range would install whatever the
-# registry holds that day, and a job's trials must all run the same agent.
+# npm's package names (lower case, an optional @scope/), then, if any, an exact version: a range or a tag would
+# install whatever the registry holds that day (pip:NAME alike takes the index's latest; pin it for a job you compare).
 NPM_PACKAGE = re.compile(r"(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]{0,213}(@\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?)?")
 
 

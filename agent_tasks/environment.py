@@ -41,14 +41,10 @@ TRIAL_FOLDERS = frozenset({"/tests", "/solution", "/logs"})
 # python:3.11 images moved to Debian 13 in 2025: the same Python on an older Debian, which the resolution says.
 RESOLVED = {
     re.compile(r"debian:(bookworm|12)(\.\d+)*(-slim)?(-\d+)?"): "Debian 12 (bookworm), as the image named",
-    re.compile(r"python:3\.11(\.\d+)?(-slim)?(-bookworm)?"): "Python 3.11 on Debian 12 (bookworm), Debian's own, with `python` made a name for python3",
-    re.compile(
-        r"python:3\.11(\.\d+)?(-slim)?-trixie"
-    ): "Python 3.11 as the image named, with `python` made a name for python3, on Debian 12 (bookworm) rather than 13",
+    re.compile(r"python:3\.11(\.\d+)?(-slim)?(-bookworm)?"): "Python 3.11 on Debian 12 (bookworm), Debian's own (`python` is python3)",
+    re.compile(r"python:3\.11(\.\d+)?(-slim)?-trixie"): "Python 3.11 as the image named (`python` is python3), on Debian 12 (bookworm) rather than 13",
     re.compile(r"buildpack-deps:(bookworm|12)(-curl|-scm)?"): "Debian 12 (bookworm) with git and Python 3.11, without the compilers",
 }
-# Docker's python images answer to `python`; Debian's only to python3, until this first step of their build.
-PYTHON_ALIAS = "ln -s /usr/bin/python3 /usr/local/bin/python"
 RESOLVES = "debian:bookworm[-slim], debian:12[-slim], python:3.11[-slim][-bookworm|-trixie], buildpack-deps:bookworm"
 # Where COPY lands in the home or /tmp, a sandbox mounts an empty folder over the image: such files are put at start.
 MOUNTED = ("/home/", "/tmp/")
@@ -115,7 +111,6 @@ def resolve(files: dict[str, bytes]) -> Environment:
             if instruction != "FROM":
                 raise EnvironmentRefused(f"{instruction} before FROM: a Dockerfile starts with FROM", number)
             environment = _base_image(rest, number)
-            building = building or environment.builds
             continue
         if instruction == "WORKDIR":
             environment.workdir = _absolute(rest, environment.workdir, number)
@@ -194,8 +189,7 @@ def _base_image(rest: str, number: int) -> Environment:
     plain = re.sub(r"^(docker\.io/)?(library/)?", "", named.split("@", 1)[0])
     for pattern, what in RESOLVED.items():
         if pattern.fullmatch(plain):
-            steps = [Run(PYTHON_ALIAS, (), "/", number)] if plain.startswith("python:") else []
-            return Environment(image=available, named=named, resolution=f"FROM {named} is built on {available}: {what}.", steps=steps)
+            return Environment(image=available, named=named, resolution=f"FROM {named} is built on {available}: {what}.")
     raise EnvironmentRefused(
         f"FROM {named} cannot be pulled here and nothing stands in for it: the platform's image {available} is Debian 12 with "
         f"Python 3.11, and resolves {RESOLVES}. Base the task on one of those, or ask for the image to be added",

@@ -26,7 +26,7 @@ from . import environment
 from .agents import AGENTS, AgentSpecError, resolve
 from .harbor_format import TaskFormatError
 from .models import AgentTask, Job, Trial
-from .trials import deadline_for, execute
+from .trials import deadline_for, execute, seconds_needed
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,12 @@ def create_job(
             environment.resolve(task.files("environment"))
         except TaskFormatError as exc:
             raise JobError("tasks", f"{task.name}: {exc}") from None
+        # A worker's task is stopped past the queue's timeout: a trial that could outlive it would be cut short.
+        if (needed := seconds_needed(task)) > settings.Q_TASK_TIMEOUT:
+            raise JobError(
+                "tasks",
+                f"{task.name}: its build, agent and verifier limits add up to {needed:.0f} s with the platform's margins; a trial may take at most {settings.Q_TASK_TIMEOUT} s here.",
+            )
     columns = contestants(resolved, deployments)
     count = len(chosen) * len(columns) * attempts
     if count > settings.JOB_MAX_TRIALS:

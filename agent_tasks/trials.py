@@ -121,9 +121,14 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
 
 
 def deadline_for(task: AgentTask):
-    # A build may come first (images.py): its time counts as well, whether this trial builds or waits for another's.
+    return timezone.now() + timedelta(seconds=seconds_needed(task))
+
+
+def seconds_needed(task: AgentTask) -> float:
+    """The longest a trial of the task may take: a build may come first (images.py), whether this trial builds or
+    waits for another's, then the agent's and the verifier's limits."""
     building = min(task.build_timeout_sec, settings.SANDBOX_BUILD_MAX_SECONDS)
-    return timezone.now() + timedelta(seconds=building + task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS)
+    return building + task.agent_timeout_sec + AGENT_GRACE_SECONDS + task.verifier_timeout_sec + SETUP_SECONDS
 
 
 def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "auto") -> Trial:

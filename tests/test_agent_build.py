@@ -17,6 +17,7 @@ from agent_tasks.trials import run_trial
 from belvedir.sandbox import images
 from belvedir.sandbox.backends.docker import DockerBackend
 from belvedir.sandbox.models import SandboxHost
+from belvedir.sandbox.owners import Owner
 
 from .harness_fixtures import remove_image
 
@@ -24,18 +25,21 @@ pytestmark = [pytest.mark.docker, pytest.mark.django_db]
 
 RUNTIMES = ["runc", "runsc"]
 # FROM a public image the platform's stands in for; ARG and ENV reach the RUN lines; a COPY'd file is used by a
-# RUN; a RUN writes into the task's folder (seeded into the trial's writable /app) and into /usr/local/bin (the
-# image's read-only content). Each build of this test differs (NONCE), so it proves a build, not a cached image.
+# RUN, and a COPY'd script run by one; a RUN writes into the task's folder (seeded into the trial's writable /app)
+# and /usr/local/bin holds the script (the image's read-only content). Each build of this test differs (NONCE), so
+# it proves a build, not a cached image.
 DOCKERFILE = """FROM python:3.11-slim
 ARG ROWS=3
 ENV GREETING=hello
 WORKDIR /app
 COPY numbers.txt /app/
 RUN python3 -c "import os; n = sum(map(int, open('numbers.txt'))); open('total.txt', 'w').write(f'{n} {os.environ[\\"ROWS\\"]} {os.environ[\\"GREETING\\"]} NONCE')"
-RUN printf '#!/bin/sh\\necho tool-$GREETING\\n' > /usr/local/bin/tool && chmod 755 /usr/local/bin/tool
+COPY tool.sh /usr/local/bin/tool
+RUN tool > /app/tool-said.txt
 """
 # Reward 1 when the build's files are there, `tool` and `python` run, and the agent could write beside them in /app.
-TEST_SH = """grep -qx '6 3 hello NONCE' /app/total.txt && [ "$(tool)" = tool-hello ] && [ "$(cat /app/agent.txt)" = ok ] \\
+TEST_SH = """grep -qx '6 3 hello NONCE' /app/total.txt && [ "$(tool)" = tool-hello ] && [ "$(cat /app/tool-said.txt)" = tool-hello ] \\
+  && [ "$(cat /app/agent.txt)" = ok ] \\
   && [ "$(python -c 'print(6 * 7)')" = 42 ] \\
   && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
 """
@@ -61,6 +65,7 @@ def built_task(project, owner, name: str, dockerfile: str = DOCKERFILE, test_sh:
         "instruction.md": b"Write ok to /app/agent.txt.\n",
         "environment/Dockerfile": dockerfile.replace("NONCE", nonce).encode(),
         "environment/numbers.txt": b"1\n2\n3\n",
+        "environment/tool.sh": b"#!/bin/sh\necho tool-$GREETING\n",
         "tests/test.sh": test_sh.replace("NONCE", nonce).encode(),
     }
     return import_task_set(project, owner, f"built-{nonce}", files, single_name="built")[0].tasks.get()
@@ -86,12 +91,14 @@ def test_a_task_with_run_lines_is_built_once_and_its_trials_see_what_the_build_m
 
 
 def test_two_workers_wanting_the_same_image_build_it_once(project, owner, request):
-    recipe = recipe_of(built_task(project, owner, request.node.name))
+    # A build of a few seconds more: the second worker surely asks while the first builds.
+    recipe = recipe_of(built_task(project, owner, request.node.name, dockerfile=DOCKERFILE + "RUN sleep 2\n"))
     request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)))
-    built, failed = [], []
+    built, failed, together = [], [], threading.Barrier(2)
 
     def want():
         try:
+            together.wait(10)
             built.append(images.ensure(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)[1])
         except Exception as exc:  # noqa: BLE001 - the assertion below shows it
             failed.append(exc)
@@ -130,7 +137,7 @@ def test_a_build_that_fills_its_disk_fills_its_own_memory_and_fails_alone(projec
     task = built_task(project, owner, request.node.name, dockerfile=f"FROM {settings.SANDBOX_IMAGE}\nRUN dd if=/dev/zero of=/fill bs=1M count=2048\n")
     trial = run_trial(task, "nop")
     assert (trial.status, trial.reward, trial.platform_fault) == ("errored", None, False), trial.error
-    assert "did not build: RUN at line 2 ran out of the build's 256 MB" in trial.error, trial.error
+    assert "did not build: The build ran out of its 256 MB, which hold every file it writes, at line 2 (RUN dd" in trial.error, trial.error
     # The next task builds as usual: the engine is not the worse for it.
     after = built_task(project, owner, request.node.name + "-next")
     request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe_of(after))))
@@ -145,3 +152,46 @@ def test_harbors_hello_task_imports_builds_and_runs(project, owner, runtime):
     solved = run_trial(task, "oracle", runtime_wanted=runtime)
     assert (solved.status, solved.error, solved.reward) == ("succeeded", "", 1.0)
     assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
+
+
+def test_a_workdir_no_step_wrote_to_is_still_the_trials_writable_folder(project, owner, request):
+    dockerfile = "FROM python:3.11-slim\nWORKDIR /app\nRUN echo NONCE > /etc/built-by-test\n"
+    test_sh = '[ "$(cat /app/agent.txt)" = ok ] && grep -q NONCE /etc/built-by-test && echo 1 > /logs/verifier/reward.txt\n'
+    task = built_task(project, owner, request.node.name, dockerfile=dockerfile, test_sh=test_sh)
+    request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe_of(task))))
+    trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"))
+    assert (trial.status, trial.error, trial.reward) == ("succeeded", "", 1.0)
+
+
+def test_a_build_a_dead_worker_left_behind_is_replaced(project, owner, request):
+    import docker
+
+    recipe, backend = recipe_of(built_task(project, owner, request.node.name)), DockerBackend(settings.SANDBOX_DOCKER_URL)
+    tag = images.tag_for(backend, recipe)
+    request.addfinalizer(lambda: remove_image(tag))
+    # The build sandbox's name, held by a container that stopped (its worker died and its deadline passed).
+    name = Owner(images.OWNER_KIND, tag.rpartition(":")[2]).container_name
+    client = docker.DockerClient(base_url=settings.SANDBOX_DOCKER_URL)
+    try:
+        client.containers.run(settings.SANDBOX_IMAGE, ["true"], name=name, network_mode="none")
+        assert images.ensure(backend, recipe) == (tag, True)
+        assert not client.containers.list(all=True, filters={"name": name})
+    finally:
+        client.close()
+
+
+def test_a_build_leaving_more_in_the_task_folder_than_a_sandbox_holds_fails_the_trial_not_the_platform(project, owner, request):
+    dockerfile = f"FROM {settings.SANDBOX_IMAGE}\nWORKDIR /app\nRUN head -c 300M /dev/zero > /app/big && echo NONCE\n"
+    task = built_task(project, owner, request.node.name, dockerfile=dockerfile)
+    request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe_of(task))))
+    trial = run_trial(task, "nop")
+    assert (trial.status, trial.reward, trial.platform_fault) == ("errored", None, False), trial.error
+    assert "did not build: After the build, /app holds 300 MB; a sandbox's writable folder holds at most 256 MB." in trial.error, trial.error
+
+
+def test_a_build_writing_more_than_an_image_may_hold_fails_naming_the_limit(project, owner, settings, request):
+    settings.SANDBOX_BUILD_LAYER_MAX_MB = 1
+    dockerfile = f"FROM {settings.SANDBOX_IMAGE}\nRUN head -c 3M /dev/urandom > /usr/local/share/blob && echo NONCE\n"
+    trial = run_trial(built_task(project, owner, request.node.name, dockerfile=dockerfile), "nop")
+    assert (trial.status, trial.platform_fault) == ("errored", False)
+    assert "did not build: The build wrote 3 MB; an image built here holds at most 1 MB of its own" in trial.error, trial.error

@@ -584,3 +584,16 @@ def test_the_job_form_takes_agents_from_pip_with_their_commands_and_names_a_bad_
     job = Job.objects.get()
     assert made.status_code == 302 and job.agents == ["nop", "pip:mini-swe-agent==1.9.0", "npm:@openai/codex@0.63.0"]
     assert job.agent_commands == {"pip:mini-swe-agent==1.9.0": "mini --yolo", "npm:@openai/codex@0.63.0": "codex exec"}
+
+
+def test_a_task_whose_limits_could_outlive_a_workers_task_is_refused_naming_it(project, owner, settings):
+    files = task_files("long")
+    files["long/task.toml"] = b'version = "1.0"\n[agent]\ntimeout_sec = 2900\n[verifier]\ntimeout_sec = 600\n[environment]\nbuild_timeout_sec = 600\n'
+    version = import_task_set(project, owner, "long", files)[0]
+    settings.SANDBOX_BUILD_MAX_SECONDS = 900
+    with pytest.raises(jobs.JobError, match=r"long: its build, agent and verifier limits add up to 4430 s .* at most 3900 s here"):
+        new_job(project, owner, version, agents=["nop"])
+    assert not Job.objects.exists()
+    # Held to the platform's most for builds, the same task fits.
+    settings.SANDBOX_BUILD_MAX_SECONDS = 60
+    assert new_job(project, owner, version, agents=["nop"]).trials.count() == 1

@@ -177,7 +177,8 @@ def image_id(engine: Engine | str, tag: str) -> str | None:
 def image_labels(engine: Engine | str, tag: str) -> dict[str, str]:
     client = connect(engine)
     try:
-        return client.images.get(tag).labels or {}
+        with engine_errors(f"read the labels of {tag}"):
+            return client.images.get(tag).labels or {}
     finally:
         client.close()
 

@@ -19,6 +19,7 @@ A sandbox is one locked-down container whose main process is an init
 container whatever happened, and on entry it removes a stale one of the same name.
 """
 
+import json
 import logging
 import queue
 import shlex
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Self
 
@@ -38,6 +40,7 @@ from ..backend import ExecResult, Sandbox, Session, is_gvisor, resolve_runtime
 from ..engine import Engine, as_engine
 from ..errors import (
     BuildInProgress,
+    ImageBuildFailed,
     ImageMissing,
     LaunchFailed,
     SandboxDied,
@@ -136,8 +139,7 @@ class DockerSandbox(Sandbox):
             image = self.client.images.get(spec.image)
         except docker_errors.ImageNotFound as exc:
             raise ImageMissing(f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`.") from exc
-        seeded = (image.labels or {}).get(LABEL_SEED, "").split(",")
-        self._seeded = tuple(folder for folder in spec.writable if folder in seeded)
+        self._seeded = tuple(folder for folder in spec.writable if folder in _seeded_folders(image.labels or {}))
         build = spec.build_seconds > 0
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
         mounts = []
@@ -156,10 +158,10 @@ class DockerSandbox(Sandbox):
             if not (build and exc.status_code == 409):
                 raise
         # Another build of the same image holds the name: running, it is at work (wait for its image); exited (at
-        # its own deadline, or killed), it is a dead one's leftover, removed here.
+        # its own deadline, or killed), or created and never started by a worker that died, a leftover, removed here.
         try:
             other = self.client.containers.get(spec.name)
-            if other.status not in ("exited", "dead"):
+            if other.status not in ("exited", "dead") and not (other.status == "created" and _age(other) > 120):
                 raise BuildInProgress(f"{spec.name} is building the same image on this engine.")
             other.remove(force=True)
         except docker_errors.NotFound:
@@ -212,11 +214,16 @@ class DockerSandbox(Sandbox):
         )
 
     def _seed(self):
-        """Writable folders are empty mounts over the image: they start with what the image holds for them (images.py)."""
+        """Writable folders are empty mounts over the image: they start with what the image holds for them (images.py).
+        What a build left there is the task's: one that does not fit the folder's size is its failure, not ours."""
         copies = " && ".join(f"cp -R {shlex.quote(SEED_DIR + folder)}/. {shlex.quote(folder)}/" for folder in self._seeded)
-        seeded = self.exec(copies, timeout=120, workdir="/")
+        where = f"{', '.join(self._seeded)} (each at most {self.spec.limits.tmp_mb} MB in a sandbox)"
+        try:
+            seeded = self.exec(copies, timeout=120, workdir="/")
+        except SandboxUserError as exc:
+            raise ImageBuildFailed(f"What the build left in {where} could not be copied into the sandbox: {exc.message}") from exc
         if seeded.exit_code != 0:
-            raise LaunchFailed(f"Could not fill the sandbox's writable folders from its image: {seeded.output[-500:]}")
+            raise ImageBuildFailed(f"What the build left in {where} could not be copied into the sandbox: {seeded.output[-500:]}")
 
     def _start_egress(self):
         """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
@@ -572,6 +579,23 @@ def _response_reader(sock):
     except AttributeError:
         return None
     return reader if reader is not None and getattr(reader, "raw", None) is sock else None
+
+
+def _seeded_folders(labels: dict[str, str]) -> list[str]:
+    try:
+        folders = json.loads(labels.get(LABEL_SEED) or "[]")
+    except ValueError:
+        return []
+    return [f for f in folders if isinstance(f, str)] if isinstance(folders, list) else []
+
+
+def _age(container) -> float:
+    """Seconds since the engine made the container."""
+    made = container.attrs.get("Created", "")
+    try:
+        return time.time() - datetime.fromisoformat(made.replace("Z", "+00:00")[:26] + "+00:00").timestamp()
+    except ValueError:
+        return 0.0
 
 
 def _process_limits(runtime: str, pids: int) -> dict:
