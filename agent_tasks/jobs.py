@@ -22,9 +22,7 @@ from billing.actions import debt_gate, post_entry, refund_charge, refuse_if_in_d
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
-from . import environment
 from .agents import AGENTS, AgentSpecError, resolve
-from .harbor_format import TaskFormatError
 from .models import AgentTask, Job, Trial
 from .trials import deadline_for, execute, seconds_needed
 
@@ -105,11 +103,10 @@ def create_job(
         chosen = [by_name[name] for name in dict.fromkeys(tasks)]
     if "oracle" in agents and (unsolved := [t.name for t in chosen if not t.has_solution]):
         raise JobError("agents", f"The oracle runs a task's solution/solve.sh, which {', '.join(unsolved[:5])} lack.")
-    for task in AgentTask.objects.filter(pk__in=[t.pk for t in chosen]):
-        try:
-            environment.resolve(task.files("environment"))
-        except TaskFormatError as exc:
-            raise JobError("tasks", f"{task.name}: {exc}") from None
+    for task in chosen:
+        # Read at import (AgentTask.environment): no task's files are loaded for the check.
+        if refused := task.environment.get("refused"):
+            raise JobError("tasks", f"{task.name}: {refused}")
         # A worker's task is stopped past the queue's timeout: a trial that could outlive it would be cut short.
         if (needed := seconds_needed(task)) > settings.Q_TASK_TIMEOUT:
             raise JobError(
