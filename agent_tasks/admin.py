@@ -48,7 +48,9 @@ class TrialAdmin(ReadOnlyAdmin):
     search_fields = ["task__name", "agent", "error"]
     list_filter = ["status", "agent", "flagged", "platform_fault", "runtime"]
     list_select_related = ["task__version__task_set", "job"]
-    raw_id_fields = ["task", "job", "deployment"]
+    raw_id_fields = ["task", "job", "deployment", "api_key"]
+    # secret_env holds the trial's raw trace key: never rendered, not even to staff.
+    exclude = ["secret_env"]
 
 
 @admin.register(Job)

@@ -4,7 +4,8 @@ trials, compare two paired by task, cancel it, export it in Harbor's layout."""
 from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -14,7 +15,7 @@ from billing.actions import parse_dollars
 from billing.errors import TopUpError
 from evals.models import Deployment
 
-from . import harbor_export, jobs, results
+from . import harbor_export, jobs, results, trace_keys
 from .comparison import compare_jobs
 from .egress_record import denied_reaches, egress_record
 from .models import Job, TaskSet, Trial
@@ -41,12 +42,25 @@ class TrialSerializer(serializers.ModelSerializer):
 
 class TrialDetailSerializer(TrialSerializer):
     egress = serializers.SerializerMethodField()
+    trace_session = serializers.SerializerMethodField()
 
     class Meta(TrialSerializer.Meta):
-        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "trajectory", "egress"]
+        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "trajectory", "egress", "trace_session"]
 
     def get_egress(self, trial) -> list[dict]:
         return egress_record(trial)
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_trace_session(self, trial) -> dict | None:
+        """The spans its agent sent with the trial's own key (`bv traces show SESSION_ID`); null before any arrived."""
+        session = trace_keys.trace_session(trial)
+        if session is None:
+            return None
+        return {
+            "session_id": session.session_id,
+            "span_count": session.span_count,
+            "url": self.context["request"].build_absolute_uri(reverse("api-session", args=[session.session_id])),
+        }
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -24,7 +24,7 @@ from billing.models import Account, LedgerEntry
 
 from .agents import AGENTS, AgentSpecError, resolve
 from .models import AgentTask, Job, Trial
-from .trials import deadline_for, execute, seconds_needed
+from .trials import deadline_for, end_credentials, execute, seconds_needed
 
 logger = logging.getLogger(__name__)
 
@@ -297,6 +297,7 @@ def reap_stale_trials() -> int:
         ):
             ended += 1
             trial.refresh_from_db()
+            end_credentials(trial)
             settle(trial)
             if trial.job_id:
                 advance(trial.job_id)

@@ -155,6 +155,10 @@ class TrialQuerySet(ProjectScopedQuerySet):
     project_path = "task__version__task_set__project"
 
 
+# A trial's trace session is this and its id; a harness run's is its id alone (traces/run_keys.py).
+TRACE_SESSION_PREFIX = "trial-"
+
+
 class Trial(models.Model):
     """One agent's attempt at one task in a fresh sandbox: the agent's phase, then the verifier's, and its reward.
 
@@ -197,6 +201,10 @@ class Trial(models.Model):
     trajectory = models.JSONField(default=dict, blank=True, help_text="The agent's own account of its phase: its steps, each model turn and command.")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
+    # A model agent's own trace key (agent_tasks/trace_keys.py): issued when its phase starts, revoked when the
+    # trial ends; its raw value is kept so the trace workers, which see only its hash, mask it in what it sends.
+    api_key = models.ForeignKey("core.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    secret_env = models.JSONField(default=dict, blank=True, editable=False)
     # Past it a `running` trial's worker is gone: the task's two time limits and the sandbox's start, with room.
     deadline_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
@@ -218,6 +226,11 @@ class Trial(models.Model):
 
     def get_absolute_url(self):
         return reverse("agent_tasks:trial", args=[self.pk])
+
+    @property
+    def trace_session_id(self) -> str:
+        """The one session its own trace key writes (agent_tasks/trace_keys.py)."""
+        return f"{TRACE_SESSION_PREFIX}{self.pk}"
 
     # What the egress record says a reviewer must see (egress_record.denied_by_trial), set where it was read.
     egress_flags: list = ()

@@ -31,7 +31,7 @@ from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.spec import Limits, SandboxSpec
 
-from . import environment
+from . import environment, trace_keys
 from .agents import SOLUTION_DIR, TRAJECTORY_FILE, Agent, resolve
 from .models import AgentTask, TaskSetVersion, Trial
 
@@ -156,8 +156,11 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         # benchmark's website, its repository or a package index stay refused, and the egress record shows it.
         _, token = egress.issue_grant(owner, domains=setup.domains)
         agent_env.update(setup.env)
-        agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
         secrets = [token, *setup.secrets]
+        if traced := trace_keys.issue(trial):
+            agent_env.update(traced[0])
+            secrets.append(traced[1])
+        agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
 
     recipe = env.recipe(task.build_timeout_sec)
 
@@ -196,12 +199,18 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         result.error, result.platform_fault = "An internal error stopped this trial; retry it.", True
     finally:
         if setup:
-            egress.revoke_grant(owner)
+            end_credentials(trial)
     if secrets:
         redactor = Redactor(secrets)
         result.agent_output, result.verifier_output = redactor.text(result.agent_output), redactor.text(result.verifier_output)
         result.trajectory = redactor.value(result.trajectory)
     return _finish(trial, result)
+
+
+def end_credentials(trial: Trial):
+    """However a trial ends (its worker, the reaper), its egress grant and its trace key die with it."""
+    egress.revoke_grant(Owner(OWNER_KIND, trial.pk))
+    trace_keys.revoke(trial)
 
 
 def task_limits(task: AgentTask) -> tuple[Limits, dict]:

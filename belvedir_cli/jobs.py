@@ -140,6 +140,28 @@ def jobs_trials(job_id, status):
     output(rows, ["id", "task", "contestant", "attempt", "status", "reward", "flagged", "error"])
 
 
+@jobs.command("trial")
+@click.argument("trial_id", type=int)
+@json_option
+def jobs_trial(trial_id):
+    """One trial: its reward, phases, flags, tokens and where its agent's spans are in Traces."""
+    trial = client().get(f"trials/{trial_id}")
+    if click.get_current_context().obj["json"]:
+        return output(trial)
+    reward = "" if trial["reward"] is None else f", reward {trial['reward']}"
+    click.echo(f"Trial #{trial['id']} of job #{trial['job']}: {trial['task']} by {trial['contestant']}, attempt {trial['attempt']}: {trial['status']}{reward}")
+    if trial["error"]:
+        click.echo(f"Error: {trial['error']}")
+    click.echo(f"Agent: exit {trial['agent_exit']} in {trial['agent_seconds']} s; verifier: exit {trial['verifier_exit']} in {trial['verifier_seconds']} s")
+    click.echo(f"Tokens: {trial['input_tokens']} in, {trial['output_tokens']} out; {len(trial['trajectory'].get('steps') or [])} model turns")
+    for reason in trial["flag_reasons"] + [f"The agent {said} through egress." for said in trial["egress_flags"]]:
+        click.echo(f"Flagged: {reason}")
+    session = trial["trace_session"]
+    click.echo(
+        f"Traces: session {session['session_id']}, {session['span_count']} spans (bv traces show {session['session_id']})" if session else "Traces: none"
+    )
+
+
 @jobs.command("compare")
 @click.argument("a", type=int)
 @click.argument("b", type=int)

@@ -148,11 +148,11 @@ def measure_run_key(args, project, user):
         body = make_body(b + len(kinds), args.spans, session=session)
         if kind.endswith("escapes"):
             body = body.replace(b"Answer briefly.", b"Answer briefly (C:\\\\tmp).")
-        # As the request leaves it: a run's key's batch keeps the run the request found.
+        # As the request leaves it: a run's key's batch keeps the session the request found it may write.
         TraceBatch.objects.create(
             project=project,
             api_key_id=key,
-            run_id=run_id if key else None,
+            own_session=session if key else None,
             body=body,
             content_type="application/json",
             span_count=args.spans,

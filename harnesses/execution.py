@@ -30,6 +30,7 @@ from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
+from traces import run_keys
 
 from . import local_model, repo
 from .actions import finish_run, revoke_run_credentials
@@ -177,10 +178,7 @@ class RunExecution:
         env = {v.name: v.value for v in self.harness.env_vars.all()}
         env.update(run.extra_env)
         env.update(run.secret_env)
-        for prefix in ("FRACTAL", "BELVEDIR"):
-            env[f"{prefix}_API_KEY"] = raw_key
-            env[f"{prefix}_BASE_URL"] = settings.BELVEDIR_BASE_URL
-            env[f"{prefix}_RUN_ID"] = str(run.pk)
+        env.update(run_keys.workload_env(raw_key, str(run.pk)))
         if self.harness.tasks:
             env["FRACTAL_TASKS_FILE"] = TASKS_FILE
         if self.harness.local_model:

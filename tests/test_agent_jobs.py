@@ -14,6 +14,7 @@ import tarfile
 import threading
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -24,9 +25,11 @@ from agent_tasks.agents import AGENTS, Agent
 from agent_tasks.egress_record import egress_record
 from agent_tasks.models import Job, Trial
 from agent_tasks.results import matrix, summary
+from belvedir.core.models import ApiKey
 from belvedir.sandbox.models import EgressGrant, SandboxHost
 from billing.models import Account, LedgerEntry
 from evals.models import Deployment
+from traces.models import Span, TraceSession
 
 from .conftest import OUTSIDE_ADDRESS
 from .fakes.openai_server import FakeOpenAI
@@ -175,12 +178,22 @@ def test_the_reference_agent_solves_a_task_through_the_egress_proxy_on_the_jobs_
     assert [(r["path"], r["body"]["model"], r["auth"]) for r in fake.requests] == [
         ("/v1/chat/completions", "scripted-model", "Bearer sk-trial-secret-123456")
     ] * 2
-    # The model was reached through the proxy, and only it (the proxy's record lands within a flush, 0.5 s).
-    wait_for(lambda: egress_record(trial), timeout=10, interval=0.1)
-    assert [(d["host"], d["refused"]) for d in egress_record(trial)] == [(OUTSIDE_ADDRESS, "")]
+    # The model was reached through the proxy, and only it and the platform, where the agent's spans went (the
+    # proxy's record lands within a flush, 0.5 s).
+    platform = urlsplit(settings.BELVEDIR_BASE_URL).hostname
+    wait_for(lambda: len(egress_record(trial)) == 2, timeout=10, interval=0.1)
+    assert sorted((d["host"], d["refused"]) for d in egress_record(trial)) == sorted([(OUTSIDE_ADDRESS, ""), (platform, "")])
     # The deployment's key never shows.
     assert "sk-trial-secret-123456" not in json.dumps(trial.trajectory) + trial.agent_output
     assert EgressGrant.objects.get(owner_kind="trial", owner_id=str(trial.pk)).revoked_at is not None
+    # Its spans, sent with the trial's own key through the proxy, are the trial's session in Traces: the task, each
+    # model turn and the command; the key is dead once the trial ended.
+    session = TraceSession.objects.get(project=job.project, session_id=f"trial-{trial.pk}")
+    assert session.trial == trial and (session.input_tokens, session.output_tokens) == (trial.input_tokens, trial.output_tokens) != (0, 0)
+    spans = Span.objects.filter(project=job.project, session_id=session.session_id)
+    assert sorted(spans.values_list("span_kind", flat=True)) == ["llm", "llm", "tool", "workflow"]
+    assert spans.get(span_kind="tool").attributes["tool.command"] == SOLVE
+    assert not ApiKey.objects.get(pk=trial.api_key_id).is_active
 
 
 def test_an_agent_looking_for_the_answer_finds_no_tests_and_no_way_out_and_is_flagged(model_agent_job):
@@ -204,6 +217,38 @@ def test_an_agent_looking_for_the_answer_finds_no_tests_and_no_way_out_and_is_fl
     wait_for(lambda: "tbench.ai" in {d["host"] for d in egress_record(trial) if d["refused"]}, timeout=10, interval=0.1)
     shown = {t.pk: t for cell in matrix(job)[2].values() for t in cell.trials}[trial.pk]
     assert shown.is_flagged and "The agent tried to reach tbench.ai (refused: " in " ".join(shown.all_flag_reasons)
+
+
+FORGE = """cat > /tmp/forge.py <<'PY'
+import json, os, time, urllib.error, urllib.request
+base, key = os.environ["BELVEDIR_BASE_URL"], os.environ["BELVEDIR_API_KEY"]
+def send(path, payload):
+    request = urllib.request.Request(base + path, json.dumps(payload).encode(), {"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        print(path, urllib.request.urlopen(request, timeout=10).read().decode())
+    except urllib.error.HTTPError as exc:
+        print(path, exc.code)
+now = time.time_ns()
+span = {"traceId": "ab" * 16, "spanId": "cd" * 8, "name": "forged", "startTimeUnixNano": str(now), "endTimeUnixNano": str(now + 1000),
+        "attributes": [{"key": "session.id", "value": {"stringValue": "victim"}}, {"key": "leak", "value": {"stringValue": os.environ["LLM_API_KEY"]}}]}
+send("/api/v1/traces", {"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+send("/api/v1/outcomes", {"session_id": "victim", "outcome": "success"})
+PY
+python3 /tmp/forge.py"""
+
+
+def test_an_agent_using_its_trace_key_writes_only_its_trials_session_and_its_secrets_are_masked(model_agent_job):
+    job, trial, _ = model_agent_job(['echo "$LLM_API_KEY $BELVEDIR_API_KEY"', FORGE])
+    assert trial.status == "succeeded", (trial.error, trial.agent_output)
+    outputs = [c["output"] for s in trial.trajectory["steps"] for c in s["commands"]]
+    # Another session's spans and outcome: refused, and said so to the agent.
+    assert '"rejectedSpans": "1"' in outputs[1] and "writes only its own session (trial-" in outputs[1] and "/api/v1/outcomes 403" in outputs[1]
+    assert not TraceSession.objects.filter(session_id="victim").exists() and not Span.objects.filter(name="forged").exists()
+    # What it printed went into its own session's tool span, its secrets masked there as in its trajectory.
+    raw_key = trial.secret_env["BELVEDIR_API_KEY"]
+    stored = json.dumps(list(Span.objects.filter(session_id=f"trial-{trial.pk}").values_list("attributes", flat=True)))
+    assert "echo" in stored and "sk-trial-secret-123456" not in stored and raw_key not in stored
+    assert "sk-trial-secret-123456" not in json.dumps(trial.trajectory) and raw_key not in json.dumps(trial.trajectory) + trial.agent_output
 
 
 # -- an agent installed from a package index, through the egress proxy --------------------------------------------------

@@ -138,7 +138,7 @@ def test_only_the_docker_backend_imports_the_docker_library():
 
 
 # The project's apps and packages, each a unit of the circle check below.
-UNITS = ("belvedir.core", "belvedir.sandbox", "workspace", "billing", "evals", "finetunes", "harnesses", "traces", "belvedir_cli")
+UNITS = ("belvedir.core", "belvedir.sandbox", "workspace", "billing", "evals", "finetunes", "harnesses", "traces", "agent_tasks", "belvedir_cli")
 
 
 def unit_of(name: str) -> str | None:

@@ -17,7 +17,7 @@ from harnesses import drivers
 from harnesses.actions import start_run
 from harnesses.execution import execute_run
 from harnesses.local_model import AGENT_ENV, AGENT_TASKS, agent_harness
-from traces.models import Span
+from traces.models import Span, TraceSession
 
 from .conftest import egress_proxy_process
 from .harness_fixtures import fund
@@ -135,3 +135,6 @@ def test_the_reference_agent_runs_as_a_jobs_trial_on_the_local_model(proxied, pr
     # The model was reached through the proxy, its origin the trial's one destination.
     port = int(proxied.split(":")[2].split("/")[0])
     assert ("127.0.0.1", port) in {(d["host"], d["port"]) for d in egress_record(trial)}
+    # Its spans are the trial's session in Traces: one model call per turn, the first the same count of tokens.
+    calls = Span.objects.filter(project=project, session_id=f"trial-{trial.pk}", span_kind="llm").order_by("start_unix_nano")
+    assert calls.count() == len(steps) and calls[0].input_tokens == counted and TraceSession.objects.get(trial=trial).span_count > len(steps)

@@ -76,19 +76,19 @@ def test_a_batch_sent_twice_is_stored_once(api, deferred):
     assert Span.objects.count() == 2 and not TraceBatch.objects.exists()
 
 
-def test_a_runs_key_is_looked_up_once_by_the_request_and_its_batch_keeps_the_run(run_key, deferred, monkeypatch):
+def test_a_runs_key_is_looked_up_once_by_the_request_and_its_batch_keeps_the_session_it_may_write(run_key, deferred, monkeypatch):
     import dataclasses
 
     from traces import run_keys
 
     client, own = run_key
     post(client, body([span("mine", session_id=own), span("forged", session_id="chat-7")]))
-    assert TraceBatch.objects.get().run_id == int(own)
+    assert TraceBatch.objects.get().own_session == own
 
     def looked_up_again(key_id):
         raise AssertionError("the worker looked up the key's run again")
 
-    monkeypatch.setattr(run_keys, "_runs", dataclasses.replace(run_keys.registered(), of_key=looked_up_again))
+    monkeypatch.setattr(run_keys, "_kinds", {name: dataclasses.replace(kind, of_key=looked_up_again) for name, kind in run_keys._kinds.items()})
     assert process_pending() == 1
     assert list(Span.objects.values_list("name", "session_id")) == [("mine", own)]
     assert TraceSession.objects.get().run_id == int(own)

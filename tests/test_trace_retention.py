@@ -5,12 +5,14 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
+from agent_tasks.models import Trial
 from harnesses.models import Harness, Run
 from traces.models import Span, Task, TraceSession
 from traces.partitions import apply_retention, existing_months
 from traces.segmentation import segment
 
 from .otlp_builders import body, span
+from .test_agent_job_rules import task_set
 
 # Committed like production: a partition holding rows inserted in the same
 # open transaction (deferred foreign-key checks pending) cannot be dropped.
@@ -28,9 +30,11 @@ def history(api, project):
     """Spans from June to November 2026 in five sessions, each segmented into tasks."""
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     run = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50, status="succeeded")
+    trial = Trial.objects.create(task=task_set(project, None, ["t"]).tasks.get(), agent="reference", status="succeeded")
     sessions = {
         "june-only": [at(2026, 6)],
         str(run.pk): [at(2026, 7)],  # a run's session, all in July
+        trial.trace_session_id: [at(2026, 7)],  # and a trial's
         "july-to-sept": [at(2026, 7, 31), at(2026, 9)],
         "august": [at(2026, 8, 1)],  # the first day of the oldest month kept
         "now": [at(2026, 11)],
@@ -69,12 +73,14 @@ def test_sessions_that_still_matter_are_kept(settings, history):
     settings.TRACE_RETENTION_MONTHS = 3
     apply_retention(NOW)
 
-    run_session = str(history.pk)
-    assert set(TraceSession.objects.values_list("session_id", flat=True)) == {run_session, "july-to-sept", "august", "now"}
+    run_session, trial = str(history.pk), Trial.objects.get()
+    assert set(TraceSession.objects.values_list("session_id", flat=True)) == {run_session, trial.trace_session_id, "july-to-sept", "august", "now"}
     # A run's session keeps its outcome and totals as the run's record; its tasks went with its spans.
     kept = TraceSession.objects.get(session_id=run_session)
     assert (kept.run, kept.outcome, kept.span_count) == (history, "success", 1)
     assert not Task.objects.filter(session=kept).exists()
+    # So does a job's trial's, as the trial's.
+    assert TraceSession.objects.get(session_id=trial.trace_session_id).trial == trial
     # A session that lost some spans keeps its outcome and is segmented again from what is left.
     partly = TraceSession.objects.get(session_id="july-to-sept")
     assert partly.needs_processing and partly.outcome == "success"
@@ -89,7 +95,7 @@ def test_sessions_that_still_matter_are_kept(settings, history):
 def test_without_a_retention_setting_nothing_is_dropped_and_coming_months_are_made(settings, history):
     settings.TRACE_RETENTION_MONTHS = 0
     assert apply_retention(datetime(2027, 1, 10, tzinfo=UTC)) == []
-    assert Span.objects.count() == 6
+    assert Span.objects.count() == 7
     assert {(2027, 1), (2027, 2)} <= set(months_present())
 
 

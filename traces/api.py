@@ -81,16 +81,15 @@ class TraceIngest(APIView):
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
             rejected, reasons = checked.rejected, checked.reasons
-            run_id = run_keys.run_of(request.auth)
-            own_session = run_keys.session_of(request.auth, run_id)
-            # A run's key: its answer counts the spans the worker will refuse to store (another session's).
+            own_session = run_keys.own_session(request.auth)
+            # A workload's key: its answer counts the spans the worker will refuse to store (another session's).
             if own_session is not None and (foreign := foreign_in_body(body, request.content_type, own_session)):
-                rejected, reasons = rejected + foreign, [*reasons, f"A run's key writes only its own session ({own_session})."]
+                rejected, reasons = rejected + foreign, [*reasons, run_keys.only_its_own(own_session)]
             if checked.accepted:
                 # A database that is down answers 503 (DatabaseUnavailableMiddleware):
                 # nothing was kept, and the exporter sends the batch again.
                 key = request.auth if isinstance(request.auth, ApiKey) else None
-                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted, run_id=run_id)
+                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted, own_session=own_session)
                 batches.process_inline(batch_id)
         content, media = otlp.success_response(rejected, reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
@@ -109,9 +108,9 @@ def outcomes(request):
     payload = OutcomeSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
     session_id = payload.validated_data["session_id"]
-    own_session = run_keys.session_of(request.auth, run_keys.run_of(request.auth))
+    own_session = run_keys.own_session(request.auth)
     if own_session is not None and session_id != own_session:
-        return Response({"detail": f"A run's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
+        return Response({"detail": f"A run's or a trial's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
     project = request_project(request)
     session = TraceSession.objects.filter(project=project, session_id=session_id).first()
     if session is None:
@@ -126,6 +125,7 @@ def outcomes(request):
 
 class SessionSerializer(serializers.ModelSerializer):
     run = serializers.PrimaryKeyRelatedField(read_only=True)
+    trial = serializers.PrimaryKeyRelatedField(read_only=True)
 
     class Meta:
         model = TraceSession
@@ -140,6 +140,7 @@ class SessionSerializer(serializers.ModelSerializer):
             "output_tokens",
             "outcome",
             "run",
+            "trial",
             "processed_at",
         ]
 

@@ -45,11 +45,11 @@ class _NeedPartitions(Exception):
         self.months = months
 
 
-def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int, *, run_id: int | None = None) -> int:
+def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int, *, own_session: str | None = None) -> int:
     """Keep one checked request body; returns the batch's id. Durable on return (committed).
 
-    `run_id`: the run whose own key sent it (`run_keys.run_of`), found by the
-    request and kept for the worker, which does not look it up again.
+    `own_session`: the one session its key may write (`run_keys.own_session`),
+    found by the request and kept for the worker, which does not look it up again.
     """
     received_at = timezone.now()
     key_id = getattr(api_key, "pk", None)
@@ -57,7 +57,7 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
         return TraceBatch.objects.create(
             project=project,
             api_key_id=key_id,
-            run_id=run_id,
+            own_session=own_session,
             body=raw,
             content_type=content_type[:100],
             content_encoding=content_encoding[:20],
@@ -76,10 +76,10 @@ def accept(project, api_key, raw: bytes, content_type: str, content_encoding: st
         batch_id, _, _ = cursor.fetchone()
         # Binary COPY: the body travels as bytes. As a query parameter it
         # would be escaped to hex text twice its size, then parsed back.
-        columns = "id, project_id, api_key_id, run_id, body, content_type, content_encoding, span_count, received_at"
+        columns = "id, project_id, api_key_id, own_session, body, content_type, content_encoding, span_count, received_at"
         with cursor.cursor.copy(f"COPY traces_tracebatch ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "int8", "int8", "int8", "bytea", "varchar", "varchar", "int4", "timestamptz"])
-            copy.write_row([batch_id, project.pk, key_id, run_id, raw, content_type[:100], content_encoding[:20], span_count, received_at])
+            copy.set_types(["int8", "int8", "int8", "varchar", "bytea", "varchar", "varchar", "int4", "timestamptz"])
+            copy.write_row([batch_id, project.pk, key_id, own_session, raw, content_type[:100], content_encoding[:20], span_count, received_at])
     return batch_id
 
 
@@ -142,9 +142,8 @@ def _process(limit: int, only: list[int] | None) -> list[TraceBatch]:
         if missing := partitions.missing_months(months):
             raise _NeedPartitions(missing)
         for batch, parsed in work:
-            # A run's key writes only its own run's session (the request already told the client).
-            own_session = run_keys.session_of(batch.api_key, batch.run_id)
-            stored, reasons = _store(batch, parsed, own_session) if parsed else (0, batch.error)
+            # A workload's key writes only its own session (the request already told the client).
+            stored, reasons = _store(batch, parsed) if parsed else (0, batch.error)
             if stored < batch.span_count:
                 _record_rejection(batch, batch.span_count - stored, reasons)
         TraceBatch.objects.filter(pk__in=[batch.pk for batch in batches]).delete()
@@ -223,7 +222,7 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
     return parsed
 
 
-def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> tuple[int, list[str]]:
+def _store(batch: TraceBatch, parsed: otlp.Parsed) -> tuple[int, list[str]]:
     """Store a parsed batch's spans: (how many were kept, why any were not).
 
     A batch whose content the database refuses is recorded and let go, like
@@ -233,17 +232,18 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed, own_session: str | None) -> t
     values it hands on; this is for what it has not foreseen.
     """
     try:
-        # A run's key: the run's secrets never reach the span table (nor what
+        # A workload's key: its secrets never reach the span table (nor what
         # is built from it: sessions, training data). Other keys' batches pay nothing.
-        redact = partial(run_keys.redact, batch.run_id, source=batch.decoded_body) if batch.run_id is not None else None
-        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own_session, redact=redact)
+        own = batch.own_session
+        redact = partial(run_keys.redact, own, source=batch.decoded_body) if own else None
+        stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own, redact=redact)
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
         # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
         if "no partition of relation" in str(exc):
             raise  # not the batch's fault: process_pending makes the partition and tries again
         logger.exception("Trace batch %s could not be stored", batch.pk)
         return 0, [f"The platform could not store this batch ({type(exc).__name__})."]
-    return stored, parsed.reasons + ([f"A run's key writes only its own session ({own_session})."] if own_session else [])
+    return stored, parsed.reasons + ([run_keys.only_its_own(own)] if own else [])
 
 
 def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):

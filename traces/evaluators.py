@@ -120,7 +120,7 @@ def session_matches(evaluator: Evaluator, session: TraceSession) -> bool:
         return False
     if evaluator.outcome and session.outcome != ("" if evaluator.outcome == "none" else evaluator.outcome):
         return False
-    if evaluator.source == Evaluator.Source.PRODUCTION and session.run_id:
+    if evaluator.source == Evaluator.Source.PRODUCTION and (session.run_id or session.trial_id):
         return False
     if evaluator.source == Evaluator.Source.HARNESS and not session.run_id:
         return False
@@ -385,7 +385,7 @@ def backfill_sessions(evaluator: Evaluator, since: datetime, until: datetime):
     if evaluator.user_id:
         sessions = sessions.filter(user_id=evaluator.user_id)
     if evaluator.source == Evaluator.Source.PRODUCTION:
-        sessions = sessions.filter(run__isnull=True)
+        sessions = sessions.filter(run__isnull=True, trial__isnull=True)
     elif evaluator.source == Evaluator.Source.HARNESS:
         sessions = sessions.filter(run__isnull=False)
     return sessions

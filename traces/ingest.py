@@ -233,16 +233,15 @@ def _column_types() -> tuple[str, ...]:
 def _upsert_sessions_postgres(project, sessions, now):
     if not sessions:
         return
-    runs = _run_ids(project, sessions)
     # One array per column, whatever the number of sessions: the statement's
     # text stays the same, so psycopg converts it once per process (a VALUES
     # list of 20 sessions was 220 placeholders, split again on every batch).
-    columns = [list(sessions), [runs.get(s) for s in sessions], *zip(*[_session_values(t) for t in sessions.values()], strict=True)]
+    columns = [list(sessions), *_owner_columns(project, sessions), *zip(*[_session_values(t) for t in sessions.values()], strict=True)]
     sql = f"""
-        INSERT INTO traces_tracesession (project_id, session_id, run_id, first_span_at, last_span_at, span_count,
+        INSERT INTO traces_tracesession (project_id, session_id, run_id, trial_id, first_span_at, last_span_at, span_count,
                                          input_tokens, output_tokens, user_id, metadata, outcome, needs_processing, last_received_at)
         SELECT %s, s.*, '', true, %s
-        FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::bigint[], %s::bigint[], %s::text[], %s::jsonb[]) AS s
+        FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::bigint[], %s::bigint[], %s::text[], %s::jsonb[]) AS s
         ON CONFLICT (project_id, session_id) DO UPDATE SET
             span_count = traces_tracesession.span_count + EXCLUDED.span_count,
             input_tokens = traces_tracesession.input_tokens + EXCLUDED.input_tokens,
@@ -269,11 +268,11 @@ def _session_values(t: dict) -> tuple:
 def _upsert_sessions_portable(project, sessions, now):
     if not sessions:
         return
-    runs = _run_ids(project, sessions)
+    runs, trials = _owner_columns(project, sessions)
     TraceSession.objects.bulk_create(
         [
-            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=runs.get(sid), user_id=t["user"])
-            for sid, t in sessions.items()
+            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=run, trial_id=trial, user_id=t["user"])
+            for (sid, t), run, trial in zip(sessions.items(), runs, trials, strict=True)
         ],
         ignore_conflicts=True,
     )
@@ -295,9 +294,9 @@ def _upsert_sessions_portable(project, sessions, now):
         )
 
 
-def _run_ids(project, sessions) -> dict[str, int]:
-    """A run's id is its session id: link sessions whose id names a run of the project."""
-    candidates = [int(s) for s in sessions if s.isdigit() and len(s) < 18]
-    if not candidates:
-        return {}
-    return {str(pk): pk for pk in run_keys.runs_among(project.pk, candidates)}
+def _owner_columns(project, sessions) -> tuple[list, list]:
+    """Each session's run id and trial id, in the sessions' order: a run's or a trial's session id names it
+    (run_keys), and a session naming one of the project's is linked to it (None where it names none)."""
+    owners = run_keys.owners_among(project.pk, sessions)
+    named = [owners.get(s, ("", None)) for s in sessions]
+    return [pk if kind == "run" else None for kind, pk in named], [pk if kind == "trial" else None for kind, pk in named]

@@ -34,6 +34,7 @@ class TraceSession(models.Model):
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="trace_sessions")
     session_id = models.CharField(max_length=255)
     run = models.ForeignKey("harnesses.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="trace_sessions")
+    trial = models.ForeignKey("agent_tasks.Trial", null=True, blank=True, on_delete=models.SET_NULL, related_name="trace_sessions")
     first_span_at = models.DateTimeField()
     last_span_at = models.DateTimeField()
     span_count = models.PositiveIntegerField(default=0)
@@ -201,10 +202,12 @@ class TraceBatch(models.Model):
     # Who sent it: the worker applies what the key may write (a per-run key,
     # its own session) and records what it rejects against it.
     api_key = models.ForeignKey("core.ApiKey", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
-    # The run whose own key sent it, found once by the request (run_keys.run_of)
-    # and kept for the worker. An id, not a foreign key: a batch lives seconds,
-    # and a constraint would be checked on every accepted request.
-    run_id = models.BigIntegerField(null=True, blank=True)
+    # The session its key may write (run_keys.own_session: a run's or a trial's
+    # own; "" none; null any), found once by the request and kept for the
+    # worker, which also reads from it whose secrets to mask. Not a foreign
+    # key: a batch lives seconds, and a constraint would be checked on every
+    # accepted request.
+    own_session = models.CharField(max_length=40, null=True, blank=True)  # noqa: DJ001 (null any, "" none: two answers)
     body = models.BinaryField()
     content_type = models.CharField(max_length=100)
     content_encoding = models.CharField(max_length=20, blank=True)
@@ -288,7 +291,7 @@ class Evaluator(models.Model):
 
     class Source(models.TextChoices):
         ANY = "any", "Any session"
-        PRODUCTION = "production", "Production only (not from a harness run)"
+        PRODUCTION = "production", "Production only (not from a harness run or a job's trial)"
         HARNESS = "harness", "From harness runs only"
 
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="evaluators")

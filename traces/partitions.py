@@ -146,8 +146,8 @@ def _drop_before(cutoff: datetime) -> list[str]:
 def _forget_emptied_sessions(cutoff: datetime):
     """After old spans go: sessions that lost some are re-segmented; those that lost all go, except a run's.
 
-    A session linked to a harness run keeps its row (outcome, token totals):
-    it is the run's record. Its tasks go with its spans.
+    A session linked to a harness run or a job's trial keeps its row
+    (outcome, token totals): it is the workload's record. Its tasks go with its spans.
     """
     had_old_spans = TraceSession.objects.filter(first_span_at__lt=cutoff)
     has_spans = Exists(Span.objects.filter(project=OuterRef("project"), session_id=OuterRef("session_id")))
@@ -155,4 +155,4 @@ def _forget_emptied_sessions(cutoff: datetime):
         had_old_spans.filter(has_spans).update(needs_processing=True)
         emptied = had_old_spans.exclude(has_spans)
         Task.objects.filter(session__in=emptied.values("pk")).delete()
-        emptied.filter(run__isnull=True).delete()
+        emptied.filter(run__isnull=True, trial__isnull=True).delete()

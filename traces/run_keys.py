@@ -1,68 +1,116 @@
-"""What trace ingest asks of runs, told by the app that has them.
+"""What trace ingest asks of the workloads that send spans with a key of their own.
 
-A run's own ingest key (`ApiKey.per_run`) writes only its run's session (the
-run's id), and what it sends is stored with the run's secrets masked; a
-session whose id names a run of its project is linked to that run. Runs are
-the harnesses app's, and harnesses shows trajectories from traces, so
-traces imports nothing from it: harnesses registers here, in its
-AppConfig.ready(), how to find a key's run, which ids name a project's runs
-and how a run's rows are redacted, as apps register their owner kinds with
-the sandbox (belvedir.sandbox.owners).
+A harness run and a job's trial each get an ingest key (`ApiKey.per_run`)
+when they start, revoked when they end. Such a key writes only its
+workload's session, and what it sends is stored with the workload's secrets
+masked; a session whose id names a workload of its project is linked to it
+(TraceSession.run, TraceSession.trial). Workloads belong to other apps, and
+those apps show trajectories from traces, so traces imports nothing from
+them: each registers its kind here, in its AppConfig.ready(), as apps
+register their owner kinds with the sandbox (belvedir.sandbox.owners).
+
+A kind's session ids are its prefix and the workload's id: a run's "42", a
+trial's "trial-7". The form alone says which kind a session names, so the
+trace workers need no lookup to find whose secrets to mask.
 """
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+# Longer ids are no workload's: a bigint column holds 18 digits safely.
+MAX_ID_DIGITS = 17
 
 
 @dataclass(frozen=True)
-class Runs:
-    """`of_key`: the run a per-run key (by the key's id) was issued for, None once it is gone.
-    `among`: which of these ids name runs of the project (by its id).
-    `redact`: a run's span rows with its secrets masked; `source`, the body they were parsed from.
+class Kind:
+    """`prefix`: what comes before the workload's id in its session id ("" for runs).
+    `of_key`: the workload a per-run key (by the key's id) was issued for, None once it is gone.
+    `among`: which of these ids name workloads of the project (by its id).
+    `redact`: a workload's span rows with its secrets masked; `source`, the body they were parsed from.
     """
 
+    name: str
+    prefix: str
     of_key: Callable[[int], int | None]
     among: Callable[[int, list[int]], Iterable[int]]
     redact: Callable[..., list[dict]]
 
-
-_runs: Runs | None = None
-
-
-def register(*, of_key, among, redact) -> Runs:
-    global _runs
-    _runs = Runs(of_key, among, redact)
-    return _runs
+    def session(self, pk: int) -> str:
+        return f"{self.prefix}{pk}"
 
 
-def registered() -> Runs:
-    if _runs is None:
-        raise ImproperlyConfigured("No app told traces.run_keys about runs (harnesses does, in its AppConfig.ready()).")
-    return _runs
+_kinds: dict[str, Kind] = {}
 
 
-def run_of(key) -> int | None:
-    """The run a per-run key was issued for; None for other keys (and a run's key whose run is gone).
+def register(name: str, *, prefix: str, of_key, among, redact) -> Kind:
+    _kinds[name] = Kind(name, prefix, of_key, among, redact)
+    return _kinds[name]
 
-    Asked once per request: the accepted batch keeps the answer (TraceBatch.run_id) for the worker.
+
+def kinds() -> list[Kind]:
+    if not _kinds:
+        raise ImproperlyConfigured("No app told traces.run_keys about its workloads (harnesses and agent_tasks do, in their AppConfig.ready()).")
+    return list(_kinds.values())
+
+
+def own_session(key) -> str | None:
+    """The one session a key may write: its workload's; "" for a per-run key whose workload is gone (spans naming
+    none); None (any) for other keys.
+
+    Asked once per request: the accepted batch keeps the answer (TraceBatch.own_session) for the worker.
     """
     if not getattr(key, "per_run", False):
         return None
-    return registered().of_key(key.pk)
+    for kind in kinds():
+        if (pk := kind.of_key(key.pk)) is not None:
+            return kind.session(pk)
+    return ""
 
 
-def session_of(key, run_id: int | None) -> str | None:
-    """The one session a key may write: its run's id; "" for a run's key whose run is gone (spans naming none); None (any) for other keys."""
-    if run_id is not None:
-        return str(run_id)
-    return "" if getattr(key, "per_run", False) else None
+def only_its_own(session_id: str) -> str:
+    """Why a workload's key had spans of another session refused."""
+    return f"A run's or a trial's key writes only its own session ({session_id})."
 
 
-def runs_among(project_id: int, ids: list[int]) -> Iterable[int]:
-    return registered().among(project_id, ids)
+def named_by(session_id: str) -> tuple[Kind, int] | None:
+    """The kind and id a session id names by its form (whether that workload exists is not asked)."""
+    for kind in kinds():
+        if session_id.startswith(kind.prefix):
+            digits = session_id[len(kind.prefix) :]
+            # The canonical form only: "007" is nobody's, or two session ids would name one run.
+            if digits.isdigit() and len(digits) <= MAX_ID_DIGITS and str(int(digits)) == digits:
+                return kind, int(digits)
+    return None
 
 
-def redact(run_id: int, rows: list[dict], source: bytes | None = None) -> list[dict]:
-    return registered().redact(run_id, rows, source)
+def owners_among(project_id: int, session_ids: Iterable[str]) -> dict[str, tuple[str, int]]:
+    """The sessions that name a workload of the project: {session id: (its kind's name, its id)}; one query per kind named."""
+    wanted: dict[str, dict[int, str]] = {}
+    for session_id in session_ids:
+        if found := named_by(session_id):
+            wanted.setdefault(found[0].name, {})[found[1]] = session_id
+    owners = {}
+    for name, ids in wanted.items():
+        for pk in _kinds[name].among(project_id, list(ids)):
+            owners[ids[pk]] = (name, pk)
+    return owners
+
+
+def redact(session_id: str, rows: list[dict], source: bytes | None = None) -> list[dict]:
+    """A workload key's span rows with its workload's secrets masked (`session_id`: the key's own session)."""
+    kind, pk = named_by(session_id)
+    return kind.redact(pk, rows, source)
+
+
+def workload_env(raw_key: str, session_id: str) -> dict[str, str]:
+    """What a workload's tracer reads (the `belvedir` SDK, the shipped drivers): the platform's URL, its own key and
+    its session, under both names (BELVEDIR_*, and FRACTAL_* that older drivers read)."""
+    env = {}
+    for prefix in ("FRACTAL", "BELVEDIR"):
+        env[f"{prefix}_API_KEY"] = raw_key
+        env[f"{prefix}_BASE_URL"] = settings.BELVEDIR_BASE_URL
+        env[f"{prefix}_RUN_ID"] = session_id
+    return env

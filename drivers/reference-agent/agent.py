@@ -176,12 +176,22 @@ def verdict_of(answer, check, workdir, stopped):
 
 def solve_instruction(client, path, trajectory_path, max_steps, task_seconds, shell_seconds):
     """One Harbor task: its instruction.md, worked on in the current folder (the task's); no verdict of its own,
-    the task's verifier decides. The steps go to `trajectory_path` as JSON for the platform to read."""
+    the task's verifier decides. The steps go to `trajectory_path` as JSON for the platform to read, and, with the
+    trial's trace key in the environment, to Traces as spans under the trial's session."""
     steps = []
-    answer, taken, stopped = solve(client, Tracer(service="reference-agent"), Path(path).read_text(), Path.cwd(), max_steps, task_seconds, shell_seconds, steps)
+    tracer = Tracer(service="reference-agent")
+    instruction = Path(path).read_text()
+    with tracer.workflow("task", WORKFLOW, **{"task.text": instruction}) as span:
+        answer, taken, stopped = solve(client, tracer, instruction, Path.cwd(), max_steps, task_seconds, shell_seconds, steps)
+        span.update({"task.steps": taken, **({"task.stopped": stopped} if stopped else {})})
     Path(trajectory_path).parent.mkdir(parents=True, exist_ok=True)
     Path(trajectory_path).write_text(json.dumps({"agent": "reference", "model": client.model, "steps": steps, "answer": answer, "stopped": stopped}))
-    print(f"done after {taken} step(s){': ' + stopped if stopped else ''}", flush=True)
+    # A tracing outage is said, not fatal: the trajectory file is the trial's record.
+    delivered = tracer.flush()
+    print(
+        f"done after {taken} step(s){': ' + stopped if stopped else ''}; {tracer.sent} spans sent{'' if delivered else ' (some could not be delivered)'}",
+        flush=True,
+    )
 
 
 def main():
