@@ -49,8 +49,8 @@ class TrialAdmin(ReadOnlyAdmin):
     list_filter = ["status", "agent", "flagged", "platform_fault", "runtime"]
     list_select_related = ["task__version__task_set", "job"]
     raw_id_fields = ["task", "job", "deployment", "api_key"]
-    # secret_env holds the trial's raw trace key: never rendered, not even to staff.
-    exclude = ["secret_env"]
+    # secret_values holds what its agent was given (its raw trace key, the deployment's key): never rendered.
+    exclude = ["secret_values"]
 
 
 @admin.register(Job)

@@ -15,7 +15,7 @@ from billing.actions import parse_dollars
 from billing.errors import TopUpError
 from evals.models import Deployment
 
-from . import harbor_export, jobs, results, trace_keys
+from . import harbor_export, jobs, results
 from .comparison import compare_jobs
 from .egress_record import denied_reaches, egress_record
 from .models import Job, TaskSet, Trial
@@ -53,7 +53,7 @@ class TrialDetailSerializer(TrialSerializer):
     @extend_schema_field({"type": "object", "nullable": True})
     def get_trace_session(self, trial) -> dict | None:
         """The spans its agent sent with the trial's own key (`bv traces show SESSION_ID`); null before any arrived."""
-        session = trace_keys.trace_session(trial)
+        session = trial.trace_sessions.first()
         if session is None:
             return None
         return {

@@ -12,7 +12,7 @@ from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from billing.actions import parse_dollars
 from billing.errors import BillingError, InsufficientBalance
 
-from . import harbor_export, jobs, results, trace_keys
+from . import harbor_export, jobs, results
 from .comparison import NotComparable, compare_jobs
 from .egress_record import denied_reaches, egress_record
 from .forms import JobForm, comma_list
@@ -140,4 +140,4 @@ def trial_detail(request, pk):
     trial = get_object_or_404(Trial.objects.for_user(request.user, request.project).select_related("task", "job", "deployment").defer("task__archive"), pk=pk)
     record = egress_record(trial)
     trial.egress_flags = denied_reaches(record, trial.job.deny_hosts if trial.job_id else ())
-    return render(request, "agent_tasks/trial.html", {"trial": trial, "egress": record, "trace_session": trace_keys.trace_session(trial)})
+    return render(request, "agent_tasks/trial.html", {"trial": trial, "egress": record, "trace_session": trial.trace_sessions.first()})

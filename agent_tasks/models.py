@@ -155,7 +155,7 @@ class TrialQuerySet(ProjectScopedQuerySet):
     project_path = "task__version__task_set__project"
 
 
-# A trial's trace session is this and its id; a harness run's is its id alone (traces/run_keys.py).
+# A trial's trace session is this and its id; a harness run's is its id alone (traces/workload_keys.py).
 TRACE_SESSION_PREFIX = "trial-"
 
 
@@ -202,9 +202,10 @@ class Trial(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     # A model agent's own trace key (agent_tasks/trace_keys.py): issued when its phase starts, revoked when the
-    # trial ends; its raw value is kept so the trace workers, which see only its hash, mask it in what it sends.
+    # trial ends. The secrets its agent was given (the key's raw value among them) are kept so the trace workers,
+    # which see only the key's hash, mask them in what it sends.
     api_key = models.ForeignKey("core.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    secret_env = models.JSONField(default=dict, blank=True, editable=False)
+    secret_values = models.JSONField(default=list, blank=True, editable=False)
     # Past it a `running` trial's worker is gone: the task's two time limits and the sandbox's start, with room.
     deadline_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True)
@@ -228,7 +229,7 @@ class Trial(models.Model):
         return reverse("agent_tasks:trial", args=[self.pk])
 
     @property
-    def trace_session_id(self) -> str:
+    def own_session(self) -> str:
         """The one session its own trace key writes (agent_tasks/trace_keys.py)."""
         return f"{TRACE_SESSION_PREFIX}{self.pk}"
 

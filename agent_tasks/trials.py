@@ -151,17 +151,6 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
     limits, result.limits = task_limits(task)
     agent_env = dict(env.env)
     secrets = []
-    if setup:
-        # The model's host is the only destination the agent may reach (the platform's origins aside): a
-        # benchmark's website, its repository or a package index stay refused, and the egress record shows it.
-        _, token = egress.issue_grant(owner, domains=setup.domains)
-        agent_env.update(setup.env)
-        secrets = [token, *setup.secrets]
-        if traced := trace_keys.issue(trial):
-            agent_env.update(traced[0])
-            secrets.append(traced[1])
-        agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
-
     recipe = env.recipe(task.build_timeout_sec)
 
     def spec_for(place: Placement) -> SandboxSpec:
@@ -178,6 +167,8 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         )
 
     try:
+        if setup:
+            secrets = _credentials(trial, owner, setup, agent_env)
         with workload(owner, spec_for) as box:
             result.runtime = box.runtime
             _run(box, task, agent, env, agent_env, setup, result)
@@ -205,6 +196,20 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         result.agent_output, result.verifier_output = redactor.text(result.agent_output), redactor.text(result.verifier_output)
         result.trajectory = redactor.value(result.trajectory)
     return _finish(trial, result)
+
+
+def _credentials(trial: Trial, owner: Owner, setup, agent_env: dict) -> list[str]:
+    """A model agent's egress grant and trace key, into its environment; the secrets it was given, to mask."""
+    # The model's host is the only destination the agent may reach (the platform's origins aside): a benchmark's
+    # website, its repository or a package index stay refused, and the egress record shows it.
+    _, token = egress.issue_grant(owner, domains=setup.domains)
+    agent_env.update(setup.env)
+    agent_env.update(egress.sandbox_env(egress.proxy_url(owner, token)))
+    secrets = [token, *setup.secrets]
+    if traced := trace_keys.issue(trial, given=secrets):
+        agent_env.update(traced[0])
+        secrets.append(traced[1])
+    return secrets
 
 
 def end_credentials(trial: Trial):

@@ -120,7 +120,7 @@ def measure_run_key(args, project, user):
     from django.utils import timezone
 
     from harnesses.redaction import redact_run_rows, run_secrets
-    from traces import otlp, run_keys
+    from traces import otlp, workload_keys
     from traces.batches import process_pending
     from traces.ingest import _row, collector_paused
     from traces.models import Span, TraceBatch
@@ -158,7 +158,7 @@ def measure_run_key(args, project, user):
             span_count=args.spans,
             received_at=timezone.now(),
         )
-        with mock.patch("traces.run_keys.redact", run_keys.redact if redacted else lambda run, rows, source=None: rows):
+        with mock.patch("traces.workload_keys.redact", workload_keys.redact if redacted else lambda run, rows, source=None: rows):
             started, started_cpu = time.perf_counter(), time.process_time() + cpu_seconds(backend)
             assert process_pending() == 1
             if b >= 0:

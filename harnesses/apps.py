@@ -7,7 +7,7 @@ class HarnessesConfig(AppConfig):
 
     def ready(self):
         from belvedir.sandbox import owners
-        from traces import run_keys
+        from traces import workload_keys
 
         from .actions import end_runs_on_lost_host
         from .models import Run
@@ -16,10 +16,10 @@ class HarnessesConfig(AppConfig):
 
         owners.register("run", active=Run.objects.active, reap_stale=reap_stale_runs, host_lost=end_runs_on_lost_host)
         # Trace ingest's questions about runs: traces imports nothing from this app.
-        run_keys.register(
+        workload_keys.register(
             "run",
             prefix="",
+            field="run",
             of_key=lambda key_id: Run.objects.filter(api_key_id=key_id).values_list("pk", flat=True).first(),
-            among=lambda project_id, ids: Run.objects.filter(project_id=project_id, pk__in=ids).values_list("pk", flat=True),
             redact=redact_run_rows,
         )

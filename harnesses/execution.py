@@ -30,7 +30,7 @@ from belvedir.sandbox.launch import Placement, workload
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.output import TailBuffer
 from belvedir.sandbox.spec import HOME, GpuRequest, Limits, SandboxSpec
-from traces import run_keys
+from traces import workload_keys
 
 from . import local_model, repo
 from .actions import finish_run, revoke_run_credentials
@@ -178,7 +178,7 @@ class RunExecution:
         env = {v.name: v.value for v in self.harness.env_vars.all()}
         env.update(run.extra_env)
         env.update(run.secret_env)
-        env.update(run_keys.workload_env(raw_key, str(run.pk)))
+        env.update(workload_keys.workload_env(raw_key, str(run.pk)))
         if self.harness.tasks:
             env["FRACTAL_TASKS_FILE"] = TASKS_FILE
         if self.harness.local_model:

@@ -245,7 +245,7 @@ def test_an_agent_using_its_trace_key_writes_only_its_trials_session_and_its_sec
     assert '"rejectedSpans": "1"' in outputs[1] and "writes only its own session (trial-" in outputs[1] and "/api/v1/outcomes 403" in outputs[1]
     assert not TraceSession.objects.filter(session_id="victim").exists() and not Span.objects.filter(name="forged").exists()
     # What it printed went into its own session's tool span, its secrets masked there as in its trajectory.
-    raw_key = trial.secret_env["BELVEDIR_API_KEY"]
+    raw_key = trial.secret_values[0]
     stored = json.dumps(list(Span.objects.filter(session_id=f"trial-{trial.pk}").values_list("attributes", flat=True)))
     assert "echo" in stored and "sk-trial-secret-123456" not in stored and raw_key not in stored
     assert "sk-trial-secret-123456" not in json.dumps(trial.trajectory) and raw_key not in json.dumps(trial.trajectory) + trial.agent_output

@@ -149,7 +149,7 @@ def test_no_import_circle_between_the_apps_and_packages():
     """At any level (inside functions too): a circle between apps is a tangle even when no import-time error shows it.
 
     Where a lower app needs an answer from a higher one, the higher registers
-    it (trace ingest asks harnesses about runs through traces.run_keys).
+    it (trace ingest asks harnesses about runs, and agent_tasks about trials, through traces.workload_keys).
     """
     known = modules()
     graph = {unit: set() for unit in UNITS}

@@ -79,7 +79,7 @@ def test_a_batch_sent_twice_is_stored_once(api, deferred):
 def test_a_runs_key_is_looked_up_once_by_the_request_and_its_batch_keeps_the_session_it_may_write(run_key, deferred, monkeypatch):
     import dataclasses
 
-    from traces import run_keys
+    from traces import workload_keys
 
     client, own = run_key
     post(client, body([span("mine", session_id=own), span("forged", session_id="chat-7")]))
@@ -88,7 +88,7 @@ def test_a_runs_key_is_looked_up_once_by_the_request_and_its_batch_keeps_the_ses
     def looked_up_again(key_id):
         raise AssertionError("the worker looked up the key's run again")
 
-    monkeypatch.setattr(run_keys, "_kinds", {name: dataclasses.replace(kind, of_key=looked_up_again) for name, kind in run_keys._kinds.items()})
+    monkeypatch.setattr(workload_keys, "_kinds", {name: dataclasses.replace(kind, of_key=looked_up_again) for name, kind in workload_keys._kinds.items()})
     assert process_pending() == 1
     assert list(Span.objects.values_list("name", "session_id")) == [("mine", own)]
     assert TraceSession.objects.get().run_id == int(own)

@@ -235,7 +235,7 @@ def test_nul_bytes_and_huge_values_are_stored_safely(api):
 
 def test_keys_are_required_and_checked(project, owner):
     assert post(APIClient(), body([span("x")])).status_code == 401
-    key, raw = ApiKey.issue(project=project, user=owner, name="run", scope="ingest", per_run=True)
+    key, raw = ApiKey.issue(project=project, user=owner, name="ingest", scope="ingest")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert post(client, body([span("during")])).status_code == 200
@@ -285,6 +285,16 @@ def test_a_runs_key_writes_spans_only_into_its_own_session(run_key, api):
     assert sorted(Span.objects.filter(session_id=own).values_list("name", flat=True)) == ["mine", "unnamed"]
     assert list(Span.objects.filter(session_id="chat-7").values_list("name", flat=True)) == ["someone's chat"]
     assert TraceSession.objects.get(session_id="chat-7").span_count == 1
+
+
+def test_a_runs_key_whose_run_is_gone_writes_nothing_not_even_spans_naming_no_session(project, owner):
+    key, raw = ApiKey.issue(project=project, user=owner, name="run", scope="ingest", per_run=True)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = post(client, body([span("unnamed"), span("named", session_id="chat-1")]))
+    assert response.status_code == 200 and response.json()["partialSuccess"]["rejectedSpans"] == "2"
+    assert not Span.objects.exists() and not TraceSession.objects.exists()
+    assert client.post("/api/v1/outcomes", {"session_id": "", "outcome": "fail"}, format="json").status_code in (400, 403)
 
 
 def test_a_runs_key_reports_the_outcome_of_its_own_session_only(run_key, api):

@@ -34,7 +34,7 @@ def history(api, project):
     sessions = {
         "june-only": [at(2026, 6)],
         str(run.pk): [at(2026, 7)],  # a run's session, all in July
-        trial.trace_session_id: [at(2026, 7)],  # and a trial's
+        trial.own_session: [at(2026, 7)],  # and a trial's
         "july-to-sept": [at(2026, 7, 31), at(2026, 9)],
         "august": [at(2026, 8, 1)],  # the first day of the oldest month kept
         "now": [at(2026, 11)],
@@ -43,6 +43,9 @@ def history(api, project):
         span(f"{sid}-{i}", session_id=sid, start_s=start, user_message=f"hello {sid}") for sid, starts in sessions.items() for i, start in enumerate(starts)
     ]
     assert api.generic("POST", "/api/v1/traces", body(spans), content_type="application/json").status_code == 200
+    # Linked as their own keys link them (tests/test_trial_traces.py).
+    TraceSession.objects.filter(session_id=str(run.pk)).update(run=run)
+    TraceSession.objects.filter(session_id=trial.own_session).update(trial=trial)
     for session in TraceSession.objects.all():
         segment(session)
     TraceSession.objects.filter(session_id__in=[str(run.pk), "july-to-sept"]).update(outcome="success")
@@ -74,13 +77,13 @@ def test_sessions_that_still_matter_are_kept(settings, history):
     apply_retention(NOW)
 
     run_session, trial = str(history.pk), Trial.objects.get()
-    assert set(TraceSession.objects.values_list("session_id", flat=True)) == {run_session, trial.trace_session_id, "july-to-sept", "august", "now"}
+    assert set(TraceSession.objects.values_list("session_id", flat=True)) == {run_session, trial.own_session, "july-to-sept", "august", "now"}
     # A run's session keeps its outcome and totals as the run's record; its tasks went with its spans.
     kept = TraceSession.objects.get(session_id=run_session)
     assert (kept.run, kept.outcome, kept.span_count) == (history, "success", 1)
     assert not Task.objects.filter(session=kept).exists()
     # So does a job's trial's, as the trial's.
-    assert TraceSession.objects.get(session_id=trial.trace_session_id).trial == trial
+    assert TraceSession.objects.get(session_id=trial.own_session).trial == trial
     # A session that lost some spans keeps its outcome and is segmented again from what is left.
     partly = TraceSession.objects.get(session_id="july-to-sept")
     assert partly.needs_processing and partly.outcome == "success"

@@ -19,9 +19,12 @@ from agent_tasks.trials import end_credentials
 from belvedir.core.models import ApiKey, Membership, Project
 from belvedir_cli.main import cli
 from evals.models import Deployment
-from traces import run_keys
+from traces import workload_keys
+from traces.batches import process_pending
 from traces.evaluators import backfill_sessions, session_matches
-from traces.models import Evaluator, Span, TraceSession
+from traces.models import Evaluator, Span, Task, TraceBatch, TraceSession
+from traces.segmentation import segment
+from traces.training import training_tasks
 
 from .harness_fixtures import fund
 from .otlp_builders import body, span
@@ -30,6 +33,7 @@ from .test_agent_job_rules import task_set
 pytestmark = pytest.mark.django_db
 
 DEPLOYMENT_KEY = "sk-deployment-secret-4242"
+EGRESS_TOKEN = "egress-token-0123456789"
 
 
 @pytest.fixture
@@ -51,7 +55,7 @@ def held(monkeypatch):
 def keyed(trial, settings):
     """The trial's key as its agent gets it: (its environment, a client with it)."""
     settings.BELVEDIR_BASE_URL = "https://belvedir.example"
-    env, raw = trace_keys.issue(trial)
+    env, raw = trace_keys.issue(trial, given=[DEPLOYMENT_KEY, EGRESS_TOKEN])  # as a trial's start gives them
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     return env, client
@@ -63,7 +67,7 @@ def post(client, spans):
 
 def test_a_trials_agent_gets_the_platform_its_key_and_its_session_under_both_names(trial, keyed):
     env, _ = keyed
-    raw = Trial.objects.get(pk=trial.pk).secret_env["BELVEDIR_API_KEY"]
+    raw = Trial.objects.get(pk=trial.pk).secret_values[0]
     assert env == {
         f"{prefix}_{name}": value
         for prefix in ("BELVEDIR", "FRACTAL")
@@ -77,7 +81,9 @@ def test_a_trials_key_writes_only_its_trials_session_linked_to_the_trial_its_sec
     env, client = keyed
     own = f"trial-{trial.pk}"
     post(api, [span("someone's chat", session_id="chat-7")])
-    leaky = {"tool.output": f"LLM_API_KEY={DEPLOYMENT_KEY} BELVEDIR_API_KEY={env['BELVEDIR_API_KEY']}"}
+    # The deployment's key changes meanwhile: what the agent holds is the old one, and that is what is masked.
+    Deployment.objects.filter(pk=trial.deployment_id).update(api_key="sk-rotated-key-999999")
+    leaky = {"tool.output": f"LLM_API_KEY={DEPLOYMENT_KEY} BELVEDIR_API_KEY={env['BELVEDIR_API_KEY']} HTTPS_PROXY=http://t:{EGRESS_TOKEN}@x"}
     response = post(client, [span("mine", session_id=own, attributes=leaky), span("forged", session_id="chat-7"), span("a run's", session_id="1")])
     assert response.status_code == 200 and response.json()["partialSuccess"]["rejectedSpans"] == "2"
     assert list(Span.objects.filter(session_id=own).values_list("name", flat=True)) == ["mine"]
@@ -86,14 +92,38 @@ def test_a_trials_key_writes_only_its_trials_session_linked_to_the_trial_its_sec
     session = TraceSession.objects.get(session_id=own)
     assert (session.trial_id, session.run_id) == (trial.pk, None)
     stored = json.dumps(list(Span.objects.filter(session_id=own).values_list("attributes", flat=True)))
-    assert DEPLOYMENT_KEY not in stored and env["BELVEDIR_API_KEY"] not in stored and "LLM_API_KEY=" in stored
-    # Its outcome only.
+    assert "LLM_API_KEY=" in stored and all(secret not in stored for secret in (DEPLOYMENT_KEY, env["BELVEDIR_API_KEY"], EGRESS_TOKEN))
+    # No outcome: another session's is not its to report, and its own is its verifier's reward.
     assert client.post("/api/v1/outcomes", {"session_id": "chat-7", "outcome": "fail"}, format="json").status_code == 403
-    assert client.post("/api/v1/outcomes", {"session_id": own, "outcome": "success"}, format="json").status_code == 200
+    refused = client.post("/api/v1/outcomes", {"session_id": own, "outcome": "success"}, format="json")
+    assert refused.status_code == 403 and "verifier's reward" in refused.json()["detail"]
+    assert TraceSession.objects.get(session_id=own).outcome == ""
 
 
-def test_a_session_named_like_a_trial_is_linked_only_to_a_trial_of_its_own_project(trial, api, owner):
-    post(api, [span("x", session_id=f"trial-{trial.pk + 1000}"), span("y", session_id=f"trial-0{trial.pk}")])
+def test_a_trials_key_batch_stored_later_by_the_worker_is_confined_and_masked_as_inline(trial, keyed, settings):
+    settings.TRACE_INGEST_INLINE = False
+    env, client = keyed
+    own = f"trial-{trial.pk}"
+    post(client, [span("mine", session_id=own, attributes={"leak": DEPLOYMENT_KEY}), span("unnamed"), span("forged", session_id="chat-7")])
+    assert TraceBatch.objects.get().own_session == own
+    assert process_pending() == 1
+    assert sorted(Span.objects.values_list("name", "session_id")) == [("mine", own), ("unnamed", own)]
+    assert DEPLOYMENT_KEY not in json.dumps(list(Span.objects.values_list("attributes", flat=True)))
+    assert TraceSession.objects.get().trial_id == trial.pk
+
+
+def test_a_trials_spans_are_dropped_not_stored_unmasked_when_the_trial_is_gone_before_the_worker_stores_them(trial, keyed, settings):
+    settings.TRACE_INGEST_INLINE = False
+    _, client = keyed
+    post(client, [span("mine", session_id=f"trial-{trial.pk}", attributes={"leak": DEPLOYMENT_KEY})])
+    trial.job.delete()
+    assert process_pending() == 1
+    assert not Span.objects.exists()
+
+
+def test_a_session_is_linked_to_a_trial_by_the_trials_own_key_alone(trial, keyed, api, owner):
+    # Another key's spans naming the trial's session, or another project's: an ordinary session, linked to nothing.
+    post(api, [span("x", session_id=f"trial-{trial.pk}"), span("y", session_id=f"trial-0{trial.pk}")])
     assert not TraceSession.objects.filter(trial__isnull=False).exists()
     elsewhere = Project.objects.create(name="elsewhere")
     Membership.objects.create(project=elsewhere, user=owner, role="owner")
@@ -101,16 +131,21 @@ def test_a_session_named_like_a_trial_is_linked_only_to_a_trial_of_its_own_proje
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=elsewhere, user=owner, name='k')[1]}")
     post(other, [span("z", session_id=f"trial-{trial.pk}")])
     assert TraceSession.objects.get(project=elsewhere).trial_id is None
-    post(api, [span("mine", session_id=f"trial-{trial.pk}")])
+    # The trial's key writing it links it.
+    post(keyed[1], [span("mine")])
     assert TraceSession.objects.get(project=trial.job.project, session_id=f"trial-{trial.pk}").trial_id == trial.pk
 
 
 @pytest.mark.parametrize(
     "session_id, named",
-    [("42", ("run", 42)), ("trial-7", ("trial", 7)), ("trial-007", None), ("007", None), ("trial-", None), ("trial-7x", None), ("trial-" + "9" * 18, None)],
+    [
+        ("42", ("run", 42)),
+        ("trial-7", ("trial", 7)),
+        *((name, None) for name in ("trial-007", "007", "trial-", "trial-7x", "trial-" + "9" * 18, "²", "trial-²", "trial-٣")),
+    ],
 )
 def test_a_session_id_names_a_run_or_a_trial_by_its_form_alone(session_id, named):
-    found = run_keys.named_by(session_id)
+    found = workload_keys.named_by(session_id)
     assert (None if found is None else (found[0].name, found[1])) == named
 
 
@@ -118,11 +153,12 @@ def test_a_trials_key_writes_nothing_once_the_trial_ended_and_dies_with_it_howev
     _, client = keyed
     own = f"trial-{trial.pk}"
     assert post(client, [span("during", session_id=own)]).json().get("partialSuccess", {}).get("rejectedSpans", "0") == "0"
-    # Ended, its key not yet revoked (a worker between the two): what it sends is refused.
+    # Ended, its key not yet revoked (a worker between the two): whatever it sends is refused, naming a session or not.
     Trial.objects.filter(pk=trial.pk).update(status=Trial.Status.SUCCEEDED)
-    late = post(client, [span("after", session_id=own)])
-    assert late.status_code == 200 and late.json()["partialSuccess"]["rejectedSpans"] == "1"
-    assert list(Span.objects.filter(session_id=own).values_list("name", flat=True)) == ["during"]
+    late = post(client, [span("after", session_id=own), span("unnamed")])
+    assert late.status_code == 200 and late.json()["partialSuccess"]["rejectedSpans"] == "2"
+    assert "has ended" in late.json()["partialSuccess"]["errorMessage"]
+    assert list(Span.objects.values_list("name", flat=True)) == ["during"] and not TraceBatch.objects.exists()
     end_credentials(trial)
     assert post(client, [span("after", session_id=own)]).status_code in (401, 403)
 
@@ -146,6 +182,17 @@ def test_a_trials_session_is_not_production_traffic(trial, keyed):
     assert backfill_sessions(Evaluator(project=project, source=Evaluator.Source.ANY), *window).get() == session
 
 
+def test_a_trials_conversation_is_never_training_data(trial, keyed, api):
+    """It works a benchmark's task; the export's contamination check knows only the catalog's benchmarks."""
+    _, client = keyed
+    post(client, [span("turn", session_id=f"trial-{trial.pk}", user_message="Write hi into /app/hi.txt")])
+    post(api, [span("turn", session_id="chat-1", user_message="Hello there")])
+    for session in TraceSession.objects.all():
+        segment(session)
+    assert Task.objects.filter(session__trial=trial).exists()
+    assert [task.session.session_id for task in training_tasks(trial.job.project)] == ["chat-1"]
+
+
 def test_the_trials_page_and_api_say_where_its_spans_are_and_traces_links_back(trial, keyed, client, owner, api):
     _, key_client = keyed
     client.force_login(owner)
@@ -159,12 +206,6 @@ def test_the_trials_page_and_api_say_where_its_spans_are_and_traces_links_back(t
     assert api.get(found["url"]).json()["trial"] == trial.pk
     link = f'<a href="/trials/{trial.pk}/">trial #{trial.pk}</a>'
     assert link in client.get(f"/traces/sessions/trial-{trial.pk}/").content.decode() and link in client.get("/traces/").content.decode()
-
-
-def test_staff_see_a_trials_key_in_admin_never_its_raw_value(trial, keyed, admin_client):
-    env, _ = keyed
-    page = admin_client.get(f"/admin/agent_tasks/trial/{trial.pk}/change/").content.decode()
-    assert f"trial #{trial.pk}" in page and env["BELVEDIR_API_KEY"] not in page
 
 
 def test_a_trial_of_an_agent_without_a_model_has_no_key_and_its_page_says_so(project, owner, client):

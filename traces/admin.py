@@ -10,11 +10,23 @@ from .otlp import TRACE_ID
 
 @admin.register(TraceSession)
 class TraceSessionAdmin(admin.ModelAdmin):
-    list_display = ["session_id", "user_id", "project", "last_span_at", "span_count", "input_tokens", "output_tokens", "outcome", "run", "needs_processing"]
+    list_display = [
+        "session_id",
+        "user_id",
+        "project",
+        "last_span_at",
+        "span_count",
+        "input_tokens",
+        "output_tokens",
+        "outcome",
+        "run",
+        "trial",
+        "needs_processing",
+    ]
     list_filter = ["outcome", "needs_processing", "last_span_at"]
     search_fields = ["=session_id", "=user_id", "project__name"]
-    list_select_related = ["project"]
-    raw_id_fields = ["project", "run"]
+    list_select_related = ["project", "run", "trial"]
+    raw_id_fields = ["project", "run", "trial"]
     show_full_result_count = False
 
 

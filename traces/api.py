@@ -14,7 +14,7 @@ from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
 
-from . import batches, diff, otlp, run_keys, trajectory
+from . import batches, diff, otlp, trajectory, workload_keys
 from .actions import report_outcome
 from .evaluator_api import EvaluatorScoreSerializer
 from .evaluator_rules import session_scores
@@ -80,16 +80,19 @@ class TraceIngest(APIView):
                 checked = otlp.check(body, request.content_type)
             except otlp.IngestError as exc:
                 return Response({"detail": exc.message}, status=exc.status)
-            rejected, reasons = checked.rejected, checked.reasons
-            own_session = run_keys.own_session(request.auth)
-            # A workload's key: its answer counts the spans the worker will refuse to store (another session's).
-            if own_session is not None and (foreign := foreign_in_body(body, request.content_type, own_session)):
-                rejected, reasons = rejected + foreign, [*reasons, run_keys.only_its_own(own_session)]
-            if checked.accepted:
+            rejected, reasons, accepted = checked.rejected, checked.reasons, checked.accepted
+            own_session = workload_keys.own_session(request.auth)
+            # A workload's key: its answer counts the spans the worker will refuse to store (another session's; every
+            # span once its workload has ended, and then nothing is kept at all).
+            if own_session == "":
+                rejected, reasons, accepted = rejected + accepted, [*reasons, workload_keys.only_its_own(own_session)], 0
+            elif own_session is not None and (foreign := foreign_in_body(body, request.content_type, own_session)):
+                rejected, reasons = rejected + foreign, [*reasons, workload_keys.only_its_own(own_session)]
+            if accepted:
                 # A database that is down answers 503 (DatabaseUnavailableMiddleware):
                 # nothing was kept, and the exporter sends the batch again.
                 key = request.auth if isinstance(request.auth, ApiKey) else None
-                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, checked.accepted, own_session=own_session)
+                batch_id = batches.accept(request_project(request), key, raw, request.content_type, encoding, accepted, own_session=own_session)
                 batches.process_inline(batch_id)
         content, media = otlp.success_response(rejected, reasons, as_protobuf)
         return HttpResponse(content, content_type=media, status=200)
@@ -108,9 +111,12 @@ def outcomes(request):
     payload = OutcomeSerializer(data=request.data)
     payload.is_valid(raise_exception=True)
     session_id = payload.validated_data["session_id"]
-    own_session = run_keys.own_session(request.auth)
+    own_session = workload_keys.own_session(request.auth)
     if own_session is not None and session_id != own_session:
-        return Response({"detail": f"A run's or a trial's key reports only its own session ({own_session})."}, status=status.HTTP_403_FORBIDDEN)
+        return Response({"detail": workload_keys.only_its_own(own_session, does="reports")}, status=status.HTTP_403_FORBIDDEN)
+    if own_session and not workload_keys.reports_outcome(own_session):
+        # An agent must not decide how its own trial went (its outcome decides what training data keeps).
+        return Response({"detail": "A trial's outcome is its verifier's reward: its key reports none."}, status=status.HTTP_403_FORBIDDEN)
     project = request_project(request)
     session = TraceSession.objects.filter(project=project, session_id=session_id).first()
     if session is None:

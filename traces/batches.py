@@ -23,7 +23,7 @@ from psycopg.errors import CheckViolation
 
 from belvedir.core.models import Project
 
-from . import backlog, otlp, partitions, run_keys
+from . import backlog, otlp, partitions, workload_keys
 from .ingest import collector_paused, store_spans
 from .models import IngestRejection, TraceBatch
 
@@ -48,7 +48,7 @@ class _NeedPartitions(Exception):
 def accept(project, api_key, raw: bytes, content_type: str, content_encoding: str, span_count: int, *, own_session: str | None = None) -> int:
     """Keep one checked request body; returns the batch's id. Durable on return (committed).
 
-    `own_session`: the one session its key may write (`run_keys.own_session`),
+    `own_session`: the one session its key may write (`workload_keys.own_session`),
     found by the request and kept for the worker, which does not look it up again.
     """
     received_at = timezone.now()
@@ -209,7 +209,7 @@ def _parse(batch: TraceBatch) -> otlp.Parsed | None:
     try:
         body = otlp.decode_body(bytes(batch.body), batch.content_encoding)
         parsed = otlp.parse(body, batch.content_type)
-        batch.decoded_body = body  # what a run key's redaction scans first (run_keys.redact)
+        batch.decoded_body = body  # what a run key's redaction scans first (workload_keys.redact)
     except otlp.IngestError as exc:
         batch.error = [exc.message]
         return None
@@ -235,7 +235,7 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed) -> tuple[int, list[str]]:
         # A workload's key: its secrets never reach the span table (nor what
         # is built from it: sessions, training data). Other keys' batches pay nothing.
         own = batch.own_session
-        redact = partial(run_keys.redact, own, source=batch.decoded_body) if own else None
+        redact = partial(workload_keys.redact, own, source=batch.decoded_body) if own else None
         stored = store_spans(batch.project, parsed.spans, received_at=batch.received_at, confine_to=own, redact=redact)
     except (DataError, IntegrityError, psycopg.DataError, psycopg.IntegrityError, TypeError, ValueError, OverflowError) as exc:
         # (psycopg's own errors too: the COPY runs on its cursor, outside Django's error wrapping.)
@@ -243,7 +243,7 @@ def _store(batch: TraceBatch, parsed: otlp.Parsed) -> tuple[int, list[str]]:
             raise  # not the batch's fault: process_pending makes the partition and tries again
         logger.exception("Trace batch %s could not be stored", batch.pk)
         return 0, [f"The platform could not store this batch ({type(exc).__name__})."]
-    return stored, parsed.reasons + ([run_keys.only_its_own(own)] if own else [])
+    return stored, parsed.reasons + ([workload_keys.only_its_own(own)] if own else [])
 
 
 def _record_rejection(batch: TraceBatch, rejected: int, reasons: list[str]):

@@ -26,7 +26,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 from psycopg.types.string import BytesBinaryDumper
 
-from . import otlp, run_keys
+from . import otlp, workload_keys
 from .extract import SESSION_KEYS, extract, session_of, to_datetime
 from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
@@ -62,9 +62,10 @@ def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to:
 
     `received_at`: when the platform accepted them (a batch's arrival, which
     can be a little before a worker stores it); now by default.
-    `confine_to` (a per-run key's session): spans naming another session are
-    dropped, and spans naming none join it, so a run can write only its own
-    session, never decide another session's data.
+    `confine_to` (a workload key's session, workload_keys): spans naming another
+    session are dropped, and spans naming none join it, so a run or a trial
+    can write only its own session, never decide another session's data; the
+    session is linked to it. "" (its workload has ended): nothing is kept.
     `redact` (a run key's batch): the rows with the run's secrets masked.
     The rows, not the spans: extraction decodes the JSON inside attribute
     values (messages), whose escapes could spell a secret no scan of the
@@ -84,13 +85,23 @@ def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to:
         else:
             Span.objects.bulk_create([Span(**{k: row[k] for k in SPAN_FIELDS}) for row in rows], batch_size=500, ignore_conflicts=True)
             _upsert_sessions_portable(project, _session_totals(rows), now)
+        if confine_to and rows:
+            _link(project, confine_to)
     return len(rows)
 
 
+def _link(project, session_id: str):
+    """A workload key's own session linked to its workload (workload_keys), once: a no-op after its first batch."""
+    field, pk = workload_keys.link(session_id)
+    TraceSession.objects.filter(project=project, session_id=session_id, **{field: None}).update(**{field: pk})
+
+
 def confined(rows: list[dict], session: str | None) -> list[dict]:
-    """The rows a key confined to `session` may write (all of them when None)."""
+    """The rows a key confined to `session` may write (all of them when None, none when "")."""
     if session is None:
         return rows
+    if not session:
+        return []
     for row in rows:
         row["session_id"] = row["session_id"] or session
     return [row for row in rows if row["session_id"] == session]
@@ -236,12 +247,12 @@ def _upsert_sessions_postgres(project, sessions, now):
     # One array per column, whatever the number of sessions: the statement's
     # text stays the same, so psycopg converts it once per process (a VALUES
     # list of 20 sessions was 220 placeholders, split again on every batch).
-    columns = [list(sessions), *_owner_columns(project, sessions), *zip(*[_session_values(t) for t in sessions.values()], strict=True)]
+    columns = [list(sessions), *zip(*[_session_values(t) for t in sessions.values()], strict=True)]
     sql = f"""
-        INSERT INTO traces_tracesession (project_id, session_id, run_id, trial_id, first_span_at, last_span_at, span_count,
+        INSERT INTO traces_tracesession (project_id, session_id, first_span_at, last_span_at, span_count,
                                          input_tokens, output_tokens, user_id, metadata, outcome, needs_processing, last_received_at)
         SELECT %s, s.*, '', true, %s
-        FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::bigint[], %s::bigint[], %s::text[], %s::jsonb[]) AS s
+        FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[], %s::int[], %s::bigint[], %s::bigint[], %s::text[], %s::jsonb[]) AS s
         ON CONFLICT (project_id, session_id) DO UPDATE SET
             span_count = traces_tracesession.span_count + EXCLUDED.span_count,
             input_tokens = traces_tracesession.input_tokens + EXCLUDED.input_tokens,
@@ -268,12 +279,8 @@ def _session_values(t: dict) -> tuple:
 def _upsert_sessions_portable(project, sessions, now):
     if not sessions:
         return
-    runs, trials = _owner_columns(project, sessions)
     TraceSession.objects.bulk_create(
-        [
-            TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], run_id=run, trial_id=trial, user_id=t["user"])
-            for (sid, t), run, trial in zip(sessions.items(), runs, trials, strict=True)
-        ],
+        [TraceSession(project=project, session_id=sid, first_span_at=t["first"], last_span_at=t["last"], user_id=t["user"]) for sid, t in sessions.items()],
         ignore_conflicts=True,
     )
     for session_id, t in sessions.items():
@@ -292,11 +299,3 @@ def _upsert_sessions_portable(project, sessions, now):
             needs_processing=True,
             last_received_at=now,
         )
-
-
-def _owner_columns(project, sessions) -> tuple[list, list]:
-    """Each session's run id and trial id, in the sessions' order: a run's or a trial's session id names it
-    (run_keys), and a session naming one of the project's is linked to it (None where it names none)."""
-    owners = run_keys.owners_among(project.pk, sessions)
-    named = [owners.get(s, ("", None)) for s in sessions]
-    return [pk if kind == "run" else None for kind, pk in named], [pk if kind == "trial" else None for kind, pk in named]

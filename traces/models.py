@@ -202,7 +202,7 @@ class TraceBatch(models.Model):
     # Who sent it: the worker applies what the key may write (a per-run key,
     # its own session) and records what it rejects against it.
     api_key = models.ForeignKey("core.ApiKey", null=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
-    # The session its key may write (run_keys.own_session: a run's or a trial's
+    # The session its key may write (workload_keys.own_session: a run's or a trial's
     # own; "" none; null any), found once by the request and kept for the
     # worker, which also reads from it whose secrets to mask. Not a foreign
     # key: a batch lives seconds, and a constraint would be checked on every

@@ -2,7 +2,8 @@
 
 One line per task, `{"messages": [...]}`, its conversation in order. Only
 tasks not excluded from training are exported: a session reported `fail`
-excludes its tasks (see `actions.report_outcome` and segmentation).
+excludes its tasks (see `actions.report_outcome` and segmentation), and a
+job's trial's session is never exported (it works a benchmark's task).
 
 Before a task's line is written, its user and assistant texts are checked
 against every catalog benchmark's inputs and references
@@ -71,7 +72,9 @@ def parse_bound(value: str | None, *, end: bool) -> datetime | None:
 
 
 def training_tasks(project, group=None, since=None, until=None):
-    tasks = Task.objects.filter(project=project, excluded_from_training=False)
+    # A job's trial works a benchmark's task: its instruction is the benchmark's, and the catalog check below knows
+    # only the catalog's benchmarks, not imported task sets. Its session is never training data.
+    tasks = Task.objects.filter(project=project, excluded_from_training=False, session__trial__isnull=True)
     if group is not None:
         tasks = tasks.filter(group=group)
     if since is not None:

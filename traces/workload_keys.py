@@ -2,19 +2,21 @@
 
 A harness run and a job's trial each get an ingest key (`ApiKey.per_run`)
 when they start, revoked when they end. Such a key writes only its
-workload's session, and what it sends is stored with the workload's secrets
-masked; a session whose id names a workload of its project is linked to it
-(TraceSession.run, TraceSession.trial). Workloads belong to other apps, and
-those apps show trajectories from traces, so traces imports nothing from
-them: each registers its kind here, in its AppConfig.ready(), as apps
-register their owner kinds with the sandbox (belvedir.sandbox.owners).
+workload's session; what it sends is stored with the workload's secrets
+masked; and the session it writes is linked to the workload
+(TraceSession.run, TraceSession.trial). Only the workload's own key links:
+another key's spans naming the same id make an ordinary session. Workloads
+belong to other apps, and those apps show trajectories from traces, so
+traces imports nothing from them: each registers its kind here, in its
+AppConfig.ready(), as apps register their owner kinds with the sandbox
+(belvedir.sandbox.owners).
 
 A kind's session ids are its prefix and the workload's id: a run's "42", a
 trial's "trial-7". The form alone says which kind a session names, so the
 trace workers need no lookup to find whose secrets to mask.
 """
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -27,16 +29,19 @@ MAX_ID_DIGITS = 17
 @dataclass(frozen=True)
 class Kind:
     """`prefix`: what comes before the workload's id in its session id ("" for runs).
-    `of_key`: the workload a per-run key (by the key's id) was issued for, None once it is gone.
-    `among`: which of these ids name workloads of the project (by its id).
+    `field`: TraceSession's foreign key to it.
+    `of_key`: the workload a per-run key (by the key's id) was issued for, None once its key may write no more
+    (the workload deleted; a trial, ended).
     `redact`: a workload's span rows with its secrets masked; `source`, the body they were parsed from.
+    `reports_outcome`: whether its key may report its session's outcome (a trial's is its verifier's reward).
     """
 
     name: str
     prefix: str
+    field: str
     of_key: Callable[[int], int | None]
-    among: Callable[[int, list[int]], Iterable[int]]
     redact: Callable[..., list[dict]]
+    reports_outcome: bool = True
 
     def session(self, pk: int) -> str:
         return f"{self.prefix}{pk}"
@@ -45,20 +50,20 @@ class Kind:
 _kinds: dict[str, Kind] = {}
 
 
-def register(name: str, *, prefix: str, of_key, among, redact) -> Kind:
-    _kinds[name] = Kind(name, prefix, of_key, among, redact)
+def register(name: str, *, prefix: str, field: str, of_key, redact, reports_outcome: bool = True) -> Kind:
+    _kinds[name] = Kind(name, prefix, field, of_key, redact, reports_outcome)
     return _kinds[name]
 
 
 def kinds() -> list[Kind]:
     if not _kinds:
-        raise ImproperlyConfigured("No app told traces.run_keys about its workloads (harnesses and agent_tasks do, in their AppConfig.ready()).")
+        raise ImproperlyConfigured("No app told traces.workload_keys about its workloads (harnesses and agent_tasks do, in their AppConfig.ready()).")
     return list(_kinds.values())
 
 
 def own_session(key) -> str | None:
-    """The one session a key may write: its workload's; "" for a per-run key whose workload is gone (spans naming
-    none); None (any) for other keys.
+    """The one session a key may write: its workload's; "" for a per-run key whose workload has ended (it writes
+    nothing); None (any) for other keys. One query per kind asked, in the order they registered.
 
     Asked once per request: the accepted batch keeps the answer (TraceBatch.own_session) for the worker.
     """
@@ -70,9 +75,11 @@ def own_session(key) -> str | None:
     return ""
 
 
-def only_its_own(session_id: str) -> str:
-    """Why a workload's key had spans of another session refused."""
-    return f"A run's or a trial's key writes only its own session ({session_id})."
+def only_its_own(session_id: str, does: str = "writes") -> str:
+    """Why a workload's key was refused another session (or, its workload ended, every session)."""
+    if not session_id:
+        return "This key's run or trial has ended: the key writes and reports nothing more."
+    return f"A run's or a trial's key {does} only its own session ({session_id})."
 
 
 def named_by(session_id: str) -> tuple[Kind, int] | None:
@@ -80,23 +87,22 @@ def named_by(session_id: str) -> tuple[Kind, int] | None:
     for kind in kinds():
         if session_id.startswith(kind.prefix):
             digits = session_id[len(kind.prefix) :]
-            # The canonical form only: "007" is nobody's, or two session ids would name one run.
-            if digits.isdigit() and len(digits) <= MAX_ID_DIGITS and str(int(digits)) == digits:
+            # ASCII digits in the canonical form only: "007" and "²" are nobody's ("²".isdigit() is True).
+            if digits.isascii() and digits.isdigit() and len(digits) <= MAX_ID_DIGITS and str(int(digits)) == digits:
                 return kind, int(digits)
     return None
 
 
-def owners_among(project_id: int, session_ids: Iterable[str]) -> dict[str, tuple[str, int]]:
-    """The sessions that name a workload of the project: {session id: (its kind's name, its id)}; one query per kind named."""
-    wanted: dict[str, dict[int, str]] = {}
-    for session_id in session_ids:
-        if found := named_by(session_id):
-            wanted.setdefault(found[0].name, {})[found[1]] = session_id
-    owners = {}
-    for name, ids in wanted.items():
-        for pk in _kinds[name].among(project_id, list(ids)):
-            owners[ids[pk]] = (name, pk)
-    return owners
+def link(session_id: str) -> tuple[str, int]:
+    """The TraceSession foreign key (its attname) and the id that a workload key's own session links to."""
+    kind, pk = named_by(session_id)
+    return f"{kind.field}_id", pk
+
+
+def reports_outcome(session_id: str) -> bool:
+    """Whether the key whose own session this is may report its outcome."""
+    found = named_by(session_id)
+    return found is not None and found[0].reports_outcome
 
 
 def redact(session_id: str, rows: list[dict], source: bytes | None = None) -> list[dict]:
