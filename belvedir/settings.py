@@ -340,6 +340,8 @@ SANDBOX_BUILD_MEMORY_MB = env_int("BELVEDIR_SANDBOX_BUILD_MEMORY_MB", 2048, mini
 SANDBOX_BUILD_MAX_SECONDS = env_int("BELVEDIR_SANDBOX_BUILD_MAX_SECONDS", 900, minimum=10)
 # What a build wrote (its layer) is read back through the engine, at about 1 MB/s here: held to this much.
 SANDBOX_BUILD_LAYER_MAX_MB = env_int("BELVEDIR_SANDBOX_BUILD_LAYER_MAX_MB", 128, minimum=1)
+# Built task images kept on each engine, in MB of their own layers: past it the oldest go (images.prune).
+SANDBOX_BUILT_IMAGES_MAX_MB = env_int("BELVEDIR_SANDBOX_BUILT_IMAGES_MAX_MB", 20480, minimum=0)
 SANDBOX_DOCKER_URL = env_str("DOCKER_HOST", "unix:///var/run/docker.sock")
 SANDBOX_NETWORK = env_str("BELVEDIR_SANDBOX_NETWORK", "none")
 SANDBOX_MEMORY_MB = env_int("BELVEDIR_SANDBOX_MEMORY_MB", 2048, minimum=16)

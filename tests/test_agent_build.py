@@ -3,7 +3,10 @@ in a gVisor sandbox with its root in memory and no network, its image is found a
 context, its trials run under runc and gVisor, and a hostile or broken build fails alone with the reason."""
 
 import hashlib
+import io
+import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -90,11 +93,13 @@ def test_a_task_with_run_lines_is_built_once_and_its_trials_see_what_the_build_m
     assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
 
 
-def test_two_workers_wanting_the_same_image_build_it_once(project, owner, request):
+def test_two_workers_wanting_the_same_image_build_it_once_and_the_builder_prunes(project, owner, request, monkeypatch):
     # A build of a few seconds more: the second worker surely asks while the first builds.
     recipe = recipe_of(built_task(project, owner, request.node.name, dockerfile=DOCKERFILE + "RUN sleep 2\n"))
     request.addfinalizer(lambda: remove_image(images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)))
     built, failed, together = [], [], threading.Barrier(2)
+    pruned = []
+    monkeypatch.setattr(images, "prune", lambda backend, keep: pruned.append(keep) or [])
 
     def want():
         try:
@@ -111,6 +116,45 @@ def test_two_workers_wanting_the_same_image_build_it_once(project, owner, reques
     for worker in workers:
         worker.join(300)
     assert failed == [] and sorted(built) == [False, True]
+    # After its build, the builder pruned the engine's built images, keeping its own; the worker that found it did not.
+    assert pruned == [images.tag_for(DockerBackend(settings.SANDBOX_DOCKER_URL), recipe)]
+
+
+def test_past_their_limit_the_oldest_built_images_go_but_not_one_a_container_holds_the_one_just_built_or_a_young_one(settings, request):
+    """Four images counting 1 MB each, made oldest first, on a limit of 2 MB (a repository of this test's own)."""
+    import docker
+
+    backend = DockerBackend(settings.SANDBOX_DOCKER_URL)
+    repository = f"belvedir-built-test-{hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:8]}"
+    tags = [f"{repository}:{n}" for n in range(4)]
+    base = backend.image_id(settings.SANDBOX_IMAGE)
+    for n, tag in enumerate(tags):
+        request.addfinalizer(lambda tag=tag: remove_image(tag))
+        backend.image_from_layer(base, one_file_layer(f"image {n}"), tag, {images.LABEL_LAYER_BYTES: str(2**20)})
+        time.sleep(1.1)  # the engine dates an image to the second: each strictly older than the next
+    client = docker.DockerClient(base_url=settings.SANDBOX_DOCKER_URL)
+    holder = client.containers.create(tags[0], command="true")  # made, never started: it holds its image
+    request.addfinalizer(client.close)
+    request.addfinalizer(lambda: client.api.remove_container(holder.id, force=True) if client.containers.list(all=True, filters={"id": holder.id}) else None)
+    settings.SANDBOX_BUILT_IMAGES_MAX_MB = 2
+
+    assert images.prune(backend, keep=tags[3], repository=repository, grace=3600) == []  # all younger than an hour
+    assert images.prune(backend, keep=tags[3], repository=repository, grace=0) == tags[1:3]
+    assert [backend.image_id(tag) is not None for tag in tags] == [True, False, False, True]
+    settings.SANDBOX_BUILT_IMAGES_MAX_MB = 0
+    assert images.prune(backend, keep=tags[3], repository=repository, grace=0) == []  # held, or just built
+    holder.remove(force=True)
+    assert images.prune(backend, keep=tags[3], repository=repository, grace=0) == tags[:1]
+
+
+def one_file_layer(text: str) -> bytes:
+    data = text.encode()
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        member = tarfile.TarInfo("built.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    return out.getvalue()
 
 
 @pytest.mark.parametrize(

@@ -86,6 +86,16 @@ class ManagedSandbox:
         return self.status == "running"
 
 
+@dataclass(frozen=True)
+class EngineImage:
+    """One tag of an image on a backend's engine, as `images` lists them: what pruning decides on."""
+
+    tag: str
+    created: float  # seconds since the epoch
+    size: int  # bytes, its base's included
+    labels: dict[str, str]
+
+
 class Session(ABC):
     """Line-oriented talk with one long-lived process: `send` to its stdin, `read_line` from its stdout."""
 
@@ -214,6 +224,14 @@ class Backend(ABC):
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
         """An image `tag`: `base` with the tar `layer` laid over its root, and `labels`; nothing of it runs on the host.
         LaunchFailed where the backend cannot build (no Capability.BUILD)."""
+
+    @abstractmethod
+    def images(self, repository: str) -> list[EngineImage]:
+        """The engine's images of this repository, one entry per tag."""
+
+    @abstractmethod
+    def remove_image(self, tag: str) -> bool:
+        """The image of this tag removed (or already gone); False when a container holds it, and it stays."""
 
     def runtime(self, wanted: str) -> str:
         """The runtime a sandbox asking for `wanted` gets here (see `resolve_runtime`)."""

@@ -46,6 +46,11 @@ BUILT_REPOSITORY = "belvedir-built"
 OWNER_KIND = "build"
 LABEL_SEED = "belvedir.seed"
 LABEL_RECIPE = "belvedir.recipe"
+# What the build wrote, in bytes: the image's own share of the engine's disk (its base's layers are the sandbox
+# image's, shared).
+LABEL_LAYER_BYTES = "belvedir.layer-bytes"
+# A built image this young is never pruned: a trial that has just built or found it is about to start from it.
+PRUNE_GRACE_SECONDS = 3600
 SEED_DIR = "/.belvedir-seed"
 # Inside the build sandbox, under its in-memory root.
 MARKER = "/.belvedir-build-start"
@@ -134,6 +139,7 @@ def ensure(backend: Backend, recipe: ImageRecipe) -> tuple[str, bool]:
     while True:
         try:
             _build(backend, recipe, tag, base_id)
+            _prune_quietly(backend, keep=tag)
             return tag, True
         except BuildInProgress:
             # Another worker builds it: its image is ours once tagged. Its sandbox stops at its own
@@ -197,8 +203,45 @@ def _build(backend: Backend, recipe: ImageRecipe, tag: str, base_id: str):
             raise SandboxPlatformError(f"Only {len(layer)} of the build's {size} bytes came back from the engine; retry.")
         _check_layer(layer)
         # Tagged while the build sandbox still holds its name: another builder waiting on the name finds the image.
-        backend.image_from_layer(base_id, layer, tag, {LABEL_SEED: json.dumps(list(recipe.seed)), LABEL_RECIPE: recipe.digest})
+        labels = {LABEL_SEED: json.dumps(list(recipe.seed)), LABEL_RECIPE: recipe.digest, LABEL_LAYER_BYTES: str(len(layer))}
+        backend.image_from_layer(base_id, layer, tag, labels)
     logger.info("built %s in %.1f s (%d bytes of layer)", tag, time.monotonic() - started, len(layer))
+
+
+def prune(backend: Backend, keep: str, *, repository: str = BUILT_REPOSITORY, grace: float = PRUNE_GRACE_SECONDS) -> list[str]:
+    """Built images past BELVEDIR_SANDBOX_BUILT_IMAGES_MAX_MB on the backend's engine removed, oldest first; the tags
+    removed. Kept: `keep` (the one just built), any younger than `grace` seconds, and any a container holds.
+
+    Each distinct recipe is one build, charged as its trial: without a bound, a user paying for trials of ever new
+    RUN lines would fill a host's disk. A pruned image is built again when a task wants it. An old image removed
+    between a trial finding it and starting from it fails that trial as the platform's fault (refunded, retried)."""
+    most = settings.SANDBOX_BUILT_IMAGES_MAX_MB * 2**20
+    found = sorted(backend.images(repository), key=lambda image: image.created)
+    total = sum(_own_bytes(image) for image in found)
+    young = time.time() - grace
+    removed = []
+    for image in found:
+        if total <= most:
+            break
+        if image.tag != keep and image.created < young and backend.remove_image(image.tag):
+            total -= _own_bytes(image)
+            removed.append(image.tag)
+    if removed:
+        logger.info("pruned %d built images past %d MB: %s", len(removed), settings.SANDBOX_BUILT_IMAGES_MAX_MB, ", ".join(removed))
+    return removed
+
+
+def _own_bytes(image) -> int:
+    # One built before its size was labelled counts whole: pruned sooner rather than never.
+    return int(image.labels.get(LABEL_LAYER_BYTES) or image.size)
+
+
+def _prune_quietly(backend: Backend, keep: str):
+    """After a build: an engine that cannot prune now fails no trial (the next build tries again)."""
+    try:
+        prune(backend, keep)
+    except SandboxPlatformError:
+        logger.warning("built images on %s could not be pruned", backend.name, exc_info=True)
 
 
 @contextmanager

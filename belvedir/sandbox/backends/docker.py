@@ -4,7 +4,7 @@ The work is in docker_engine.py (the engine) and docker_sandbox.py (a
 sandbox); this is the contract's face of them.
 """
 
-from ..backend import Backend, Capability, ManagedSandbox
+from ..backend import Backend, Capability, EngineImage, ManagedSandbox
 from ..spec import SandboxSpec
 from . import docker_engine
 from .docker_sandbox import DockerSandbox
@@ -32,6 +32,12 @@ class DockerBackend(Backend):
 
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
         docker_engine.image_from_layer(self.engine, base, layer, tag, labels)
+
+    def images(self, repository: str) -> list[EngineImage]:
+        return docker_engine.images(self.engine, repository)
+
+    def remove_image(self, tag: str) -> bool:
+        return docker_engine.remove_image(self.engine, tag)
 
     def runtimes(self) -> frozenset[str]:
         return docker_engine.engine_runtimes(self.engine)

@@ -19,7 +19,7 @@ from django.conf import settings
 from docker import errors as docker_errors
 from docker.tls import TLSConfig
 
-from ..backend import ManagedSandbox
+from ..backend import EngineImage, ManagedSandbox
 from ..engine import Engine, as_engine, is_pem
 from ..errors import DockerUnavailable, ImageMissing, LaunchFailed, SandboxPlatformError
 from ..spec import LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND
@@ -217,6 +217,38 @@ def image_from_layer(engine: Engine | str, base: str, layer: bytes, tag: str, la
             f.write(f"FROM {base}\nADD layer.tar /\n" + (f"LABEL {label_line}\n" if labels else ""))
         with engine_errors(f"build the image {tag}"):
             build_image(engine, context, tag)
+
+
+def images(engine: Engine | str, repository: str) -> list[EngineImage]:
+    client = connect(engine)
+    try:
+        with engine_errors(f"list the images of {repository}"):
+            found = client.api.images(name=repository)
+        return [
+            EngineImage(tag=tag, created=float(image["Created"]), size=int(image["Size"]), labels=image.get("Labels") or {})
+            for image in found
+            for tag in image.get("RepoTags") or []
+            if tag.startswith(f"{repository}:")
+        ]
+    finally:
+        client.close()
+
+
+def remove_image(engine: Engine | str, tag: str) -> bool:
+    client = connect(engine)
+    try:
+        with engine_errors(f"remove the image {tag}"):
+            try:
+                client.api.remove_image(tag)
+            except docker_errors.ImageNotFound:
+                pass
+            except docker_errors.APIError as exc:
+                if exc.status_code == 409:  # a container (running or not) holds it
+                    return False
+                raise
+        return True
+    finally:
+        client.close()
 
 
 # -- listing and removal ----------------------------------------------------------

@@ -54,7 +54,7 @@ from typing import Self
 from django.conf import settings
 
 from .. import egress
-from ..backend import Backend, Capability, ExecResult, ManagedSandbox, Sandbox, Session
+from ..backend import Backend, Capability, EngineImage, ExecResult, ManagedSandbox, Sandbox, Session
 from ..engine import Engine
 from ..errors import (
     BackendUnavailable,
@@ -136,6 +136,13 @@ class FakeBackend(Backend):
 
     def image_from_layer(self, base: str, layer: bytes, tag: str, labels: dict[str, str]):
         raise LaunchFailed("The fake backend builds no images: a task with RUN lines needs a Docker host.")
+
+    def images(self, repository: str) -> list[EngineImage]:
+        self._answer()
+        return []  # it builds none, and its one image is no repository's to prune
+
+    def remove_image(self, tag: str) -> bool:
+        return False
 
     def runtimes(self) -> frozenset[str]:
         self._answer()
