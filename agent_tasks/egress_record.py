@@ -4,7 +4,7 @@ Terminal-Bench 2 refuses a job whose agent could reach the benchmark's own websi
 are there); a job can deny more hosts of its own. A trial with network none has an empty record.
 """
 
-from belvedir.sandbox.models import EgressDestination, EgressGrant
+from belvedir.sandbox.models import EgressDestination
 
 from .trials import OWNER_KIND
 
@@ -13,13 +13,20 @@ BENCHMARK_HOSTS = ("tbench.ai", "github.com/laude-institute", "huggingface.co/da
 
 def egress_record(trial) -> list[dict]:
     """One entry per destination, allowed or refused (`refused` says why)."""
-    grant = EgressGrant.objects.filter(owner_kind=OWNER_KIND, owner_id=str(trial.pk)).prefetch_related("destinations").first()
-    if grant is None:
-        return []
-    return [
-        {"host": d.host, "port": d.port, "requests": d.requests, "bytes_up": d.bytes_up, "bytes_down": d.bytes_down, "refused": d.reason}
-        for d in grant.destinations.all()
-    ]
+    return egress_records([trial])[trial.pk]
+
+
+def egress_records(trials) -> dict[int, list[dict]]:
+    """`egress_record` of many trials in one query: {trial id: its record}, an empty one for a trial that had none."""
+    ids = {str(t.pk): t.pk for t in trials}
+    records: dict[int, list[dict]] = {pk: [] for pk in ids.values()}
+    rows = EgressDestination.objects.filter(grant__owner_kind=OWNER_KIND, grant__owner_id__in=list(ids)).values(
+        "grant__owner_id", "host", "port", "requests", "bytes_up", "bytes_down", "reason"
+    )
+    for row in rows:
+        trial, refused = ids[row.pop("grant__owner_id")], row.pop("reason")
+        records[trial].append({**row, "refused": refused})
+    return records
 
 
 def denied_by_trial(trials, deny_hosts=()) -> dict[int, list[str]]:
@@ -27,12 +34,7 @@ def denied_by_trial(trials, deny_hosts=()) -> dict[int, list[str]]:
 
     Read when shown, not stored at the trial's end: the proxy writes its record up to a flush (half a second)
     after the sandbox's last connection, which can be after the trial ended."""
-    ids = {str(t.pk): t.pk for t in trials}
-    found: dict[int, list[dict]] = {}
-    rows = EgressDestination.objects.filter(grant__owner_kind=OWNER_KIND, grant__owner_id__in=list(ids)).values("grant__owner_id", "host", "reason")
-    for row in rows:
-        found.setdefault(ids[row["grant__owner_id"]], []).append({"host": row["host"], "refused": row["reason"]})
-    return {pk: said for pk, record in found.items() if (said := denied_reaches(record, deny_hosts))}
+    return {pk: said for pk, record in egress_records(trials).items() if (said := denied_reaches(record, deny_hosts))}
 
 
 def is_denied(host: str, deny_hosts=()) -> bool:

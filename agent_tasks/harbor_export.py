@@ -13,7 +13,7 @@ import re
 import zipfile
 from collections import Counter
 
-from .egress_record import denied_reaches, egress_record, is_denied
+from .egress_record import denied_reaches, egress_records, is_denied
 from .models import Job, Trial
 from .results import summary
 
@@ -60,7 +60,7 @@ def rules(job: Job, trials: list[Trial], egress: dict[int, list[dict]]) -> list[
 def export(job: Job) -> bytes:
     """The job as a zip of Harbor's job layout under `job-<id>/`."""
     trials = list(job.trials.select_related("task", "deployment").defer("task__archive").order_by("attempt", "pk"))
-    egress = {t.pk: egress_record(t) for t in trials}
+    egress = egress_records(trials)
     for trial in trials:
         trial.egress_flags = denied_reaches(egress[trial.pk], job.deny_hosts)
     checked = rules(job, trials, egress)

@@ -122,7 +122,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     queryset = Job.objects.none()
 
     def get_queryset(self):
-        return Job.objects.for_user(self.request.user, request_project(self.request)).select_related("version__task_set").prefetch_related("deployments")
+        found = Job.objects.for_user(self.request.user, request_project(self.request)).select_related("version__task_set").prefetch_related("deployments")
+        return jobs.with_progress(found) if self.action == "list" else found
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer

@@ -55,7 +55,7 @@ def job_list(request):
         else:
             messages.success(request, f"Job #{job.pk} started: {job.trials.count()} trials.")
             return redirect(job)
-    rows = [(job, jobs.progress(job)) for job in _jobs(request)[:100]]
+    rows = [(job, jobs.progress(job)) for job in jobs.with_progress(_jobs(request))[:100]]
     return render(request, "agent_tasks/jobs.html", {"form": form, "rows": rows, "price_cents": settings.TRIAL_PRICE_CENTS}, status=status)
 
 

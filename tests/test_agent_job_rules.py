@@ -14,6 +14,8 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent_tasks import jobs, trials
@@ -407,7 +409,39 @@ def test_the_export_is_harbors_job_layout_and_checks_terminal_bench_2s_rules(pro
     assert rules[2]["broken_by"] == ["b__nop__1 reached answers.example"]
 
 
+def queries(action) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        action()
+    return len(captured)
+
+
+def test_the_export_reads_every_trials_egress_record_in_one_query(project, owner):
+    version = task_set(project, owner, ["a", "b"])
+    small, large = new_job(project, owner, version, attempts=1), new_job(project, owner, version, attempts=5)
+    for job in (small, large):
+        score(job, {("a", "nop"): [1.0] * job.attempts, ("b", "nop"): [0.0] * job.attempts})
+        trial = job.trials.get(task__name="b", attempt=1)
+        grant = EgressGrant.objects.create(owner_kind="trial", owner_id=str(trial.pk), token_hash=f"{job.pk:064d}", domains=[], max_bytes=1)
+        EgressDestination.objects.create(grant=grant, host="models.example", port=443, requests=2, last_at=timezone.now())
+    assert queries(lambda: export(small)) == queries(lambda: export(large))
+    record = json.loads(unzip(export(large))[f"job-{large.pk}/b__nop__1/egress.json"])
+    assert [(d["host"], d["requests"], d["refused"]) for d in record] == [("models.example", 2, "")]
+
+
 # -- API, pages, admin ----------------------------------------------------------------------------------------------------
+
+
+def test_the_jobs_list_page_and_api_count_every_jobs_trials_in_the_same_query(funded, owner, api, owner_client, held):
+    version = task_set(funded, owner, ["a", "b"])
+    new_job(funded, owner, version)
+    owner_client.get("/jobs/"), api.get("/api/v1/jobs")  # a key's first use and a session's first page write once
+    one = (queries(lambda: owner_client.get("/jobs/")), queries(lambda: api.get("/api/v1/jobs")))
+    for _ in range(3):
+        new_job(funded, owner, version, attempts=2)
+    assert (queries(lambda: owner_client.get("/jobs/")), queries(lambda: api.get("/api/v1/jobs"))) == one
+    listed = api.get("/api/v1/jobs").json()["results"]
+    assert sorted(job["progress"]["total"] for job in listed) == [2, 4, 4, 4] and all(job["progress"]["queued"] == job["progress"]["total"] for job in listed)
+    assert "0/4" in owner_client.get("/jobs/").content.decode()
 
 
 def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, owner, api, outsider_api, held):
