@@ -315,8 +315,11 @@ def progress(job: Job) -> dict:
 
 
 def with_progress(queryset):
-    """Jobs with their trials counted by status in the same query: a list of jobs asks no query per job."""
-    return queryset.annotate(**{f"progress_{name}": count for name, count in _counts("trials").items()})
+    """Jobs with their trials counted by status in the same query: a list of jobs asks no query per job.
+
+    Ordered again: Django leaves a model's Meta.ordering out of a query that groups, as this one does."""
+    counted = queryset.annotate(**{f"progress_{name}": count for name, count in _counts("trials").items()})
+    return counted.order_by(*(queryset.query.order_by or Job._meta.ordering))
 
 
 def _counts(to_trials: str) -> dict:

@@ -106,7 +106,7 @@ TOOLS: tuple[Tool, ...] = (
     ),
     Tool(
         "get_trial",
-        "One trial: its reward, both phases' output, the agent's trajectory, flags, egress record.",
+        "One trial: its reward, both phases' output, the agent's trajectory, flags, egress record, and its agent's session in Traces (trace_session).",
         "/api/v1/trials/{trial_id}",
         (_id("trial_id", "trial"),),
     ),
