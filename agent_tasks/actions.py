@@ -3,7 +3,9 @@
 from django.db import transaction
 from django.db.models import Max
 
-from . import environment
+from belvedir.sandbox.spec import HOME
+
+from . import environment, outputs
 from .archive import pack, read_archive
 from .harbor_format import TaskFormatError, content_digest, parse_task_set
 from .models import AgentTask, TaskSet, TaskSetVersion
@@ -17,6 +19,9 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
     if not name or len(name) > 100:
         raise TaskFormatError("name", "a task set needs a name of 1 to 100 characters")
     tasks = parse_task_set(files, single_name or name)
+    for task in tasks:
+        if reason := outputs.check(task.config, _writable(task.files)):
+            raise TaskFormatError(f"{task.name}/task.toml", reason)
     stored = {f"{t.name}/{path}": data for t in tasks for path, data in t.files.items()}
     digest = content_digest(stored)
     # Compressing is the slow part: done before the transaction, which then only writes rows.
@@ -55,6 +60,15 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
             for t in tasks
         )
     return version, True
+
+
+def _writable(files: dict[str, bytes]) -> tuple[str, ...]:
+    """Where the task's agent may write, for its declared outputs: its folders and the home (none where the Dockerfile
+    cannot be built here: such a task is refused at its job, naming the reason)."""
+    try:
+        return (*environment.resolve(files).folders, HOME)
+    except environment.EnvironmentRefused:
+        return (HOME,)
 
 
 def archive_stem(filename: str) -> str:

@@ -214,7 +214,45 @@ def resolve(name: str, commands: dict[str, str] | None = None) -> Agent:
                     f"{name}: say how to run it once installed (agent_commands, e.g. {{{name!r}: 'my-agent --task-file $AGENT_INSTRUCTION_FILE'}})."
                 )
             return kind(name, command)
-    raise AgentSpecError(f"No agent named {name}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE or npm:PACKAGE with a command.")
+    raise AgentSpecError(f"No agent named {name}; {THE_AGENTS}")
 
 
-AGENTS: dict[str, Agent] = {agent.name: agent for agent in (Oracle(), Nop(), Reference())}
+class RedTeam(Agent):
+    """One of the red team's forgeries (agent_tasks/red_team): it tries to score without solving the task, and a task on
+    which it scores is open to that attack. A task set's audit runs each (audits.py); any job may name them."""
+
+    prefix = "red-team:"
+    DIR = Path(__file__).resolve().parent / "red_team"
+
+    def __init__(self, attack: str):
+        self.attack, self.name = attack, f"{self.prefix}{attack}"
+
+    def command(self, task):
+        return f"{(self.DIR / 'common.sh').read_text()}\n{(self.DIR / f'{self.attack}.sh').read_text()}"
+
+    @property
+    def summary(self) -> str:
+        """What the attack plants, from its script's opening comment."""
+        lines = (self.DIR / f"{self.attack}.sh").read_text().splitlines()
+        return " ".join(line.lstrip("# ") for line in lines if line.startswith("#")).split(". Opens")[0].split(". ")[0] + "."
+
+
+# The red team's attacks, in the order an audit shows them; each has its script in agent_tasks/red_team.
+ATTACKS = (
+    "planted-tools",
+    "python-hooks",
+    "shell-hooks",
+    "environment-hooks",
+    "process-left-behind",
+    "reward-write",
+    "verifier-links",
+    "test-inputs",
+    "printed-reward",
+)
+RED_TEAM = tuple(RedTeam(attack) for attack in ATTACKS)
+AGENTS: dict[str, Agent] = {agent.name: agent for agent in (Oracle(), Nop(), Reference(), *RED_TEAM)}
+
+THE_AGENTS = (
+    f"the agents are {', '.join(sorted(a for a in AGENTS if not a.startswith(RedTeam.prefix)))}, the red team's "
+    f"({RedTeam.prefix}ATTACK, the attacks being {', '.join(ATTACKS)}), or pip:PACKAGE or npm:PACKAGE with a command."
+)

@@ -3,12 +3,15 @@
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
+from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from belvedir.core.permissions import request_project
 
+from . import audits
 from .actions import import_archive
 from .forms import TaskSetUploadForm
+from .job_api import JobSerializer
 from .models import AgentTask, TaskSet, TaskSetVersion
 
 FILE_SCHEMA = {"type": "string", "format": "binary"}
@@ -78,6 +81,34 @@ class TaskSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         request={"multipart/form-data": {"type": "object", "properties": {"name": {"type": "string"}, "file": FILE_SCHEMA}}},
         responses={201: TaskSetVersionSerializer, 200: TaskSetVersionSerializer},
     )
+    @extend_schema(
+        request={"application/json": {"type": "object", "properties": {"version": {"type": "integer"}, "runtime": {"type": "string"}}}},
+        responses={200: {"type": "object"}, 201: {"type": "object"}},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def audit(self, request, pk=None):
+        """GET: what the newest audit of a version (?version=N, the latest by default) found per task: sound,
+        hackable (naming the red team's attacks that scored), broken (its solution fails, or doing nothing passes),
+        errored or pending. POST {"version": N, "runtime": "auto"}: start one, a job of the oracle, nop and the red
+        team on every task with a solution, charged as a job's trials are (201, with the job)."""
+        task_set = self.get_object()
+        source = request.data if request.method == "POST" else request.query_params
+        number = source.get("version")
+        if number not in (None, "") and not (str(number).isascii() and str(number).isdecimal() and len(str(number)) < 10):
+            return Response({"version": ["A version number."]}, status=400)
+        versions = task_set.versions.all()
+        version = versions.filter(number=number).first() if number not in (None, "") else versions.order_by("-number").first()
+        if version is None:
+            return Response({"version": [f"{task_set.name} has no version {number}." if number else f"{task_set.name} has no version."]}, status=400)
+        if request.method == "GET":
+            found = audits.summary(version)
+            if found is None:
+                return Response({"detail": f"Version {version.number} of {task_set.name} has not been audited: POST here to audit it."}, status=404)
+            return Response({"task_set": task_set.pk, "version": version.number, **found})
+        runtime = source.get("runtime") or "auto"
+        job = audits.start(request_project(request), request.user, version, runtime=runtime)
+        return Response({"task_set": task_set.pk, "version": version.number, **audits.summary(version), "job": JobSerializer(job).data}, status=201)
+
     def create(self, request):
         """Upload a .tar.gz or .zip of Harbor-format tasks as a task set's next version: 201 with the version and its
         tasks, or 200 with the version that already holds exactly these files. A task that breaks the format is

@@ -6,13 +6,12 @@ class AgentTasksConfig(AppConfig):
     verbose_name = "Agent tasks"
 
     def ready(self):
-        from belvedir.sandbox import owners
+        from billing import workloads
 
         from . import trace_keys
-        from .jobs import reap_stale_trials
-        from .models import Trial
-        from .trials import OWNER_KIND
+        from .trials import TRIALS
 
-        owners.register(OWNER_KIND, active=lambda: Trial.objects.filter(status=Trial.Status.RUNNING), reap_stale=reap_stale_trials)
+        # Charged, ended, reaped and refunded as every paid workload is; a sandbox owner kind through it.
+        workloads.register(TRIALS)
         # Trace ingest's questions about trials' own keys: traces imports nothing from this app.
         trace_keys.register()

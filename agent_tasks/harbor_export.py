@@ -13,6 +13,7 @@ import re
 import zipfile
 from collections import Counter
 
+from . import audits
 from .egress_record import denied_reaches, egress_records, is_denied
 from .models import Job, Trial
 from .results import summary
@@ -86,6 +87,8 @@ def export(job: Job) -> bytes:
                 },
                 "terminal_bench_2_rules": checked,
                 "submittable": all(rule["held"] for rule in checked),
+                # What the newest audit of the job's version found per task (agent_tasks/audits.py); null unaudited.
+                "belvedir_audit": audits.summary(job.version),
             },
         )
         for trial in trials:
@@ -154,5 +157,8 @@ def _trial_result(trial: Trial) -> dict:
             "flagged": trial.is_flagged,
             "flag_reasons": trial.all_flag_reasons,
             "verifier_exit": trial.verifier_exit,
+            "verifier_mode": trial.verifier_mode,
+            # SHA-256 of the declared outputs the verifier graded (agent_tasks/outputs.py); "" when none were declared.
+            "graded_digest": trial.graded_digest,
         },
     }

@@ -114,6 +114,9 @@ KEYS: dict[str, Callable] = {
     "verifier.timeout_sec": positive_number,
     "verifier.env": string_table,
     "verifier.user": string,
+    # Belvedir's own (agent_tasks/outputs.py): what a sealed verifier or a regrade grades, and how the verifier runs.
+    "verifier.outputs": strings,
+    "verifier.mode": string,
     "agent.timeout_sec": positive_number,
     "agent.user": string,
     "environment.build_timeout_sec": positive_number,

@@ -18,6 +18,7 @@ from evals.models import Deployment
 from . import harbor_export, jobs, results
 from .comparison import compare_jobs
 from .egress_record import denied_reaches, egress_record
+from .job_views import outputs_download
 from .models import Job, TaskSet, Trial
 
 
@@ -33,7 +34,7 @@ class TrialSerializer(serializers.ModelSerializer):
         fields = [
             "id", "job", "task", "agent", "deployment", "contestant", "attempt", "status", "reward", "flagged", "flag_reasons", "egress_flags",
             "error", "platform_fault", "agent_exit", "verifier_exit", "agent_seconds", "verifier_seconds", "runtime", "limits",
-            "price_cents", "input_tokens", "output_tokens", "created_at", "started_at", "finished_at",
+            "verifier_mode", "graded_digest", "price_cents", "input_tokens", "output_tokens", "created_at", "started_at", "finished_at",
         ]  # fmt: skip
 
     def get_egress_flags(self, trial) -> list[str]:
@@ -43,9 +44,20 @@ class TrialSerializer(serializers.ModelSerializer):
 class TrialDetailSerializer(TrialSerializer):
     egress = serializers.SerializerMethodField()
     trace_session = serializers.SerializerMethodField()
+    outputs = serializers.SerializerMethodField()
 
     class Meta(TrialSerializer.Meta):
-        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "trajectory", "egress", "trace_session"]
+        fields = [*TrialSerializer.Meta.fields, "agent_output", "verifier_output", "trajectory", "egress", "trace_session", "outputs"]
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_outputs(self, trial) -> dict | None:
+        """The declared outputs its agent produced, as kept: their digest (what the verifier graded), size, what was not
+        kept and why, and where to download them; null when the task declares none or none were kept."""
+        kept = trial.kept_outputs
+        if kept is None:
+            return None
+        url = self.context["request"].build_absolute_uri(reverse("trial-outputs", args=[trial.pk]))
+        return {"digest": kept.digest, "size": kept.size, "file_count": kept.file_count, "dropped": kept.dropped, "url": url}
 
     def get_egress(self, trial) -> list[dict]:
         return egress_record(trial)
@@ -72,7 +84,7 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "status", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
+            "id", "name", "purpose", "status", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
             "charged_cents", "runtime", "deny_hosts", "agent_commands", "progress", "created_at", "finished_at",
         ]  # fmt: skip
 
@@ -232,3 +244,9 @@ class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
 
     def get_queryset(self):
         return Trial.objects.for_user(self.request.user, request_project(self.request)).select_related("task", "deployment").defer("task__archive")
+
+    @extend_schema(responses={(200, "application/gzip"): {"type": "string", "format": "binary"}})
+    @action(detail=True, methods=["get"], url_path="outputs", url_name="outputs")
+    def outputs(self, request, pk=None):
+        """The declared outputs its agent produced, as kept: a .tar.gz (404 when none were)."""
+        return outputs_download(self.get_object())

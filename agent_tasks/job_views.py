@@ -12,11 +12,11 @@ from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from billing.actions import parse_dollars
 from billing.errors import BillingError, InsufficientBalance
 
-from . import harbor_export, jobs, results
+from . import audits, harbor_export, jobs, results
 from .comparison import NotComparable, compare_jobs
 from .egress_record import denied_reaches, egress_record
 from .forms import JobForm, comma_list
-from .models import Job, Trial
+from .models import Job, Trial, TrialOutputs
 
 
 def _jobs(request):
@@ -88,6 +88,8 @@ def job_detail(request, pk):
         "chart": _chart(summary, job.attempts),
         "set_aside": set_aside,
         "others": _jobs(request).exclude(pk=job.pk)[:50],
+        "audit": audits.summary(job.version) if job.purpose == Job.Purpose.AUDIT else None,
+        "audit_warnings": audits.warnings(job.version),
     }
     template = "agent_tasks/_job_live.html" if request.htmx else "agent_tasks/job.html"
     return render(request, template, context)
@@ -132,6 +134,20 @@ def job_export(request, pk):
     job = get_object_or_404(_jobs(request), pk=pk)
     response = HttpResponse(harbor_export.export(job), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.zip"'
+    return response
+
+
+@login_required
+def trial_outputs(request, pk):
+    """The outputs its agent produced, as kept (a .tar.gz of the declared outputs)."""
+    trial = get_object_or_404(Trial.objects.for_user(request.user, request.project), pk=pk)
+    return outputs_download(trial)
+
+
+def outputs_download(trial: Trial) -> HttpResponse:
+    kept = get_object_or_404(TrialOutputs, trial=trial)
+    response = HttpResponse(bytes(kept.archive), content_type="application/gzip")
+    response["Content-Disposition"] = f'attachment; filename="trial-{trial.pk}-outputs.tar.gz"'
     return response
 
 

@@ -11,20 +11,20 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import free_places
-from billing.actions import debt_gate, post_entry, refund_charge, refuse_if_in_debt
+from billing import workloads
+from billing.actions import debt_gate, refuse_if_in_debt
 from billing.errors import InsufficientBalance
-from billing.models import Account, LedgerEntry
 
-from .agents import AGENTS, AgentSpecError, resolve
+from .agents import AGENTS, THE_AGENTS, AgentSpecError, resolve
 from .models import AgentTask, Job, Trial
-from .trials import deadline_for, end_credentials, execute, seconds_needed
+from .trials import TRIALS, deadline_for, execute, seconds_needed
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +53,22 @@ def contestants(agents: list, deployments: list) -> list[tuple[str, object | Non
     return [(agent.name, dep) for agent in agents for dep in (deployments if agent.uses_model else [None])]
 
 
-def trial_reference(trial: Trial) -> str:
-    """What the ledger names a trial's charge and its refund by: each happens once."""
-    return f"trial:{trial.pk}"
-
-
 @debt_gate("a job's trials")
 def create_job(
-    project, user, *, version, agents, deployments=(), tasks=(), attempts=1, budget_cents, runtime="auto", deny_hosts=(), name="", agent_commands=None
+    project,
+    user,
+    *,
+    version,
+    agents,
+    deployments=(),
+    tasks=(),
+    attempts=1,
+    budget_cents,
+    runtime="auto",
+    deny_hosts=(),
+    name="",
+    agent_commands=None,
+    purpose=Job.Purpose.JOB,
 ) -> Job:
     """A job with every trial queued, sent to the hosts after commit; JobError names what is wrong, nothing stored."""
     refuse_if_in_debt(project)
@@ -73,9 +81,7 @@ def create_job(
     if any(len(command) > MAX_COMMAND for command in agent_commands.values()):
         raise JobError("agent_commands", f"An agent's command is at most {MAX_COMMAND} characters.")
     if unknown := [a for a in agents if a not in AGENTS and not a.startswith(("pip:", "npm:"))]:
-        raise JobError(
-            "agents", f"No agent named {', '.join(unknown)}; the agents are {', '.join(sorted(AGENTS))}, or pip:PACKAGE or npm:PACKAGE with a command."
-        )
+        raise JobError("agents", f"No agent named {', '.join(unknown)}; {THE_AGENTS}")
     try:
         resolved = [resolve(name, agent_commands) for name in agents]
     except AgentSpecError as exc:
@@ -132,6 +138,7 @@ def create_job(
             runtime=runtime,
             deny_hosts=deny_hosts,
             agent_commands=agent_commands,
+            purpose=purpose,
             created_by=user,
         )
         job.deployments.set(deployments)
@@ -180,12 +187,11 @@ def run_job_trial(trial_id: int):
     trial = claim(trial_id)
     if trial is not None:
         try:
-            trial = execute(trial, resolve(trial.agent, trial.job.agent_commands), runtime_wanted=trial.job.runtime)
+            execute(trial, resolve(trial.agent, trial.job.agent_commands), runtime_wanted=trial.job.runtime)
         except NoCapacity:
-            # A run took the place meanwhile: the trial waits its turn again, its charge kept for it.
+            # A run took the place meanwhile: the trial waits its turn again, its charge kept for it (a cancel now
+            # gives it back: billing.workloads.cancel).
             Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(status=Trial.Status.QUEUED, sent_at=None, started_at=None)
-        else:
-            settle(trial)
     job_id = Trial.objects.filter(pk=trial_id).values_list("job_id", flat=True).first()
     if job_id:
         advance(job_id)
@@ -217,6 +223,8 @@ def _why_not(job: Job, trial: Trial) -> str:
         return "The job was cancelled before this trial started."
     if trial.price_cents:
         return ""  # charged when first claimed; it waited for a host since
+    if trial.deployment_id is None and resolve(trial.agent, job.agent_commands).uses_model:
+        return "Its deployment was deleted before the trial started; nothing ran, nothing was charged."
     price = settings.TRIAL_PRICE_CENTS
     if job.charged_cents + price > job.budget_cents:
         return f"The job's budget (${job.budget_cents / 100:.2f}) is spent: this trial would be charged {price}¢ more."
@@ -228,30 +236,11 @@ def _why_not(job: Job, trial: Trial) -> str:
 
 
 def charge_trial(job: Job, trial: Trial, price: int):
-    """The trial's charge on the ledger, its mark and the job's tally, in the caller's transaction (the job locked).
+    """The trial's charge on the ledger and the job's tally, in the caller's transaction (the job locked).
 
     InsufficientBalance, nothing charged, when the balance cannot pay it or the project is in debt."""
-    post_entry(
-        Account.for_project(job.project),
-        kind=LedgerEntry.Kind.RUN_CHARGE,
-        amount_cents=-price,
-        reference=trial_reference(trial),
-        memo=f"Trial #{trial.pk} of job #{job.pk}",
-        user=job.created_by,
-    )
-    Trial.objects.filter(pk=trial.pk).update(price_cents=price)
-    Job.objects.filter(pk=job.pk).update(charged_cents=F("charged_cents") + price)
-
-
-def settle(trial: Trial):
-    """A trial the platform failed gets its charge back, once, and the job's tally with it."""
-    if not (trial.platform_fault and trial.price_cents and trial.job_id):
-        return
-    with transaction.atomic():
-        Job.objects.select_for_update().filter(pk=trial.job_id).first()
-        refund, created = refund_charge(trial_reference(trial), f"Refund for trial #{trial.pk}: {trial.error[:200]}")
-        if created:
-            Job.objects.filter(pk=trial.job_id).update(charged_cents=F("charged_cents") - refund.amount_cents)
+    trial.job = job
+    workloads.charge(TRIALS, trial, price, memo=f"Trial #{trial.pk} of job #{job.pk}", user=job.created_by)
 
 
 def retry_errors(job: Job) -> int:
@@ -275,33 +264,21 @@ def retry_errors(job: Job) -> int:
 
 
 def cancel(job: Job) -> int:
-    """Stop sending the job's trials; those waiting are skipped, those running finish. How many were skipped."""
+    """Stop sending the job's trials; those waiting are skipped (any charged while they waited for a host, refunded),
+    those running finish. How many were skipped."""
+    reason = "The job was cancelled before this trial started."
     with transaction.atomic():
         locked = Job.objects.select_for_update().get(pk=job.pk)
         if locked.status != Job.Status.RUNNING:
             return 0
-        skipped = locked.trials.filter(status=Trial.Status.QUEUED).update(
-            status=Trial.Status.SKIPPED, error="The job was cancelled before this trial started.", finished_at=timezone.now()
-        )
+        # First: a trial's end sends the job's next (advance), which a cancelled job no longer does.
         Job.objects.filter(pk=job.pk).update(status=Job.Status.CANCELLED, finished_at=timezone.now())
+        waiting = locked.trials.filter(status=Trial.Status.QUEUED)
+        # Never charged: skipped in one statement. Charged (claimed, then put back to wait for a host): each through
+        # the lifecycle, which gives its charge back with its end.
+        skipped = waiting.filter(price_cents=0).update(status=Trial.Status.SKIPPED, error=reason, finished_at=timezone.now())
+        skipped += sum(workloads.cancel(TRIALS, trial, reason) for trial in waiting.filter(price_cents__gt=0))
     return skipped
-
-
-def reap_stale_trials() -> int:
-    """Trials past their deadline whose worker is gone: errored (retry them), refunded, and their jobs moved on."""
-    stale = list(Trial.objects.filter(status=Trial.Status.RUNNING, deadline_at__lt=timezone.now()).select_related("task")[:100])
-    ended = 0
-    for trial in stale:
-        if Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(
-            status=Trial.Status.ERRORED, error="The worker running this trial stopped; retry it.", platform_fault=True, finished_at=timezone.now()
-        ):
-            ended += 1
-            trial.refresh_from_db()
-            end_credentials(trial)
-            settle(trial)
-            if trial.job_id:
-                advance(trial.job_id)
-    return ended
 
 
 def progress(job: Job) -> dict:

@@ -121,7 +121,13 @@ class Job(models.Model):
         FINISHED = "finished"
         CANCELLED = "cancelled"
 
+    class Purpose(models.TextChoices):
+        JOB = "job"
+        # The red team, oracle and nop on every task of its version (agent_tasks/audits.py).
+        AUDIT = "audit"
+
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="jobs")
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.JOB)
     name = models.CharField(max_length=100, blank=True)
     version = models.ForeignKey(TaskSetVersion, on_delete=models.PROTECT, related_name="jobs")
     agents = models.JSONField(help_text="Agent names, each run on every task.")
@@ -153,6 +159,34 @@ class Job(models.Model):
 
 class TrialQuerySet(ProjectScopedQuerySet):
     project_path = "task__version__task_set__project"
+
+
+def trajectory_steps(trajectory) -> list[dict]:
+    """An agent's trajectory's steps as pages, flags and token counts read them: each {"text", "usage", "commands":
+    [{"command", "output"}]}. It is the agent's own file, so any part of it may be of any type: what is not of the
+    expected shape reads as empty, never as an error of the platform's."""
+    steps = trajectory.get("steps") if isinstance(trajectory, dict) else None
+    read = []
+    for step in steps if isinstance(steps, list) else []:
+        if not isinstance(step, dict):
+            continue
+        commands = step.get("commands")
+        read.append(
+            {
+                "text": _text(step.get("text")),
+                "usage": step["usage"] if isinstance(step.get("usage"), dict) else {},
+                "commands": [
+                    {"command": _text(c.get("command")), "output": _text(c.get("output"))}
+                    for c in (commands if isinstance(commands, list) else [])
+                    if isinstance(c, dict)
+                ],
+            }
+        )
+    return read
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
 
 
 # A trial's trace session is this and its id; a harness run's is its id alone (traces/workload_keys.py).
@@ -196,6 +230,8 @@ class Trial(models.Model):
     flagged = models.BooleanField(default=False, help_text="The agent did something a verifier must not trust (wrote its reward).")
     flag_reasons = models.JSONField(default=list, blank=True)
     runtime = models.CharField(max_length=20, blank=True)
+    verifier_mode = models.CharField(max_length=10, blank=True, help_text="in_place (the agent's sandbox, hardened) or sealed (a fresh one with its outputs).")
+    graded_digest = models.CharField(max_length=64, blank=True, help_text="SHA-256 of the declared outputs the verifier graded (agent_tasks/outputs.py).")
     limits = models.JSONField(default=dict, blank=True, help_text="The cpus and memory_mb applied from the task, and what a host's maximum held back.")
     price_cents = models.PositiveIntegerField(default=0)
     trajectory = models.JSONField(default=dict, blank=True, help_text="The agent's own account of its phase: its steps, each model turn and command.")
@@ -229,6 +265,16 @@ class Trial(models.Model):
         return reverse("agent_tasks:trial", args=[self.pk])
 
     @property
+    def kept_outputs(self) -> "TrialOutputs | None":
+        """What its agent produced, kept (its declared outputs), without the archive itself; None when nothing was."""
+        return TrialOutputs.objects.defer("archive").filter(trial=self).first()
+
+    @property
+    def steps(self) -> list[dict]:
+        """Its trajectory's steps, each of the shape the page reads (trajectory_steps)."""
+        return trajectory_steps(self.trajectory)
+
+    @property
     def own_session(self) -> str:
         """The one session its own trace key writes (agent_tasks/trace_keys.py)."""
         return f"{TRACE_SESSION_PREFIX}{self.pk}"
@@ -254,3 +300,23 @@ class Trial(models.Model):
     def contestant(self) -> str:
         """The column it belongs to in a job's matrix: the agent, with the model it called."""
         return f"{self.agent} · {self.deployment.name}" if self.deployment_id else self.agent
+
+
+class TrialOutputs(models.Model):
+    """What the agent of a trial produced: the outputs its task declares, as a gzipped tar (bounded by
+    BELVEDIR_TRIAL_OUTPUTS_MAX_MB), with the digest its verifier graded. Kept apart from the trial's row so lists of
+    trials never read it; a regrade grades it again without the agent."""
+
+    trial = models.OneToOneField(Trial, on_delete=models.CASCADE, primary_key=True, related_name="outputs")
+    archive = models.BinaryField()
+    digest = models.CharField(max_length=64)
+    size = models.PositiveBigIntegerField(help_text="Bytes of its files.")
+    file_count = models.PositiveIntegerField()
+    dropped = models.JSONField(default=list, blank=True, help_text="What was not kept, and why: a link outside the outputs, a named pipe...")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "trial outputs"
+
+    def __str__(self):
+        return f"Outputs of trial #{self.trial_id} ({self.digest[:12]})"

@@ -1,19 +1,27 @@
 """A trial: one agent's attempt at one task, in a fresh sandbox of its own.
 
-The order is what keeps a reward honest (issue #44): the task's environment goes in, then the agent's phase
-runs under the task's agent time limit; only when it is over, and every process the agent left behind is
-killed, do the verifier's files (`tests/`) go in at /tests, into a /logs/verifier emptied of whatever the agent
-wrote there (the trial is flagged for it). The reward is what the verifier wrote, and nothing else: a missing
-or unreadable one errors the trial, as does any fault of the platform; neither is ever a reward of 0.
+The order is what keeps a reward honest: the task's environment goes in, then the agent's phase runs under the
+task's agent time limit; only when it is over, and every process of the agent is gone, does the verifier run, as
+its own user in a clean environment, its tests root's and its output read from outside the sandbox (verifier.py).
+The reward is what the verifier wrote, and nothing else: a missing or unreadable one errors the trial, as does
+any fault of the platform; neither is ever a reward of 0.
+
+Where the verifier runs, the task says ([verifier] mode): in place (the default, as Harbor runs tasks: the
+agent's sandbox once the agent is gone, so a task that checks an installed file or a service still works), or
+sealed (a fresh sandbox of the task's image holding only the outputs its task declares, copied out of the agent's:
+nothing else the agent left behind reaches it). Declared outputs are kept with the trial either way, with the
+digest of what was graded (outputs.py), and a regrade grades them again (regrades.py).
 
 Agents are typed: an `Agent` says what command its phase runs and whether it may see the task's solution. The
-built-in ones are `oracle` (runs solution/solve.sh, from /solution, the only agent that gets it) and `nop`
-(does nothing); agents that call models come with jobs.
+built-in ones are `oracle` (runs solution/solve.sh, from /solution, the only agent that gets it), `nop` (does
+nothing) and the red team's (redteam.py); agents that call models come with jobs.
+
+Each trial is a paid workload (billing/workloads.py): charged at its start (jobs.claim), ended with its credentials
+revoked and, when the platform failed it, refunded, in one transaction (`finish`).
 """
 
 import json
 import logging
-import math
 import os
 import re
 import shlex
@@ -21,71 +29,36 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import F, Q
 from django.utils import timezone
 
 from belvedir.redaction import Redactor
 from belvedir.sandbox import egress
 from belvedir.sandbox.backend import Sandbox
 from belvedir.sandbox.errors import ImageBuildFailed, NoCapacity, SandboxError, SandboxFileMissing, SandboxFileTooLarge, SandboxPlatformError, SandboxTimeout
-from belvedir.sandbox.launch import Placement, workload
+from belvedir.sandbox.launch import Placement, layout
+from belvedir.sandbox.output import clean_output, clean_value
 from belvedir.sandbox.owners import Owner
-from belvedir.sandbox.spec import Limits, SandboxSpec
+from belvedir.sandbox.spec import HOME, ROOT_USER, SYSTEM_PATH, Folder, Limits, SandboxSpec
+from billing import workloads
 
-from . import environment, trace_keys
+from . import environment, outputs, trace_keys, verifier
 from .agents import SOLUTION_DIR, TRAJECTORY_FILE, Agent, resolve
-from .models import AgentTask, TaskSetVersion, Trial
+from .models import AgentTask, Job, TaskSetVersion, Trial, TrialOutputs, trajectory_steps
+from .outputs import Outputs, OutputsTooLarge
+from .verifier import LOGS_DIR
 
 logger = logging.getLogger(__name__)
 
 OWNER_KIND = "trial"
-TESTS_DIR = "/tests"
-LOGS_DIR = "/logs"
-VERIFIER_DIR = "/logs/verifier"
 # What a trial keeps of each phase's output (the exec's tail is 4 KB of bytes).
 OUTPUT_TAIL = 4096
-# A reward is one number: a file longer than this is not one.
-MAX_REWARD_BYTES = 4096
 # The agent's command is stopped by `timeout` inside the sandbox, so the verifier still runs after an agent that
 # ran out of time; the sandbox's own deadline (which kills it) is the backstop past this much more.
 AGENT_GRACE_SECONDS = 30
 # Room for starting the sandbox, placing files and reading the reward, on top of the task's two time limits:
-# a trial still `running` past all of it has lost its worker (reap_stale_trials).
+# a trial still `running` past all of it has lost its worker (the reaper: billing.workloads.reap).
 SETUP_SECONDS = 300
-
-
-class RewardError(ValueError):
-    """The verifier's output is no reward: the message says why."""
-
-
-def parse_reward(raw: bytes, source: str) -> float:
-    """The reward in a verifier's reward.txt (a number) or reward.json ({"reward": number}), in [0, 1]."""
-    try:
-        text = raw.decode("utf-8").strip()
-    except UnicodeDecodeError:
-        raise RewardError(f"{source} is not UTF-8 text") from None
-    if source.endswith(".json"):
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            raise RewardError(f"{source} is not JSON: {_shown(text)}") from None
-        if not isinstance(value, dict) or "reward" not in value:
-            raise RewardError(f'{source} has no "reward" key: {_shown(text)}')
-        value = value["reward"]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise RewardError(f'{source}\'s "reward" is not a number: {_shown(json.dumps(value))}')
-        number = float(value)
-    else:
-        try:
-            number = float(text)
-        except ValueError:
-            raise RewardError(f"{source} holds {_shown(text)}, not a number") from None
-    if not math.isfinite(number) or not 0 <= number <= 1:
-        raise RewardError(f"{source} holds {_shown(text)}, outside [0, 1]")
-    return number
-
-
-def _shown(text: str) -> str:
-    return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 @dataclass
@@ -105,6 +78,8 @@ class TrialResult:
     trajectory: dict = field(default_factory=dict)
     flag_reasons: list[str] = field(default_factory=list)
     runtime: str = ""
+    verifier_mode: str = ""
+    outputs: Outputs | None = None
 
 
 def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_wanted: str = "auto") -> Trial:
@@ -117,7 +92,7 @@ def run_trial(task: AgentTask, agent: str | Agent, *, attempt: int = 1, runtime_
     try:
         return execute(trial, agent, runtime_wanted=runtime_wanted)
     except NoCapacity as exc:
-        return _finish(trial, TrialResult(error=f"The platform failed; retry this trial: {exc.message}", platform_fault=True))
+        return finish(trial, TrialResult(error=f"The platform failed; retry this trial: {exc.message}", platform_fault=True))
 
 
 def deadline_for(task: AgentTask):
@@ -142,36 +117,27 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
     try:
         env = environment.resolve(task.files("environment"))
     except environment.EnvironmentRefused as exc:
-        return _finish(trial, TrialResult(error=str(exc)))
+        return finish(trial, TrialResult(error=str(exc)))
     owner = Owner(OWNER_KIND, trial.pk)
     if agent.uses_model and trial.deployment is None:
-        return _finish(trial, TrialResult(error="Its deployment was deleted before the trial started; nothing ran."))
+        # Nothing ran: refunded, as the platform's failures are (a job's claim skips such a trial before charging it).
+        return finish(trial, TrialResult(error="Its deployment was deleted before the trial started; nothing ran, and it was refunded.", platform_fault=True))
     setup = agent.setup(task, trial.deployment) if agent.uses_model else None
-    writable = (*env.folders, TESTS_DIR, LOGS_DIR, *((SOLUTION_DIR,) if agent.sees_solution else ()), *(setup.files if setup else ()))
     limits, result.limits = task_limits(task)
+    result.verifier_mode = outputs.mode(task.config)
     agent_env = dict(env.env)
     secrets = []
-    recipe = env.recipe(task.build_timeout_sec)
 
-    def spec_for(place: Placement) -> SandboxSpec:
+    def specs_for(place: Placement) -> list[SandboxSpec]:
         runtime = place.runtime if runtime_wanted == "auto" else runtime_wanted
-        return SandboxSpec(
-            owner=owner,
-            image=env.image,
-            recipe=recipe,
-            limits=limits,
-            network=egress.NETWORK if setup else "none",
-            runtime=runtime,
-            workdir=env.workdir,
-            writable=writable,
-        )
+        return sandbox_specs(trial, task, env, agent, setup, limits, runtime)
 
     try:
         if setup:
             secrets = _credentials(trial, owner, setup, agent_env)
-        with workload(owner, spec_for) as box:
-            result.runtime = box.runtime
-            _run(box, task, agent, env, agent_env, setup, result)
+        with layout(owner, specs_for) as boxes:
+            result.runtime = boxes[0].runtime
+            _run(boxes, task, agent, env, agent_env, setup, result)
     except NoCapacity:
         raise
     except SandboxPlatformError as exc:
@@ -180,9 +146,11 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         result.error = exc.message
     except ImageBuildFailed as exc:
         result.error = f"The task's environment did not build: {exc.message}"
+    except OutputsTooLarge as exc:
+        result.error = exc.message
     except SandboxError as exc:
         result.error = f"The sandbox stopped: {exc.message}"
-    except RewardError as exc:
+    except verifier.RewardError as exc:
         result.error = str(exc)
     except Exception:
         # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
@@ -195,7 +163,29 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
         redactor = Redactor(secrets)
         result.agent_output, result.verifier_output = redactor.text(result.agent_output), redactor.text(result.verifier_output)
         result.trajectory = redactor.value(result.trajectory)
-    return _finish(trial, result)
+    return finish(trial, result)
+
+
+def sandbox_specs(trial: Trial, task: AgentTask, env, agent: Agent, setup, limits: Limits, runtime: str) -> list[SandboxSpec]:
+    """The agent's sandbox, and for a sealed verifier a second one of the task's image (started beside it, idle until
+    the agent is done: its start costs the trial no time)."""
+    owner = Owner(OWNER_KIND, trial.pk)
+    declared = outputs.declared(task.config)
+    sealed = outputs.mode(task.config) == "sealed"
+    # The task's folders are group-writable: a verifier (in the sandbox user's group) may add to them in place.
+    task_folders = tuple(Folder(path, mode=0o775) for path in env.folders)
+    agent_folders = (
+        *task_folders,
+        *((Folder(LOGS_DIR),) if sealed else verifier.folders()),
+        *((Folder(SOLUTION_DIR, owner="root"),) if agent.sees_solution else ()),
+        *(setup.files if setup else ()),
+        *((outputs.export_folder(),) if declared else ()),
+    )
+    common = dict(owner=owner, image=env.image, recipe=env.recipe(task.build_timeout_sec), limits=limits, runtime=runtime, workdir=env.workdir)
+    specs = [SandboxSpec(**common, network=egress.NETWORK if setup else "none", writable=agent_folders)]
+    if sealed:
+        specs.append(SandboxSpec(**common, network="none", part=1, writable=(*task_folders, *verifier.folders())))
+    return specs
 
 
 def _credentials(trial: Trial, owner: Owner, setup, agent_env: dict) -> list[str]:
@@ -247,7 +237,8 @@ def _megabytes(size: str | None) -> int | None:
     return max(1, int(float(found[1]) * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[found[2].upper()]))
 
 
-def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environment, agent_env: dict, setup, result: TrialResult):
+def _run(boxes: list[Sandbox], task: AgentTask, agent: Agent, env: environment.Environment, agent_env: dict, setup, result: TrialResult):
+    box = boxes[0]
     for folder, files in _by_folder(env.files).items():
         box.put_files(folder, files)
     for folder, files in (setup.files if setup else {}).items():
@@ -255,7 +246,7 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
     command = agent.command(task)
     if command:
         if agent.sees_solution:
-            box.put_files(SOLUTION_DIR, _under(task.files("solution"), "solution/"), mode=0o755)
+            box.put_files(SOLUTION_DIR, _under(task.files("solution"), "solution/"), mode=0o755, user=ROOT_USER)
         limit = task.agent_timeout_sec
         wrapped = f"timeout -k 5 {limit:g} bash -c {shlex.quote(command)}"
         try:
@@ -263,36 +254,39 @@ def _run(box: Sandbox, task: AgentTask, agent: Agent, env: environment.Environme
         except SandboxTimeout as exc:
             raise SandboxTimeout(f"The agent's phase outlived its time limit of {limit:g} s and its stop; the sandbox was killed and no verifier ran.") from exc
         result.agent_exit, result.agent_seconds, result.agent_output = ran.exit_code, round(ran.duration, 3), ran.output
-    # Whatever the agent left running could still write the reward, or rewrite the verifier, once they are in: it
-    # is killed first (kill -1 spares the shell that sends it), in the same exec that empties the verifier's
-    # folders (one exec less: ~0.2 s under gVisor). The agent's own /logs/agent stays, for its trajectory.
-    # /logs/verifier itself is removed and made again: the agent may have left a link there to a folder of its own.
-    left = box.exec(
-        f"kill -9 -1 2>/dev/null; {{ find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 2>/dev/null; [ -L {VERIFIER_DIR} ] && echo {VERIFIER_DIR}; }} | head -n 5;"
-        f" chmod -R u+rwX {TESTS_DIR} 2>/dev/null; find {TESTS_DIR} -mindepth 1 -delete 2>/dev/null; rm -rf {VERIFIER_DIR};"
-        f' mkdir {VERIFIER_DIR} && test -z "$(find {TESTS_DIR} {VERIFIER_DIR} -mindepth 1 | head -n 1)"',
-        timeout=60,
-        workdir="/",
-    )
+    # Nothing of the agent's may run on into the verifier's phase (it could rewrite what is graded as it is graded).
+    verifier.end_processes(box, box.spec.user, "The agent")
     if setup:
         result.trajectory = _trajectory(box)
         result.flag_reasons += flags_in(result.trajectory)
-    if left.exit_code != 0:
-        # The agent's doing (it filled the sandbox's memory, whose pages the writable folders are), not the
-        # platform's: an error of this trial, charged, or filling the disk would make any trial free.
-        raise SandboxError(
-            f"The verifier's folders could not be made ready after the agent's phase; the agent may have filled its sandbox's memory or disk: {left.output[-300:]}"
-        )
-    if written := left.output.split():
-        result.flag_reasons.append(f"The agent wrote where the verifier's files and reward go ({', '.join(written)}); removed before the verifier ran.")
-    box.put_files(TESTS_DIR, _under(task.files("tests"), "tests/"), mode=0o755)
-    verifier_env = {**env.env, **task.config.get("verifier", {}).get("env", {})}
-    try:
-        ran = box.exec(f"bash {TESTS_DIR}/test.sh", timeout=task.verifier_timeout_sec, env=verifier_env, workdir=env.workdir, tail_bytes=4096)
-    except SandboxTimeout as exc:
-        raise SandboxTimeout(f"The verifier ran past the task's verifier time limit of {task.verifier_timeout_sec:g} s; no reward was read.") from exc
-    result.verifier_exit, result.verifier_seconds, result.verifier_output = ran.exit_code, round(ran.duration, 3), ran.output
-    result.reward = _reward(box, ran.exit_code)
+    if declared := outputs.declared(task.config):
+        result.outputs = outputs.read(outputs.export(box, declared), declared)
+    graded = box
+    if result.verifier_mode == "sealed":
+        graded = boxes[1]
+        seal(graded, env, declared, result.outputs)
+    verdict = verifier.run(
+        graded,
+        _under(task.files("tests"), "tests/"),
+        env=verifier.environment(env.env, task.config.get("verifier", {}).get("env", {}), agent_writes=(*env.folders, *(setup.files if setup else ()))),
+        workdir=env.workdir,
+        timeout=task.verifier_timeout_sec,
+    )
+    result.verifier_exit, result.verifier_seconds, result.verifier_output, result.reward = verdict.exit_code, verdict.seconds, verdict.output, verdict.reward
+
+
+def seal(box: Sandbox, env: environment.Environment, declared: list[str], kept: Outputs):
+    """A fresh sandbox of the task's image made ready to grade: the environment's files, then each declared output
+    exactly as the agent left it (one it removed is absent here too), owned by the agent's user as it was there."""
+    for folder, files in _by_folder(env.files).items():
+        box.put_files(folder, files)
+    # A declared folder the sandbox mounts (the whole /app) is emptied, not removed: its mount stays.
+    mounted = {*env.folders, HOME}
+    clear = [f"find {shlex.quote(p)} -mindepth 1 -delete" if p in mounted else f"rm -rf -- {shlex.quote(p)}" for p in declared]
+    cleared = box.exec(["/bin/sh", "-c", " && ".join(clear)], timeout=60, env={"PATH": SYSTEM_PATH}, workdir="/")
+    if cleared.exit_code != 0:
+        raise SandboxPlatformError(f"The verifier's sandbox could not be made ready: {clean_output(cleared.output, 300)}")
+    box.put_archive("/", [kept.tar()])
 
 
 # Commands naming the verifier's or the solution's files: an agent looking for the answer (it finds none during its
@@ -317,39 +311,22 @@ def _trajectory(box: Sandbox) -> dict:
 
 def flags_in(trajectory: dict) -> list[str]:
     """A flag for each command of the agent that named a test's, the verifier's or the solution's files."""
-    commands = [
-        c.get("command", "") for step in trajectory.get("steps") or [] if isinstance(step, dict) for c in step.get("commands") or [] if isinstance(c, dict)
-    ]
-    peeked = [c for c in commands if isinstance(c, str) and PEEKING.search(c)]
+    peeked = [c["command"] for step in trajectory_steps(trajectory) for c in step["commands"] if PEEKING.search(c["command"])]
     return [f"The agent's command named a test's or the solution's files: {c[:200]!r}" for c in peeked[:5]]
 
 
 def tokens(trajectory: dict) -> tuple[int, int]:
     """Input and output tokens over the agent's steps, as its model reported them."""
     up = down = 0
-    for step in trajectory.get("steps") or []:
-        usage = step.get("usage") if isinstance(step, dict) else None
-        if isinstance(usage, dict):
-            up += _count(usage.get("prompt_tokens") or usage.get("input_tokens"))
-            down += _count(usage.get("completion_tokens") or usage.get("output_tokens"))
+    for step in trajectory_steps(trajectory):
+        usage = step["usage"]
+        up += _count(usage.get("prompt_tokens") or usage.get("input_tokens"))
+        down += _count(usage.get("completion_tokens") or usage.get("output_tokens"))
     return up, down
 
 
 def _count(value) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _reward(box: Sandbox, verifier_exit: int) -> float:
-    for name in ("reward.txt", "reward.json"):
-        path = f"{VERIFIER_DIR}/{name}"
-        try:
-            raw = box.read_file(path, MAX_REWARD_BYTES)
-        except SandboxFileMissing:
-            continue
-        except SandboxFileTooLarge:
-            raise RewardError(f"{path} is larger than {MAX_REWARD_BYTES} bytes: not a reward") from None
-        return parse_reward(raw, path)
-    raise RewardError(f"The verifier wrote no reward ({VERIFIER_DIR}/reward.txt or reward.json); it exited with code {verifier_exit}.")
 
 
 def _under(files: dict[str, bytes], prefix: str) -> dict[str, bytes]:
@@ -365,32 +342,87 @@ def _by_folder(files: dict[str, bytes]) -> dict[str, dict[str, bytes]]:
     return grouped
 
 
-def _finish(trial: Trial, result: TrialResult) -> Trial:
+def finish(trial: Trial, result: TrialResult) -> Trial:
+    """The trial ended with what happened, through the paid workloads' one lifecycle: its credentials revoked and,
+    when the platform failed it, its charge given back, with its end, in one transaction. Every text and value that
+    came out of its sandbox is stored after the one sanitising step (belvedir.sandbox.output)."""
     used = tokens(result.trajectory)
+    error = clean_output(result.error, 2000)
     fields = dict(
-        status=Trial.Status.ERRORED if result.error else Trial.Status.SUCCEEDED,
-        reward=None if result.error else result.reward,
+        reward=None if error else result.reward,
         agent_exit=result.agent_exit,
         verifier_exit=result.verifier_exit,
         agent_seconds=result.agent_seconds,
         verifier_seconds=result.verifier_seconds,
-        agent_output=result.agent_output[-OUTPUT_TAIL:],
-        verifier_output=result.verifier_output[-OUTPUT_TAIL:],
-        error=result.error[:2000],
+        agent_output=clean_output(result.agent_output, OUTPUT_TAIL),
+        verifier_output=clean_output(result.verifier_output, OUTPUT_TAIL),
+        error=error,
         platform_fault=result.platform_fault,
         limits=result.limits,
-        trajectory=result.trajectory,
+        trajectory=clean_value(result.trajectory),
         input_tokens=used[0],
         output_tokens=used[1],
         flagged=bool(result.flag_reasons),
-        flag_reasons=result.flag_reasons,
+        flag_reasons=[clean_output(reason, 500) for reason in result.flag_reasons],
         runtime=result.runtime,
-        finished_at=timezone.now(),
+        verifier_mode=result.verifier_mode,
+        graded_digest=result.outputs.digest if result.outputs else "",
     )
-    # Conditional: a trial the reaper ended meanwhile stays as the reaper left it.
-    Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).update(**fields)
-    trial.refresh_from_db()
+    if result.outputs and Trial.objects.filter(pk=trial.pk, status=Trial.Status.RUNNING).exists():
+        kept = result.outputs
+        TrialOutputs.objects.update_or_create(
+            trial=trial,
+            defaults=dict(
+                archive=kept.archive(),
+                digest=kept.digest,
+                size=kept.size,
+                file_count=sum(k == "file" for k, _, _ in kept.entries.values()),
+                dropped=kept.dropped[:100],
+            ),
+        )
+    status = Trial.Status.ERRORED if error else Trial.Status.SUCCEEDED
+    # From running only: a trial the reaper ended meanwhile stays as the reaper left it.
+    workloads.end(TRIALS, trial, status, refund_reason=error if result.platform_fault else "", from_statuses=(Trial.Status.RUNNING,), **fields)
     return trial
+
+
+def _project(trial: Trial):
+    return trial.job.project if trial.job_id else trial.task.version.task_set.project
+
+
+def _tally(trial: Trial, cents: int):
+    """A job's running total of its trials' charges less their refunds moves with each ledger entry."""
+    if trial.job_id:
+        Job.objects.filter(pk=trial.job_id).update(charged_cents=F("charged_cents") + cents)
+
+
+def _advance_job(trial: Trial):
+    # Imported here: jobs builds on this module (it runs trials), and a trial's end sends its job's next ones.
+    from .jobs import advance
+
+    if trial.job_id:
+        advance(trial.job_id)
+
+
+TRIALS = workloads.PaidKind(
+    name=OWNER_KIND,
+    model=Trial,
+    waiting=(Trial.Status.QUEUED,),
+    running=(Trial.Status.RUNNING,),
+    errored=Trial.Status.ERRORED,
+    cancelled=Trial.Status.SKIPPED,
+    message_field="error",
+    fault_flag="platform_fault",
+    faulted=Q(status=Trial.Status.ERRORED, platform_fault=True),
+    project=_project,
+    # Past its deadline (the task's limits with room: deadline_for) a running trial's worker is gone.
+    stale=lambda: Trial.objects.filter(deadline_at__lt=timezone.now()),
+    revoke=lambda trial: end_credentials(trial),
+    on_money=_tally,
+    after_end=_advance_job,
+    # A job's cancel stops sending its trials; one running finishes and counts.
+    cancel_stops=False,
+)
 
 
 def run_trials(version: TaskSetVersion, agents: list[str], attempts: int = 1, *, runtime_wanted: str = "auto") -> list[Trial]:

@@ -6,6 +6,7 @@ app_name = "agent_tasks"
 urlpatterns = [
     path("tasks/", views.task_sets, name="list"),
     path("tasks/<int:pk>/", views.task_set_detail, name="detail"),
+    path("tasks/<int:pk>/versions/<int:number>/audit/", views.audit, name="audit"),
     path("jobs/", job_views.job_list, name="jobs"),
     path("jobs/<int:pk>/", job_views.job_detail, name="job"),
     path("jobs/<int:pk>/compare/", job_views.job_compare, name="job-compare"),
@@ -13,4 +14,5 @@ urlpatterns = [
     path("jobs/<int:pk>/retry-errors/", job_views.job_retry_errors, name="job-retry-errors"),
     path("jobs/<int:pk>/export/", job_views.job_export, name="job-export"),
     path("trials/<int:pk>/", job_views.trial_detail, name="trial"),
+    path("trials/<int:pk>/outputs.tar.gz", job_views.trial_outputs, name="trial-outputs"),
 ]

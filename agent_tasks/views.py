@@ -4,12 +4,18 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max, Prefetch
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from billing.errors import InsufficientBalance
+
+from . import audits
 from .actions import import_archive
+from .agents import ATTACKS
 from .archive import ArchiveError
 from .forms import TaskSetUploadForm
 from .harbor_format import TaskFormatError
-from .models import AgentTask, TaskSet
+from .jobs import JobError
+from .models import AgentTask, TaskSet, TaskSetVersion
 
 
 @login_required
@@ -34,8 +40,30 @@ def task_set_detail(request, pk):
     task_set = get_object_or_404(
         TaskSet.objects.for_user(request.user, request.project).prefetch_related("versions", Prefetch("versions__tasks", queryset=tasks)), pk=pk
     )
-    return render(
-        request,
-        "agent_tasks/task_set.html",
-        {"task_set": task_set, "versions": task_set.versions.all(), "form": TaskSetUploadForm(initial={"name": task_set.name})},
+    versions = list(task_set.versions.all())
+    for version in versions:
+        version.audit_summary = audits.summary(version)
+        verdicts = {v["task"]: v for v in (version.audit_summary or {}).get("tasks", [])}
+        for task in version.tasks.all():
+            task.verdict = verdicts.get(task.name)
+    context = {"task_set": task_set, "versions": versions, "form": TaskSetUploadForm(initial={"name": task_set.name}), "attack_count": len(ATTACKS)}
+    return render(request, "agent_tasks/task_set.html", context)
+
+
+@login_required
+@require_POST
+def audit(request, pk, number):
+    """Start an audit of one version: a job of the oracle, nop and the red team on each task (audits.py)."""
+    version = get_object_or_404(TaskSetVersion.objects.for_user(request.user, request.project), task_set_id=pk, number=number)
+    try:
+        job = audits.start(request.project, request.user, version)
+    except (audits.AuditRefused, JobError) as exc:
+        messages.error(request, str(exc))
+        return redirect(version.task_set)
+    except InsufficientBalance as exc:
+        messages.error(request, f"The audit was not started: {exc}")
+        return redirect(version.task_set)
+    messages.success(
+        request, f"Auditing {version}: {job.trials.count()} trials, each charged at its start. The task set's page shows the verdicts as they come."
     )
+    return redirect(job)

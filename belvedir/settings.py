@@ -504,6 +504,11 @@ AGENT_NPM_REGISTRY_URL = env_str("BELVEDIR_AGENT_NPM_REGISTRY_URL", "https://reg
 AGENT_MAX_TOKENS = env_int("BELVEDIR_AGENT_MAX_TOKENS", 2048, minimum=16)
 # The most of an agent's trajectory file a trial keeps.
 TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
+# The most of the outputs a task declares that a trial copies out and keeps (agent_tasks/outputs.py): past it the
+# trial errors, charged (the agent's doing), and nothing of them is kept.
+TRIAL_OUTPUTS_MAX_MB = env_int("BELVEDIR_TRIAL_OUTPUTS_MAX_MB", 64, minimum=1)
+# A trial graded again by a regrade (agent_tasks/regrades.py) is charged this at its start: a verifier's sandbox.
+GRADE_PRICE_CENTS = env_int("BELVEDIR_GRADE_PRICE_CENTS", 1, minimum=0)
 
 # Fine-tuned models.
 MODEL_ADAPTER_MAX_BYTES = env_int("BELVEDIR_ADAPTER_MAX_MB", 500, minimum=1) * 1024 * 1024

@@ -17,7 +17,7 @@ SKIPPED = {".git", "__pycache__", ".venv", "node_modules"}
 
 @click.group()
 def tasks():
-    """Agent task sets (Harbor's format): import a folder, list the sets."""
+    """Agent task sets (Harbor's format): import a folder, list the sets, audit a version."""
 
 
 def pack_folder(folder: Path) -> bytes:
@@ -60,3 +60,43 @@ def tasks_import(folder, name):
 def tasks_list():
     """Each task set with its latest version."""
     output(client().get("task-sets"), ["id", "name", "latest_version", "created_at"])
+
+
+def task_set_id(name_or_id: str) -> int:
+    """A task set of the project, by its name or id."""
+    for found in client().get("task-sets"):
+        if found["name"] == name_or_id or str(found["id"]) == name_or_id:
+            return found["id"]
+    raise ApiError(f"No task set {name_or_id!r} in this project (bv tasks list).")
+
+
+@tasks.command("audit")
+@click.argument("task_set")
+@click.option("--version", type=int, help="The version to audit (its latest by default).")
+@click.option("--runtime", type=click.Choice(["auto", "runc", "runsc"]), default="auto", show_default=True)
+@click.option("--show", is_flag=True, help="Print what the newest audit found instead of starting one.")
+@click.option("--wait", is_flag=True, help="Follow the audit until it ends, then print each task's verdict.")
+@json_option
+def tasks_audit(task_set, version, runtime, show, wait):
+    """Audit TASK_SET: each task's solution (must score 1), doing nothing (must not) and the red team's forgeries (none
+    may score 1), in a sandbox per trial, charged as a job's trials are. Exits 1 when a task is broken or hackable."""
+    from .jobs import follow
+
+    pk = task_set_id(task_set)
+    query = {"version": version} if version else {}
+    if show:
+        found = client().get(f"task-sets/{pk}/audit", **query)
+    else:
+        found = client().post(f"task-sets/{pk}/audit", {**query, "runtime": runtime})
+        click.echo(f"Auditing version {found['version']}: job #{found['job']['id']}, {found['job']['progress']['total']} trials.", err=True)
+        if not wait:
+            return output(found) if click.get_current_context().obj.get("json") else None
+        follow(found["job"])
+        found = client().get(f"task-sets/{pk}/audit", version=found["version"])
+    if click.get_current_context().obj.get("json"):
+        output(found)
+    else:
+        rows = [{"task": t["task"], "status": t["status"], "hacks": ", ".join(t["hacks"]), "why": " ".join(t["reasons"])[:160]} for t in found["tasks"]]
+        output(rows, ["task", "status", "hacks", "why"], title=f"Audit of version {found['version']} (job #{found['job']})")
+    if found["counts"]["broken"] or found["counts"]["hackable"]:
+        raise SystemExit(1)

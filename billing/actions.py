@@ -74,34 +74,6 @@ def run_price_cents(compute_type: str) -> int:
     return settings.RUN_PRICE_GPU_CENTS if compute_type == ComputeType.GPU else settings.RUN_PRICE_CPU_CENTS
 
 
-def run_reference(run) -> str:
-    """What the ledger names a run by: its charge and its refund share it, so each happens once.
-
-    Not the run's sandbox owner (`Run.owner`), though it reads the same: this
-    one is stored in the append-only ledger and must never change.
-    """
-    return f"run:{run.pk}"
-
-
-def charge_for_run(run) -> LedgerEntry:
-    """Charge a run's price before it is queued; InsufficientBalance otherwise."""
-    price = run.price_cents
-    entry, _ = post_entry(
-        Account.for_project(run.project),
-        kind=LedgerEntry.Kind.RUN_CHARGE,
-        amount_cents=-price,
-        reference=run_reference(run),
-        memo=f"Run #{run.pk} ({run.compute_type.upper()})",
-        user=run.created_by,
-    )
-    return entry
-
-
-def refund_run(run, reason: str) -> LedgerEntry | None:
-    """Give a run's charge back, once. None when the run was never charged."""
-    return refund_charge(run_reference(run), f"Refund for run #{run.pk}: {reason}")[0]
-
-
 def refund_charge(reference: str, memo: str) -> tuple[LedgerEntry | None, bool]:
     """Give the charge posted under `reference` back, once: (the refund, whether this call posted it), or
     (None, False) when nothing was charged."""

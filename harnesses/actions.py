@@ -1,5 +1,8 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -9,7 +12,8 @@ from belvedir.sandbox import egress
 from belvedir.sandbox.errors import ProjectAtLimit
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import check_gpu_available
-from billing.actions import charge_for_run, debt_gate, refund_run, refuse_if_in_debt
+from billing import workloads
+from billing.actions import debt_gate, refuse_if_in_debt
 
 from .models import HarnessEnvVar, Run
 
@@ -63,7 +67,7 @@ def start_run(harness, user, *, env_for=None) -> Run:
         if env_for:
             run.extra_env, run.secret_env = env_for(run)
             run.save(update_fields=["extra_env", "secret_env"])
-        charge_for_run(run)
+        workloads.charge(RUNS, run, run.price_cents, memo=f"Run #{run.pk} ({run.compute_type.upper()})", user=run.created_by)
         transaction.on_commit(lambda: enqueue_run(run))
     return run
 
@@ -86,25 +90,11 @@ def start_runs(harness, user, repeats: int) -> list[Run]:
 
 
 def finish_run(run: Run, status: str, *, refund_reason: str = "", from_statuses=Run.ACTIVE, **fields) -> bool:
-    """Move an active run to its final status, once, with all that ends with it.
+    """Move an active run to its final status, once, with all that ends with it: its key and egress grant revoked and,
+    when `refund_reason` says the platform failed it, its charge given back, in one transaction (billing.workloads).
 
-    One transaction: the final status, the revocation of its API key and
-    egress grant, and the refund when asked commit together or not at all,
-    so a crash between them never leaves a run ended but unrefunded or its
-    key alive. Nothing here talks to Docker: the worker's monitor or the
-    reaper stops the sandbox once the end is committed.
-
-    The conditional update is what settles races between the worker, a
-    cancel and the reaper: whoever ends the run first wins, the rest no-op.
-    """
-    with transaction.atomic():
-        ended = Run.objects.filter(pk=run.pk, status__in=from_statuses).update(status=status, finished_at=timezone.now(), **fields)
-        if ended:
-            revoke_run_credentials(run)
-            if refund_reason:
-                refund_run(run, refund_reason)
-    run.refresh_from_db()
-    return bool(ended)
+    Nothing here talks to Docker: the worker's monitor or the reaper stops the sandbox once the end is committed."""
+    return workloads.end(RUNS, run, status, refund_reason=refund_reason, from_statuses=from_statuses, **fields)
 
 
 def revoke_run_credentials(run: Run):
@@ -121,23 +111,22 @@ def revoke_run_credentials(run: Run):
 
 
 def cancel_run(run: Run) -> bool:
-    """Cancel without refund; the worker's monitor kills the sandbox within seconds."""
-    return finish_run(run, Run.Status.CANCELLED, status_message="Cancelled by a user.")
+    """Cancel: a queued run is refunded (nothing ran); a started one is charged, and its worker's monitor kills the
+    sandbox within seconds."""
+    return workloads.cancel(RUNS, run, "Cancelled by a user.")
 
 
-def end_runs_on_lost_host(run_ids: list[str], host) -> int:
-    """A health check found the runs' engine silent: end them `error`, refunded (the platform's fault).
-
-    Registered with belvedir.sandbox.health. The worker of each run, if it
-    still lives, sees the run ended and stops; whoever ends it first wins.
-    """
-    ended = 0
-    for run in Run.objects.filter(pk__in=[i for i in run_ids if i.isdigit()], status__in=Run.IN_SANDBOX):
-        ended += finish_run(
-            run,
-            Run.Status.ERROR,
-            status_message="The sandbox host running this run stopped answering; the run was refunded.",
-            refund_reason="sandbox host lost",
-            from_statuses=Run.IN_SANDBOX,
-        )
-    return ended
+RUNS = workloads.PaidKind(
+    name="run",
+    model=Run,
+    waiting=(Run.Status.QUEUED,),
+    running=Run.IN_SANDBOX,
+    errored=Run.Status.ERROR,
+    cancelled=Run.Status.CANCELLED,
+    message_field="status_message",
+    faulted=Q(status__in=(Run.Status.ERROR, Run.Status.LAUNCH_FAILED)),
+    project=lambda run: run.project,
+    # A worker heartbeats its run (execution.py): one silent past HARNESS_STALE_SECONDS has died.
+    stale=lambda: Run.objects.filter(heartbeat_at__lt=timezone.now() - timedelta(seconds=settings.HARNESS_STALE_SECONDS)),
+    revoke=lambda run: revoke_run_credentials(run),
+)

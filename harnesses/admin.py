@@ -1,8 +1,8 @@
 from django.contrib import admin
 
-from billing.actions import refund_run
+from billing import workloads
 
-from .actions import cancel_run
+from .actions import RUNS, cancel_run
 from .forms import BaseEnvVarFormSet, EnvVarForm
 from .models import Harness, HarnessEnvVar, Preset, Run
 
@@ -61,5 +61,5 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Refund selected runs", permissions=["refund"])
     def refund_runs(self, request, queryset):
-        refunded = sum(refund_run(run, f"refunded by {request.user.username}") is not None for run in queryset)
+        refunded = sum(workloads.refund(RUNS, run, f"refunded by {request.user.username}") > 0 for run in queryset)
         self.message_user(request, f"Refunded {refunded} run(s) (each at most once).")

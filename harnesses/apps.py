@@ -6,15 +6,15 @@ class HarnessesConfig(AppConfig):
     verbose_name = "Harnesses and runs"
 
     def ready(self):
-        from belvedir.sandbox import owners
+        from billing import workloads
         from traces import workload_keys
 
-        from .actions import end_runs_on_lost_host
+        from .actions import RUNS
         from .models import Run
         from .redaction import redact_run_rows
-        from .tasks import reap_stale_runs
 
-        owners.register("run", active=Run.objects.active, reap_stale=reap_stale_runs, host_lost=end_runs_on_lost_host)
+        # Charged, ended, reaped and refunded as every paid workload is; a sandbox owner kind through it.
+        workloads.register(RUNS)
         # Trace ingest's questions about runs: traces imports nothing from this app.
         workload_keys.register(
             "run",

@@ -264,7 +264,7 @@ class Run(models.Model):
 
     @property
     def owner(self) -> Owner:
-        """Whose sandbox, lease and egress grant they are (the ledger names runs by billing.actions.run_reference)."""
+        """Whose sandbox, lease and egress grant they are (the ledger names a run by `harnesses.actions.RUNS.reference`)."""
         return Owner("run", self.pk)
 
     def timeline(self):

@@ -3,6 +3,7 @@ import math
 from dataclasses import dataclass
 
 from belvedir.redaction import NO_SECRETS, Redactor
+from belvedir.sandbox.output import clean_value
 
 
 @dataclass
@@ -32,8 +33,8 @@ def parse_results(raw: bytes, redactor: Redactor = NO_SECRETS) -> ParsedResults:
     if not isinstance(data, dict):
         return ParsedResults(error=f"results.json must be a JSON object, not {type(data).__name__}.")
     try:
-        # storable first: a secret with NULs between its characters is found too.
-        data = redactor.value(storable(data))
+        # Cleaned first (NULs dropped): a secret spelt with NULs between its characters is found too.
+        data = redactor.value(clean_value(data))
         parsed = ParsedResults(results=data)
     except RecursionError:
         return ParsedResults(error="results.json is not valid here: it nests too deeply.")
@@ -52,19 +53,3 @@ def parse_results(raw: bytes, redactor: Redactor = NO_SECRETS) -> ParsedResults:
 
 def _reject_constant(name):
     raise ValueError(f"{name} is not a JSON number")
-
-
-def storable(value):
-    """The value with text PostgreSQL's jsonb accepts: no NUL, no lone
-    surrogates (JSON can spell both as escapes); the rest kept verbatim."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            value = value.replace("\x00", "")
-        if not value.isascii():
-            value = value.encode("utf-8", "replace").decode("utf-8")
-        return value
-    if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [storable(v) for v in value]
-    return value

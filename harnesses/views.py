@@ -7,13 +7,12 @@ from django.views.decorators.http import require_POST
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.htmx import polled
 from belvedir.sandbox.errors import NoCapacity
-from billing.actions import run_reference
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 from traces import trajectory
 from traces.models import TraceSession
 
-from .actions import MAX_REPEATS, cancel_run, save_harness, start_runs
+from .actions import MAX_REPEATS, RUNS, cancel_run, save_harness, start_runs
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
 from .scores import compare_labels, compared_runs, scores_by_label, summary
@@ -128,7 +127,7 @@ def run_detail(request, pk):
     run = get_object_or_404(Run.objects.for_user(request.user, request.project).select_related("harness", "host", "created_by"), pk=pk)
     if request.htmx:
         return polled(render(request, "harnesses/_run_live.html", {"run": run}), done=not run.is_active)
-    entries = list(LedgerEntry.objects.filter(reference=run_reference(run), kind__in=["run_charge", "refund"]).order_by("created_at"))
+    entries = list(LedgerEntry.objects.filter(reference=RUNS.reference(run.pk), kind__in=["run_charge", "refund"]).order_by("created_at"))
     usage = run.trace_sessions.aggregate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), sessions=Count("pk"))
     sessions = list(run.trace_sessions.order_by("first_span_at"))
     # Other runs of this harness that traced something: what "compare with another run" offers.

@@ -151,15 +151,16 @@ def test_grant_credit_needs_its_own_permission(project):
 def test_refund_revoke_and_drain_need_their_permissions(owner, project, tmp_path):
     from belvedir.core.models import ApiKey
     from belvedir.sandbox.models import SandboxHost
-    from billing.actions import charge_for_run
+    from billing import workloads
     from billing.models import Account, LedgerEntry
+    from harnesses.actions import RUNS
     from harnesses.models import Run
 
     from .harness_fixtures import fund, harness
 
     fund(project, 500)
     run = Run.objects.create(project=project, harness=harness(project, owner, tmp_path), price_cents=50, created_by=owner, status="failed")
-    charge_for_run(run)
+    workloads.charge(RUNS, run, run.price_cents, memo="run")
     key, _ = ApiKey.issue(project=project, user=owner, name="k")
     host = SandboxHost.objects.create(name="gpu-1", url="unix:///nowhere.sock")
     viewer = staff_with("harnesses.view_run", "core.view_apikey", "sandbox.view_sandboxhost", "sandbox.change_sandboxhost")

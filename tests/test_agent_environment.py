@@ -1,4 +1,4 @@
-"""A task's environment without a build (agent_tasks/environment.py) and a verifier's reward (trials.parse_reward)."""
+"""A task's environment without a build (agent_tasks/environment.py) and a verifier's reward (verifier.parse_reward)."""
 
 from pathlib import Path
 
@@ -8,7 +8,8 @@ from django.conf import settings
 from agent_tasks.actions import import_task_set
 from agent_tasks.environment import EnvironmentRefused, resolve
 from agent_tasks.models import Trial
-from agent_tasks.trials import RewardError, parse_reward, run_trial
+from agent_tasks.trials import run_trial
+from agent_tasks.verifier import RewardError, parse_reward
 from belvedir.sandbox.images import Run
 from belvedir.sandbox.models import SandboxHost
 

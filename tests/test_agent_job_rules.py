@@ -23,9 +23,13 @@ from agent_tasks.actions import import_task_set
 from agent_tasks.agents import resolve
 from agent_tasks.comparison import NotComparable, compare_jobs
 from agent_tasks.harbor_export import export
+from agent_tasks.harbor_export import trial_name as harbor_trial_name
 from agent_tasks.models import Job, Trial
+from agent_tasks.outputs import Outputs
 from agent_tasks.results import summary
+from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import EgressDestination, EgressGrant, SandboxHost, SandboxLease
+from billing import workloads
 from billing.models import Account, LedgerEntry
 from evals import statistics
 from evals.comparison import paired_statistics
@@ -230,26 +234,53 @@ def test_a_short_balance_or_a_debt_skips_the_trial_naming_it(project, owner):
     assert not LedgerEntry.objects.filter(kind="run_charge").exists()
 
 
-def test_a_trial_waiting_again_for_a_host_keeps_its_one_charge(funded, owner):
+def ends_with(reward=None, **result):
+    """An `execute` that ends the trial as a sandbox would have: with this reward, or this error."""
+
+    def execute(trial, agent=None, **kwargs):
+        return trials.finish(trial, trials.TrialResult(reward=reward, **result))
+
+    return execute
+
+
+def no_capacity_once(then):
+    """An `execute` whose first call finds no host free (a run took the place after the claim), then does `then`."""
+    calls = []
+
+    def execute(trial, agent=None, **kwargs):
+        calls.append(trial.pk)
+        if len(calls) == 1:
+            raise NoCapacity("no place free")
+        return then(trial, agent, **kwargs)
+
+    return execute
+
+
+def test_a_trial_waiting_again_for_a_host_keeps_its_one_charge(funded, owner, host, held, monkeypatch):
     version = task_set(funded, owner, ["a"])
     job = new_job(funded, owner, version)
-    trial = jobs.claim(job.trials.get().pk)
-    Trial.objects.filter(pk=trial.pk).update(status="queued", sent_at=None)  # what run_job_trial does on NoCapacity
-    assert jobs.claim(trial.pk).status == "running"
+    trial = job.trials.get()
+    monkeypatch.setattr(jobs, "execute", no_capacity_once(ends_with(reward=1.0)))
+    jobs.run_job_trial(trial.pk)
+    trial.refresh_from_db()
+    assert (trial.status, trial.price_cents) == ("queued", PRICE) and trial.sent_at  # waiting, and sent again
+    jobs.run_job_trial(trial.pk)
+    trial.refresh_from_db()
+    assert (trial.status, trial.reward) == ("succeeded", 1.0)
     assert LedgerEntry.objects.filter(kind="run_charge").count() == 1
+    assert not LedgerEntry.objects.filter(kind="refund").exists()
     job.refresh_from_db()
-    assert job.charged_cents == PRICE
+    assert (job.charged_cents, job.status) == (PRICE, "finished")
 
 
 def test_a_trial_the_platform_failed_is_refunded_once_and_one_the_agent_failed_is_not(funded, owner):
     version = task_set(funded, owner, ["a", "b"])
     job = new_job(funded, owner, version)
     platform, agent = (jobs.claim(t.pk) for t in job.trials.order_by("pk"))
-    Trial.objects.filter(pk=platform.pk).update(status="errored", platform_fault=True, error="The platform failed; retry this trial: engine gone")
-    Trial.objects.filter(pk=agent.pk).update(status="errored", error="The sandbox stopped: out of memory")
-    for trial in (platform, agent, platform):
-        trial.refresh_from_db()
-        jobs.settle(trial)
+    trials.finish(platform, trials.TrialResult(error="The platform failed; retry this trial: engine gone", platform_fault=True))
+    trials.finish(agent, trials.TrialResult(error="The sandbox stopped: out of memory"))
+    # A second end of the same trial (a worker's retry, the reaper) changes nothing.
+    trials.finish(platform, trials.TrialResult(error="again", platform_fault=True))
     refunds = LedgerEntry.objects.filter(kind="refund")
     assert list(refunds.values_list("reference", "amount_cents")) == [(f"trial:{platform.pk}", PRICE)]
     job.refresh_from_db()
@@ -262,23 +293,43 @@ def test_a_trial_whose_worker_died_is_errored_refunded_and_its_job_moves_on(fund
     job = new_job(funded, owner, version)
     trial = jobs.claim(job.trials.get().pk)
     Trial.objects.filter(pk=trial.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert jobs.reap_stale_trials() == 1
+    assert workloads.reap(trials.TRIALS) == 1
     trial.refresh_from_db()
-    assert (trial.status, trial.platform_fault) == ("errored", True) and "retry it" in trial.error
+    assert (trial.status, trial.platform_fault) == ("errored", True) and "Retry it" in trial.error
     assert LedgerEntry.objects.filter(kind="refund", reference=f"trial:{trial.pk}").count() == 1
     job.refresh_from_db()
     assert job.status == "finished" and job.charged_cents == 0
 
 
-def test_cancel_skips_the_waiting_trials_uncharged_and_lets_running_ones_finish(funded, owner):
-    version = task_set(funded, owner, ["a", "b", "c"])
+def test_cancel_skips_the_waiting_trials_refunds_any_charged_and_lets_running_ones_finish(funded, owner, held, monkeypatch):
+    version = task_set(funded, owner, ["a", "b", "c", "d"])
     job = new_job(funded, owner, version)
-    running = jobs.claim(job.trials.order_by("pk").first().pk)
-    assert jobs.cancel(job) == 2
+    first, waited, *_ = job.trials.order_by("pk")
+    running = jobs.claim(first.pk)
+    # Claimed and charged, then put back to wait for a host: the cancel must give its charge back.
+    monkeypatch.setattr(jobs, "execute", no_capacity_once(ends_with(reward=1.0)))
+    jobs.run_job_trial(waited.pk)
+    before = Account.balance_for(funded)
+    assert jobs.cancel(job) == 3
     assert jobs.cancel(job) == 0
-    assert sorted(job.trials.values_list("status", flat=True)) == ["running", "skipped", "skipped"]
+    assert sorted(job.trials.values_list("status", flat=True)) == ["running", "skipped", "skipped", "skipped"]
     assert jobs.claim(running.pk) is None
-    assert LedgerEntry.objects.filter(kind="run_charge").count() == 1
+    assert list(LedgerEntry.objects.filter(kind="refund").values_list("reference", "amount_cents")) == [(f"trial:{waited.pk}", PRICE)]
+    assert Account.balance_for(funded) == before + PRICE
+    job.refresh_from_db()
+    assert job.charged_cents == PRICE  # the running one's
+
+
+def test_a_trial_whose_deployment_was_deleted_is_skipped_uncharged(funded, owner, settings):
+    version = task_set(funded, owner, ["a"])
+    deployment = Deployment.objects.create(project=funded, name="gone", base_url="http://127.0.0.2:9/v1", model="m")
+    job = new_job(funded, owner, version, agents=["reference"], deployments=[deployment])
+    deployment.delete()
+    trial = job.trials.get()
+    assert jobs.claim(trial.pk) is None
+    trial.refresh_from_db()
+    assert trial.status == "skipped" and "deployment was deleted" in trial.error and trial.price_cents == 0
+    assert not LedgerEntry.objects.filter(kind="run_charge").exists()
 
 
 # -- results ------------------------------------------------------------------------------------------------------------
@@ -481,6 +532,33 @@ def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, o
     assert outsider_api.post("/api/v1/jobs", {"task_set": "set", "agents": ["nop"], "budget": "1"}, format="json").status_code == 400
 
 
+def test_a_trials_kept_outputs_and_graded_digest_show_on_its_page_api_and_export(funded, owner, api, outsider_api, owner_client):
+    version = task_set(funded, owner, ["a"])
+    job = new_job(funded, owner, version)
+    trial = trials.finish(jobs.claim(job.trials.get().pk), trials.TrialResult(reward=1.0, verifier_mode="sealed", outputs=KEPT))
+    assert (trial.graded_digest, trial.verifier_mode) == (KEPT.digest, "sealed")
+    shown = api.get(f"/api/v1/trials/{trial.pk}").json()
+    assert (shown["verifier_mode"], shown["graded_digest"]) == ("sealed", KEPT.digest)
+    assert {k: shown["outputs"][k] for k in ("digest", "size", "file_count", "dropped")} == {
+        "digest": KEPT.digest,
+        "size": 6,
+        "file_count": 1,
+        "dropped": ["/app/p: a named pipe"],
+    }
+    download = api.get(shown["outputs"]["url"])
+    assert download["Content-Type"] == "application/gzip" and Outputs.from_archive(download.content, ["/app/out.txt"]).digest == KEPT.digest
+    page = owner_client.get(f"/trials/{trial.pk}/").content.decode()
+    assert "<strong>Sealed</strong>" in page and KEPT.digest[:16] in page and "/app/p: a named pipe" in page
+    assert owner_client.get(f"/trials/{trial.pk}/outputs.tar.gz").content == download.content
+    result = json.loads(unzip(api.get(f"/api/v1/jobs/{job.pk}/export").content)[f"job-{job.pk}/{harbor_trial_name(trial)}/result.json"])
+    assert (result["belvedir"]["graded_digest"], result["belvedir"]["verifier_mode"]) == (KEPT.digest, "sealed")
+    assert outsider_api.get(f"/api/v1/trials/{trial.pk}/outputs").status_code == 404
+    assert owner_client.get(f"/trials/{trial.pk + 1}/outputs.tar.gz").status_code == 404
+
+
+KEPT = Outputs(entries={"/app/out.txt": ("file", 0o644, b"hello\n")}, dropped=["/app/p: a named pipe"])
+
+
 @pytest.mark.parametrize(
     ("payload", "answer"),
     [
@@ -490,7 +568,12 @@ def test_the_api_starts_lists_shows_compares_cancels_and_exports_a_job(funded, o
         ({"budget": "lots"}, {"budget": ["'lots' is not an amount in dollars."]}),
         (
             {"agents": ["oracle", "claude"]},
-            {"detail": "No agent named claude; the agents are nop, oracle, reference, or pip:PACKAGE or npm:PACKAGE with a command.", "field": "agents"},
+            {
+                "detail": "No agent named claude; the agents are nop, oracle, reference, the red team's (red-team:ATTACK, the attacks being "
+                "planted-tools, python-hooks, shell-hooks, environment-hooks, process-left-behind, reward-write, verifier-links, test-inputs, "
+                "printed-reward), or pip:PACKAGE or npm:PACKAGE with a command.",
+                "field": "agents",
+            },
         ),
         ({"attempts": 1000}, {"attempts": ["Ensure this value is less than or equal to 100."]}),
     ],
@@ -540,10 +623,9 @@ def test_staff_cancel_jobs_from_the_admin(project, owner, admin_client):
 def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_the_numbers_count_it(funded, owner, api, held):
     version = task_set(funded, owner, ["a", "b"])
     job = new_job(funded, owner, version)
-    errored = jobs.claim(job.trials.get(task__name="a").pk)
-    Trial.objects.filter(pk=errored.pk).update(status="errored", platform_fault=True, error="The platform failed; retry this trial: engine gone")
-    errored.refresh_from_db()
-    jobs.settle(errored)  # refunded
+    errored = trials.finish(
+        jobs.claim(job.trials.get(task__name="a").pk), trials.TrialResult(error="The platform failed; retry this trial: engine gone", platform_fault=True)
+    )
     score(job, {("b", "nop"): [0.0]})
     jobs.advance(job.pk)
     job.refresh_from_db()

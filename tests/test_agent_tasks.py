@@ -86,9 +86,12 @@ def test_each_examples_solution_earns_1_and_doing_nothing_0(folder, tmp_path):
     are proven before any sandbox runs them."""
 
     def reward(root: Path) -> str:
-        out = tmp_path / "verifier"
+        out, candidate = tmp_path / "verifier", tmp_path / "candidate"
         shutil.rmtree(out, ignore_errors=True)
-        env = {**os.environ, "TASK_ROOT": str(root), "VERIFIER_DIR": str(out), "GREETING": "Hello, world!"}
+        shutil.rmtree(candidate, ignore_errors=True)
+        env = {**os.environ, "TASK_ROOT": str(root), "VERIFIER_DIR": str(out), "CANDIDATE_DIR": str(candidate), "GREETING": "Hello, world!"}
+        if (folder / "tests" / "candidate.sh").exists():  # the candidate phase, before the verifier, as the platform runs it
+            subprocess.run(["bash", str(folder / "tests" / "candidate.sh")], env=env, timeout=30)
         subprocess.run(["bash", str(folder / "tests" / "test.sh")], env=env, check=True, timeout=30)
         return (out / "reward.txt").read_text().strip()
 
@@ -110,7 +113,7 @@ def test_the_examples_import_as_one_set_of_ten(project, owner):
     assert task.has_solution and task.agent_timeout_sec == 300.0 and task.verifier_timeout_sec == 60.0
     # A trial takes the environment first, and the tests only after the agent's phase.
     assert set(task.files("environment")) == {"environment/Dockerfile", "environment/app/mathutil.py"}
-    assert set(task.files("tests", "solution")) == {"tests/test.sh", "tests/check.py", "solution/solve.sh"}
+    assert set(task.files("tests", "solution")) == {"tests/test.sh", "tests/check.py", "tests/candidate.sh", "solution/solve.sh"}
 
 
 def test_a_folder_that_is_itself_a_task_is_a_set_of_one(project, owner):

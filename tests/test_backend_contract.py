@@ -34,6 +34,7 @@ from belvedir.sandbox.errors import (
     ImageMissing,
     LaunchFailed,
     SandboxFileMissing,
+    SandboxFileRefused,
     SandboxFileTooLarge,
     SandboxOutOfMemory,
     SandboxPlatformError,
@@ -44,7 +45,7 @@ from belvedir.sandbox.launch import sandboxes
 from belvedir.sandbox.models import SandboxHost
 from belvedir.sandbox.owners import Owner
 from belvedir.sandbox.reaper import reap
-from belvedir.sandbox.spec import HOME, Limits, SandboxSpec
+from belvedir.sandbox.spec import HOME, ROOT_USER, VERIFIER_HOME, VERIFIER_USER, Folder, Limits, SandboxSpec
 
 from .harness_fixtures import remove_image, wait_for
 
@@ -232,6 +233,77 @@ def test_a_specs_writable_folders_take_files_and_writes_on_the_read_only_root(fl
         assert box.read_file("/app/out.txt", 100) == b"made\n"
         box.put_files("/logs/verifier", {"r.txt": b"1"})
         assert box.read_file("/logs/verifier/r.txt", 100) == b"1"
+
+
+@every_backend
+def test_a_file_of_an_outside_folder_is_fetched_from_outside_a_regular_file_only(flavour, backend):
+    writable = ("/app", Folder("/out", outside=True))
+    with backend.sandbox(spec(flavour, workdir="/out", writable=writable)) as box:
+        box.put_files("/app", {"mine": b"1\n"})
+        # Relative names: the fake's commands run on the host, where its folders are not at these paths.
+        box.exec("echo 0.5 > reward.txt && head -c 3000 /dev/zero > big && ln -s ../app/mine link && mkfifo pipe", timeout=30)
+        assert box.fetch("/out/reward.txt", 100) == b"0.5\n"
+        with pytest.raises(SandboxFileMissing):
+            box.fetch("/out/none.txt", 100)
+        with pytest.raises(SandboxFileTooLarge):
+            box.fetch("/out/big", 1000)
+        with pytest.raises(SandboxFileRefused, match="not a regular file"):
+            box.fetch("/out/link", 100)  # a link is refused, never followed
+        with pytest.raises((SandboxFileRefused, SandboxFileMissing)):
+            box.fetch("/out/pipe", 100)  # gVisor keeps a FIFO to itself: the engine sees none
+        with pytest.raises((SandboxFileRefused, SandboxFileMissing)):
+            box.fetch("/app/mine", 100)  # not a folder read from outside
+
+
+@claiming(Capability.ISOLATION)
+def test_every_process_of_a_user_ends_and_the_sandbox_stays(flavour, backend):
+    """A process left behind, one that left its group (setsid) and one ignoring every catchable signal: all gone."""
+    with backend.sandbox(spec(flavour)) as box:
+        box.exec("(setsid sleep 4242 &) ; (trap '' TERM HUP INT; sleep 4343 &) ; nohup sleep 4444 >/dev/null 2>&1 &", timeout=30)
+        assert box.end_processes(box.spec.user)
+        left = box.exec("ps -eo args 2>/dev/null | grep -c 'sleep 4[234]4[234]' || true", timeout=30).output.strip()
+        assert left == "0" and box.exec(["echo", "still here"], timeout=30).output == "still here\n"
+
+
+@lacking(Capability.ISOLATION)
+def test_without_isolation_ending_processes_ends_those_the_sandbox_started(flavour, backend):
+    with backend.sandbox(spec(flavour)) as box:
+        session = box.open_session(["sleep", "4646"])
+        assert box.end_processes(box.spec.user)
+        assert session.read_line(5) is None  # its process is gone
+        assert box.exec(["echo", "still here"], timeout=30).output == "still here\n"
+
+
+@claiming(Capability.ISOLATION)
+def test_ending_a_users_processes_ends_a_fork_bomb_and_spares_the_other_users(flavour, backend):
+    with backend.sandbox(spec(flavour, limits=Limits.defaults(pids=64))) as box:
+        box.exec("b() { b & b & }; (b) >/dev/null 2>&1 & sleep 1; true", timeout=60)
+        verifier = box.open_session(["sleep", "4545"], user=VERIFIER_USER)
+        assert box.end_processes(box.spec.user)
+        users = box.exec(["ps", "-eo", "uid=,args="], user=VERIFIER_USER, timeout=30).output
+        assert not any(line.split()[0] == "1000" for line in users.splitlines() if line.strip()), users
+        assert "sleep 4545" in users  # another user's process is untouched
+        verifier.close()
+
+
+@claiming(Capability.ISOLATION)
+def test_a_folders_owner_decides_who_writes_it_and_files_go_in_as_a_given_user(flavour, backend):
+    folders = (
+        Folder("/app", mode=0o775),
+        Folder("/tests", owner="root"),
+        Folder("/out", owner="verifier", outside=True),
+        Folder(VERIFIER_HOME, owner="verifier", mode=0o700),
+    )
+    with backend.sandbox(spec(flavour, workdir="/app", writable=folders)) as box:
+        box.put_files("/tests", {"test.sh": b"echo hi\n"}, user=ROOT_USER)
+        agent = box.exec("echo x > /tests/test.sh; echo x > /out/r; find /home/verifier -mindepth 1; echo done", timeout=30).output
+        assert agent.count("Permission denied") == 3 and agent.endswith("done\n"), agent
+        verifier = box.exec("echo 1 > /out/r && echo v > /app/by-verifier && cat /tests/test.sh && id -G", user=VERIFIER_USER, timeout=30)
+        assert verifier.exit_code == 0 and verifier.output.split("\n")[0] == "echo hi", verifier.output
+        assert "1000" in verifier.output.split()  # in the sandbox user's group: it reads and adds to the agent's folders
+        assert box.fetch("/out/r", 10) == b"1\n"
+        owners_ = box.exec(["find", "/tests/test.sh", "/out/r", "/app/by-verifier", "-printf", "%u\n"], timeout=30).output.split()
+        assert owners_ == ["root", "verifier", "verifier"]
 
 
 # -- sessions ----------------------------------------------------------------------------

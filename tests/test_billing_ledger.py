@@ -3,7 +3,8 @@ from dataclasses import dataclass
 import pytest
 
 from belvedir.core.actions import create_account
-from billing.actions import charge_for_run, grant_credit, post_entry, refund_run
+from billing import workloads
+from billing.actions import grant_credit, post_entry
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
 
@@ -19,6 +20,19 @@ class FakeRun:
     created_by: object
     compute_type: str = "cpu"
     price_cents: int = 50
+
+
+def charge_for_run(run):
+    """A run's charge as harnesses.actions.start_run posts it, through the paid workloads' lifecycle."""
+    from harnesses.actions import RUNS
+
+    return workloads.charge(RUNS, run, run.price_cents, memo=f"Run #{run.pk}", user=run.created_by)
+
+
+def refund_run(run, reason):
+    from harnesses.actions import RUNS
+
+    return workloads.refund(RUNS, run, reason)
 
 
 def fund(project, cents):
@@ -61,16 +75,16 @@ def test_refunds_are_idempotent(project, owner):
     run = FakeRun(3, project, owner, compute_type="gpu", price_cents=100)
     charge_for_run(run)
     assert Account.balance_for(project) == 0
-    first = refund_run(run, "sandbox failed to launch")
-    second = refund_run(run, "again")
-    assert first.pk == second.pk
+    assert refund_run(run, "sandbox failed to launch") == 100
+    assert refund_run(run, "again") == 0
     assert Account.balance_for(project) == 100
     assert LedgerEntry.objects.filter(kind="refund").count() == 1
 
 
 @pytest.mark.django_db
 def test_refunding_an_uncharged_run_does_nothing(project, owner):
-    assert refund_run(FakeRun(99, project, owner), "x") is None
+    assert refund_run(FakeRun(99, project, owner), "x") == 0
+    assert not LedgerEntry.objects.exists()
 
 
 @pytest.mark.django_db
@@ -205,10 +219,10 @@ def test_a_crash_while_refunding_leaves_the_run_unended_with_its_credentials_ali
     Run.objects.filter(pk=run.pk).update(status="running", api_key=key)
     egress.issue_grant(run.owner)
 
-    def crash(run, reason):
+    def crash(*args):
         raise ConnectionError("worker lost mid-refund")
 
-    monkeypatch.setattr(actions, "refund_run", crash)
+    monkeypatch.setattr(workloads, "refund_charge", crash)
     with pytest.raises(ConnectionError):
         actions.finish_run(Run.objects.get(pk=run.pk), Run.Status.ERROR, refund_reason="engine lost", from_statuses=Run.IN_SANDBOX)
     run.refresh_from_db()

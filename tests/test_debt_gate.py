@@ -284,9 +284,9 @@ def test_the_table_covers_every_registered_gate():
 
 # -- the guard: every call that spends, found in the source, is behind a registered gate ------------------------
 
-# The calls that spend: a ledger charge, a request to a deployment (generation, log-likelihood, a judge's
+# The calls that spend: a ledger charge (billing.workloads.charge), a request to a deployment (generation, log-likelihood, a judge's
 # verdict) and a task sent to a queue (whose work spends).
-SPENDING_CALLS = {"charge_for_run", "charge_trial", "complete", "send_request", "grade", "async_task"}
+SPENDING_CALLS = {"charge", "charge_trial", "complete", "send_request", "grade", "async_task"}
 
 # Each function that makes one of those calls, and the registered gate(s) every way to it passes first.
 BEHIND = {
@@ -303,6 +303,7 @@ BEHIND = {
     "traces.evaluators.start_backfill": {"traces.evaluators.start_backfill"},
     "agent_tasks.jobs.enqueue": {"agent_tasks.jobs.run_job_trial"},  # whatever sent it, the task skips it in debt
     "agent_tasks.jobs._why_not": {"agent_tasks.jobs.run_job_trial"},
+    "agent_tasks.jobs.charge_trial": {"agent_tasks.jobs.run_job_trial"},  # only _why_not calls it
 }
 
 

@@ -224,11 +224,11 @@ def test_deleting_a_harness_with_an_active_run_is_refused(a_harness, project, ap
     assert api.delete(f"/api/v1/harnesses/{a_harness.pk}").status_code == 409
 
 
-def test_cancelling_a_queued_run(a_harness, project, api):
+def test_cancelling_a_queued_run_refunds_it(a_harness, project, api):
     fund(project, 100)
     run_id = api.post(f"/api/v1/harnesses/{a_harness.pk}/runs").json()["id"]
     assert api.post(f"/api/v1/runs/{run_id}/cancel").json()["status"] == "cancelled"
-    assert Account.balance_for(project) == 50  # cancelled runs are not refunded
+    assert Account.balance_for(project) == 100  # cancelled before it started: nothing ran, refunded
 
 
 @pytest.mark.parametrize(

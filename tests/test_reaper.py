@@ -171,5 +171,6 @@ def test_a_trial_still_running_past_its_deadline_has_lost_its_worker_and_errors_
     assert owners.active_ids(kind, [lost.pk, alive.pk]) == {str(lost.pk), str(alive.pk)}
     assert kind.reap_stale() == 1
     lost.refresh_from_db()
-    assert (lost.status, lost.reward, lost.error) == ("errored", None, "The worker running this trial stopped; retry it.")
+    assert (lost.status, lost.reward, lost.platform_fault) == ("errored", None, True)
+    assert lost.error == "The worker running this trial stopped; it was refunded. Retry it."
     assert owners.active_ids(kind, [lost.pk, alive.pk]) == {str(alive.pk)}

@@ -24,6 +24,8 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from agent_tasks.actions import import_task_set
 from agent_tasks.jobs import create_job
+from agent_tasks.models import TrialOutputs
+from agent_tasks.outputs import Outputs
 from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
 from billing.models import Account, TopUp
@@ -150,6 +152,7 @@ def owners_objects(project, owner, settings, tmp_path):
     version = import_task_set(project, owner, "tasks", hello)[0]
     job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
     trial = job.trials.get()
+    TrialOutputs.objects.create(trial=trial, archive=Outputs().archive(), digest="0" * 64, size=0, file_count=0)
     objects = [
         harness,
         run,

@@ -15,9 +15,10 @@ from rest_framework.test import APIClient
 
 from agent_tasks import jobs, trace_keys
 from agent_tasks.models import Trial
-from agent_tasks.trials import end_credentials
+from agent_tasks.trials import TRIALS, end_credentials
 from belvedir.core.models import ApiKey, Membership, Project
 from belvedir_cli.main import cli
+from billing import workloads
 from evals.models import Deployment
 from traces import workload_keys
 from traces.batches import process_pending
@@ -165,7 +166,7 @@ def test_a_trials_key_writes_nothing_once_the_trial_ended_and_dies_with_it_howev
 
 def test_the_reaper_ending_a_trial_revokes_its_key(trial, keyed):
     Trial.objects.filter(pk=trial.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
-    assert jobs.reap_stale_trials() == 1
+    assert workloads.reap(TRIALS) == 1
     assert not ApiKey.objects.get(pk=Trial.objects.get(pk=trial.pk).api_key_id).is_active
 
 

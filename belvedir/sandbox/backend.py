@@ -157,10 +157,10 @@ class Sandbox(ABC):
         """A long-lived process fed through stdin and read line by line from stdout."""
 
     @abstractmethod
-    def put_archive(self, directory: str, chunks: Iterable[bytes]):
-        """Unpack a tar stream into `directory` (created if needed), owned by the sandbox user."""
+    def put_archive(self, directory: str, chunks: Iterable[bytes], *, user: str | None = None):
+        """Unpack a tar stream into `directory` (created if needed), owned by `user` (the sandbox user by default)."""
 
-    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644):
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644, *, user: str | None = None):
         """Write files under `directory` (created if needed); names may hold subdirectories."""
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
@@ -168,11 +168,22 @@ class Sandbox(ABC):
                 info = tarfile.TarInfo(name)
                 info.size, info.mode, info.mtime = len(content), mode, int(time.time())
                 archive.addfile(info, io.BytesIO(content))
-        self.put_archive(directory, [buffer.getvalue()])
+        self.put_archive(directory, [buffer.getvalue()], user=user)
 
     @abstractmethod
     def read_file(self, path: str, max_bytes: int) -> bytes:
-        """A file's content; SandboxFileMissing or SandboxFileTooLarge otherwise."""
+        """A file's content, read by a command inside the sandbox; SandboxFileMissing or SandboxFileTooLarge otherwise."""
+
+    @abstractmethod
+    def end_processes(self, user: str) -> bool:
+        """Every process of `user` in the sandbox killed, again while any is left (a fork bomb's children too), the
+        sandbox itself left running; False when some still outlive many rounds of SIGKILL."""
+
+    @abstractmethod
+    def fetch(self, path: str, max_bytes: int) -> bytes:
+        """A regular file of one of its `outside` folders (spec.Folder), read from outside the sandbox: nothing in it
+        runs, so nothing the workload planted can answer for the file. SandboxFileMissing, SandboxFileTooLarge, or
+        SandboxFileRefused for anything but a regular file (a link is not followed)."""
 
     @abstractmethod
     def kill(self):

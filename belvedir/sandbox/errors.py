@@ -42,6 +42,10 @@ class SandboxFileTooLarge(SandboxUserError):
     pass
 
 
+class SandboxFileRefused(SandboxUserError):
+    """Not a regular file (a link, a named pipe, a device): the workload's doing, and never read."""
+
+
 class SandboxPlatformError(SandboxError):
     pass
 

@@ -1,8 +1,13 @@
+import math
 import threading
 
 from belvedir.redaction import MASK, NO_SECRETS, Redactor
 
-__all__ = ["MASK", "TailBuffer", "clean_output"]
+__all__ = ["MASK", "TailBuffer", "clean_output", "clean_value"]
+
+# A JSON value read out of a sandbox (a trajectory, results.json) is kept this deep; below, a placeholder.
+MAX_DEPTH = 64
+TOO_DEEP = "(nested too deeply; not kept)"
 
 
 class TailBuffer:
@@ -43,6 +48,36 @@ class TailBuffer:
         return clean_output(data.decode("utf-8", errors="replace"))
 
 
-def clean_output(text: str) -> str:
-    """Make output safe to store: no NUL bytes (PostgreSQL refuses them)."""
-    return text.replace("\x00", "")
+def clean_output(text: str | bytes, limit: int | None = None) -> str:
+    """The one sanitising step for text that comes out of a sandbox (outputs, logs, errors, file names) before it is
+    stored: bytes decoded as UTF-8 with invalid sequences and lone surrogates replaced with U+FFFD, NUL bytes dropped
+    (PostgreSQL's text and jsonb refuse both; dropped, not replaced, so a secret spelt with NULs between its
+    characters is still the secret to mask), and the last `limit` characters kept."""
+    if isinstance(text, bytes | bytearray):
+        text = bytes(text[-limit * 4 :] if limit else text).decode("utf-8", errors="replace")
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if not text.isascii():
+        text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text[-limit:] if limit and len(text) > limit else text
+
+
+def clean_value(value, depth: int = 0):
+    """A JSON value out of a sandbox, made storable: every string and key through `clean_output`, numbers that jsonb
+    or a reader would refuse (NaN, infinities, integers past 64 bits) as text, parts past MAX_DEPTH replaced. The
+    raw bytes it was parsed from are bounded by whoever read them."""
+    if isinstance(value, str):
+        return clean_output(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, int):
+        return value if -(2**63) <= value < 2**63 else str(value)[:40]
+    if depth >= MAX_DEPTH:
+        return TOO_DEEP
+    if isinstance(value, dict):
+        return {clean_output(str(k)): clean_value(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_value(v, depth + 1) for v in value]
+    return clean_output(str(value))

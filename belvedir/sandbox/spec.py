@@ -12,7 +12,40 @@ LABEL_MANAGED = "belvedir.managed"
 LABEL_OWNER_KIND = "belvedir.owner.kind"
 LABEL_OWNER_ID = "belvedir.owner.id"
 LABEL_INSTANCE = "belvedir.instance"
+# On a volume: the sandbox (container) it belongs to, so the volume goes with it.
+LABEL_SANDBOX = "belvedir.sandbox"
 HOME = "/home/sandbox"
+# Who owns what in a sandbox. The workload runs as the sandbox user; a verifier (an agent task's tests) as a user of
+# its own, which no process of the workload can signal, trace or write as; what the platform puts in for the
+# verifier belongs to root, whom no one in a sandbox can act as (no capabilities, no setuid: no-new-privileges).
+SANDBOX_UID = 1000
+VERIFIER_UID = 1001
+# By uid alone: the engine then gives it its groups from the image (sandbox's too, to read and add to the agent's
+# folders, group-writable for it; with "uid:gid" it would get none).
+VERIFIER_USER = str(VERIFIER_UID)
+VERIFIER_HOME = "/home/verifier"
+# Programs from the image's own read-only folders only: what the platform runs in a sandbox (and a verifier) finds no
+# program the workload planted, whatever the image's or the workload's PATH put first.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT_USER = "0:0"
+UIDS = {"sandbox": SANDBOX_UID, "verifier": VERIFIER_UID, "root": 0}
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A writable folder over the sandbox's read-only root (besides its home and /tmp): a tmpfs whose pages count
+    against the sandbox's memory, owned by `owner` (a key of UIDS) with `mode`. A folder `outside` is read by the
+    platform from outside the sandbox, through the engine (`Sandbox.fetch`), so no command inside it resolves what
+    is read: on Docker it is a tmpfs volume of its own, which the engine's archive API can read."""
+
+    path: str
+    owner: str = "sandbox"
+    mode: int = 0o755
+    outside: bool = False
+
+    @property
+    def uid(self) -> int:
+        return UIDS[self.owner]
 
 
 @dataclass(frozen=True)
@@ -68,9 +101,9 @@ class SandboxSpec:
     # A workload of several containers (an eval's scoring sandboxes under
     # gVisor) numbers the others from 1; all carry the owner's labels.
     part: int = 0
-    # Further writable folders (tmpfs, owned by the sandbox user, counted against memory like /tmp) on the
-    # read-only root: an agent task's /app, /tests and /logs, which its scripts name by absolute path.
-    writable: tuple[str, ...] = ()
+    # Further writable folders (tmpfs counted against memory like /tmp) on the read-only root: an agent task's /app,
+    # /tests and /logs, which its scripts name by absolute path. A path is a Folder of the sandbox user's.
+    writable: tuple["str | Folder", ...] = ()
     # Built on `image` (its base) from this recipe (a task's RUN lines) when the host lacks it; the door then starts
     # the sandbox from the built image (images.py).
     recipe: "ImageRecipe | None" = None
@@ -78,6 +111,10 @@ class SandboxSpec:
     # holds in the sandbox's memory; it stops by itself this many seconds after it starts, whoever holds it; and a
     # running container of its name is another build of the same image in progress, not a stale one to replace.
     build_seconds: float = 0
+
+    @property
+    def folders(self) -> tuple[Folder, ...]:
+        return tuple(f if isinstance(f, Folder) else Folder(f) for f in self.writable)
 
     @property
     def name(self) -> str:

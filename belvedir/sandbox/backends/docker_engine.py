@@ -22,7 +22,7 @@ from docker.tls import TLSConfig
 from ..backend import EngineImage, ManagedSandbox
 from ..engine import Engine, as_engine, is_pem
 from ..errors import DockerUnavailable, ImageMissing, LaunchFailed, SandboxPlatformError
-from ..spec import LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND
+from ..spec import LABEL_INSTANCE, LABEL_MANAGED, LABEL_OWNER_ID, LABEL_OWNER_KIND, LABEL_SANDBOX
 
 API_TIMEOUT = 60
 # What a Docker call raises when the engine fails or cannot be reached.
@@ -283,12 +283,27 @@ def remove_container(engine: Engine | str, name: str):
     is the other side winning, not a failure."""
     client = connect(engine)
     try:
-        client.containers.get(name).remove(force=True)
-    except docker_errors.NotFound:
-        pass
+        try:
+            client.containers.get(name).remove(force=True)
+        except docker_errors.NotFound:
+            pass
+        remove_volumes(client, name)
     except ENGINE_ERRORS as exc:
         if isinstance(exc, docker_errors.APIError) and exc.status_code == 409 and "already in progress" in explain(exc):
             return
         raise DockerUnavailable(f"Docker engine at {as_engine(engine).url} could not remove {name}: {explain(exc)}") from exc
     finally:
         client.close()
+
+
+def remove_volumes(client, sandbox_name: str):
+    """The volumes of a sandbox (its `outside` folders: spec.Folder), gone with it."""
+    for volume in client.volumes.list(filters={"label": f"{LABEL_SANDBOX}={sandbox_name}"}):
+        try:
+            volume.remove(force=True)
+        except docker_errors.NotFound:
+            pass
+        except docker_errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            # In use: its container is being removed by another (a worker and the reaper racing), who removes it.

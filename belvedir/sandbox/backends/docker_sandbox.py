@@ -19,10 +19,12 @@ A sandbox is one locked-down container whose main process is an init
 container whatever happened, and on entry it removes a stale one of the same name.
 """
 
+import io
 import json
 import logging
 import queue
 import shlex
+import tarfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -46,6 +48,7 @@ from ..errors import (
     SandboxDied,
     SandboxError,
     SandboxFileMissing,
+    SandboxFileRefused,
     SandboxFileTooLarge,
     SandboxOutOfMemory,
     SandboxPlatformError,
@@ -54,13 +57,59 @@ from ..errors import (
 )
 from ..images import BUILD_CAPABILITIES, LABEL_SEED, SEED_DIR
 from ..output import TailBuffer
-from ..spec import HOME, SandboxSpec
-from .docker_engine import API_TIMEOUT, ENGINE_ERRORS, connect, engine_cpus, engine_errors, engine_runtimes, explain
+from ..spec import HOME, LABEL_SANDBOX, SYSTEM_PATH, Folder, SandboxSpec
+from .docker_engine import API_TIMEOUT, ENGINE_ERRORS, connect, engine_cpus, engine_errors, engine_runtimes, explain, remove_volumes
 
 logger = logging.getLogger(__name__)
 
 # How often a long command checks that its container still runs.
 LIVENESS_SECONDS = 1.0
+# SIGKILL to every process of a user, again while any is left: a fork bomb dies within a few rounds.
+KILL_ROUNDS = 200
+# Rounds in a row that must find none: a child being forked as kill(-1) runs (under gVisor, seen) is neither
+# signalled nor listed yet, and shows up a moment later.
+CLEAN_ROUNDS = 3
+KILLER_STARTS = 50
+# The engine's exit code for an exec it could not start.
+EXEC_FAILED = 126
+# Ending every process of a user takes two execs as that user (no capability is at hand to do it as another: Docker
+# gives an exec none in a container whose user is not root, and the keep-alive's user must not be root).
+# First a burst of kill(-1) from a shell builtin, which forks nothing and strikes within a millisecond of its start:
+# what the workload left may itself kill every process of its user in a loop (the red team's keepers do), and a
+# slower first blow (Python's start) loses that race. Then the KILLER: kill(-1) again each round, then /proc read by
+# real uid (a process that made itself undumpable has its /proc folder owned by root, not its status line), zombies
+# aside and a status that cannot be read counted as left, until CLEAN_ROUNDS rounds in a row find none. kill -1's own
+# answer cannot tell: it succeeds whenever any other process exists, the keeper's included. Either is run again when
+# it was killed (137) or could not start (126: a fork bomb holds every place).
+BURST = "i=0; while [ $i -lt 100 ]; do kill -9 -1 2>/dev/null; i=$((i+1)); done"
+KILLER = f"""
+import os, sys, time
+me, uid, clean = os.getpid(), str(os.getuid()), 0
+for _ in range({KILL_ROUNDS}):
+    try:
+        os.kill(-1, 9)
+    except OSError:
+        pass
+    left = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        try:
+            with open("/proc/" + pid + "/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            left += 1
+            continue
+        if fields.get("Uid", "").split()[:1] == [uid] and fields.get("State", "").split()[:1] not in (["Z"], ["X"]):
+            left += 1
+    clean = 0 if left else clean + 1
+    if clean == {CLEAN_ROUNDS}:
+        sys.exit(0)
+    time.sleep(0.01)
+sys.exit(9)
+"""
 # runsc's own exit code for an exec it could not see to the end.
 SIGKILLED = 137
 RUNSC_EXEC_FAILED = 128
@@ -110,10 +159,11 @@ class DockerSandbox(Sandbox):
         try:
             if self.container is not None:
                 self.container.remove(force=True)
+            remove_volumes(self.client, self.spec.name)
         except docker_errors.NotFound:
             pass
         except ENGINE_ERRORS:
-            # The reaper removes labelled containers we could not remove here.
+            # The reaper removes labelled containers (and their volumes) we could not remove here.
             logger.warning("could not remove sandbox %s", self.spec.name, exc_info=True)
         finally:
             self.client.close()
@@ -124,6 +174,17 @@ class DockerSandbox(Sandbox):
             self.client.containers.get(self.spec.name).remove(force=True)
         except docker_errors.NotFound:
             pass
+        # A stale volume of the name could hold what an earlier sandbox wrote (a reward): never reused.
+        remove_volumes(self.client, self.spec.name)
+
+    def _volume(self, folder: Folder, size_mb: int) -> str:
+        """A tmpfs volume for a folder the platform reads from outside, labelled with its sandbox's name (it goes with
+        the sandbox, the reaper's removal included). Its pages are charged to the sandbox's memory as a tmpfs's are."""
+        name = f"{self.spec.name}{folder.path.replace('/', '-')}"
+        options = f"size={size_mb}m,uid={folder.uid},gid={folder.uid},mode={folder.mode:o},nosuid,nodev"
+        labels = {**self.spec.labels, LABEL_SANDBOX: self.spec.name}
+        self.client.volumes.create(name=name, driver="local", driver_opts={"type": "tmpfs", "device": "tmpfs", "o": options}, labels=labels)
+        return name
 
     def _runtime(self) -> str:
         return resolve_runtime(self.spec.runtime, engine_runtimes(self.engine, self.client))
@@ -139,7 +200,7 @@ class DockerSandbox(Sandbox):
             image = self.client.images.get(spec.image)
         except docker_errors.ImageNotFound as exc:
             raise ImageMissing(f"Sandbox image {spec.image!r} is missing on this host; run `python manage.py build_sandbox_image`.") from exc
-        self._seeded = tuple(folder for folder in spec.writable if folder in _seeded_folders(image.labels or {}))
+        self._seeded = tuple(folder.path for folder in spec.folders if folder.path in _seeded_folders(image.labels or {}))
         build = spec.build_seconds > 0
         device_requests = [DeviceRequest(device_ids=list(spec.gpu.device_ids), capabilities=[["gpu"]])] if spec.gpu else []
         mounts = []
@@ -152,6 +213,7 @@ class DockerSandbox(Sandbox):
             if self.engine.is_local_socket and not Path(mount.source).exists():
                 raise LaunchFailed(f"{mount.source} is missing on this host, so it cannot be mounted at {mount.target}.")
             mounts.append(Mount(mount.target, mount.source, type="bind", read_only=True))
+        mounts += [Mount(folder.path, self._volume(folder, limits.tmp_mb), type="volume") for folder in spec.folders if folder.outside]
         try:
             return self._create_container(spec, limits, mounts, device_requests, build)
         except docker_errors.APIError as exc:
@@ -183,7 +245,8 @@ class DockerSandbox(Sandbox):
             labels=spec.labels,
             # PID 1 and the keep-alive run as a uid the workload (spec.user,
             # its execs) cannot signal: `kill -9 -1` inside cannot end the
-            # sandbox and make the run look like the platform's fault.
+            # sandbox and make the run look like the platform's fault. Not root: under gVisor (runsc 20221219) a
+            # workload's exec could signal a root keep-alive (seen), never another plain uid's.
             # A build's steps are root's own, with the build's capabilities: an exec as root gets them only in a
             # container of root (Docker clears them for an exec in a container of another user).
             user="0:0" if build else egress.KEEPER_USER,
@@ -194,9 +257,10 @@ class DockerSandbox(Sandbox):
             # A build's root is written by its steps: its runtime holds what they write in the sandbox's memory.
             read_only=not build,
             tmpfs={
-                HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0700",
+                # Its group (a verifier's: spec.VERIFIER_USER) may read it; no one else.
+                HOME: f"rw,exec,nosuid,nodev,size={limits.home_size_mb}m,uid=1000,gid=1000,mode=0750",
                 "/tmp": f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,mode=1777",
-                **{place: f"rw,exec,nosuid,nodev,size={limits.tmp_mb}m,uid=1000,gid=1000,mode=0755" for place in spec.writable},
+                **{folder.path: _tmpfs(folder, limits.tmp_mb) for folder in spec.folders if not folder.outside},
             },
             cap_drop=["ALL"],
             # What a build's steps need as root (chown, chmod, useradd), under gVisor's kernel; a workload gets none.
@@ -228,7 +292,17 @@ class DockerSandbox(Sandbox):
     def _start_egress(self):
         """The forwarder to the proxy socket, under the keeper uid; it also writes the CA bundle clients trust."""
         forwarder = (Path(egress.__file__).parent / "forwarder.py").read_text()
-        argv = ["python3", "-c", forwarder, f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}", str(egress.FORWARD_PORT), egress.IMAGE_CA_BUNDLE, egress.CA_BUNDLE]
+        argv = [
+            "/usr/bin/python3",
+            "-I",
+            "-S",
+            "-c",
+            forwarder,
+            f"{egress.MOUNT_DIR}/{egress.SOCKET_NAME}",
+            str(egress.FORWARD_PORT),
+            egress.IMAGE_CA_BUNDLE,
+            egress.CA_BUNDLE,
+        ]
         self._forwarder = self.open_session(argv, env={"BELVEDIR_OPERATOR_CA": egress.operator_ca().decode()}, user=egress.KEEPER_USER, workdir="/")
         try:
             ready = self._forwarder.read_line(30)
@@ -328,8 +402,8 @@ class DockerSandbox(Sandbox):
             sock = api.exec_start(exec_id, socket=True)
         return DockerSession(sock)
 
-    def put_archive(self, directory: str, chunks: Iterable[bytes]):
-        """Unpack a tar stream into `directory` through an exec's stdin.
+    def put_archive(self, directory: str, chunks: Iterable[bytes], *, user: str | None = None):
+        """Unpack a tar stream into `directory` through an exec's stdin, as `user` (the sandbox user by default).
 
         Docker's own archive API writes beneath tmpfs mounts, not into them,
         so the tar goes in as a stream instead: in length-prefixed frames
@@ -338,12 +412,14 @@ class DockerSandbox(Sandbox):
         plain socket.
         """
         with self.engine_errors("place files"):
-            self._put_archive(directory, chunks)
+            self._put_archive(directory, chunks, user or self.spec.user)
 
-    def _put_archive(self, directory: str, chunks: Iterable[bytes]):
+    def _put_archive(self, directory: str, chunks: Iterable[bytes], user: str):
         api = self.client.api
-        command = f"mkdir -p {shlex.quote(directory)} && python3 -c {shlex.quote(_UNFRAME)} | tar -x --no-same-owner -C {shlex.quote(directory)}"
-        exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=self.spec.user)["Id"]
+        # The system's own tools, whatever the image or the workload put first on its PATH, and an isolated Python (-I -S:
+        # no user site, no PYTHON* variable, no site at all): a workload's start-up hook must not run in the platform's.
+        command = f"mkdir -p {shlex.quote(directory)} && /usr/bin/python3 -I -S -c {shlex.quote(_UNFRAME)} | tar -x --no-same-owner -C {shlex.quote(directory)}"
+        exec_id = api.exec_create(self.container.id, ["sh", "-c", command], stdin=True, user=user, environment={"PATH": SYSTEM_PATH})["Id"]
         sock = api.exec_start(exec_id, socket=True)
         raw = getattr(sock, "_sock", sock)
         try:
@@ -365,16 +441,55 @@ class DockerSandbox(Sandbox):
     def read_file(self, path: str, max_bytes: int) -> bytes:
         """A file's content; SandboxFileMissing or SandboxFileTooLarge otherwise."""
         with self.engine_errors("read a file"):
-            result = self._exec_bytes(["sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
+            result = self._exec_bytes(["/bin/sh", "-c", 'test -f "$1" || exit 3; head -c "$2" "$1"', "sh", path, str(max_bytes + 1)])
         if result is None:
             raise SandboxFileMissing(f"{path} was not written.")
         if len(result) > max_bytes:
             raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")
         return result
 
+    def end_processes(self, user: str) -> bool:
+        return self._as(user, ["/bin/sh", "-c", BURST]) is not None and self._as(user, ["/usr/bin/python3", "-I", "-S", "-c", KILLER]) == 0
+
+    def _as(self, user: str, argv: list[str]) -> int | None:
+        """`argv`'s exit code as `user`, started again while it is killed or cannot start; None past KILLER_STARTS."""
+        for _ in range(KILLER_STARTS):
+            ended = self.exec(argv, timeout=60, user=user, env={"PATH": SYSTEM_PATH}, workdir="/")
+            if ended.exit_code not in (EXEC_FAILED, SIGKILLED):
+                return ended.exit_code
+            time.sleep(0.05)
+        return None
+
+    def fetch(self, path: str, max_bytes: int) -> bytes:
+        """A regular file of an `outside` folder, read by the engine (its archive API): nothing inside the sandbox runs."""
+        with self.engine_errors("read a file from outside the sandbox"):
+            try:
+                stream, stat = self.container.get_archive(path, chunk_size=65536)
+            except docker_errors.NotFound:
+                raise SandboxFileMissing(f"{path} was not written.") from None
+            try:
+                mode = int(stat.get("mode", 0))
+                if mode & ~0o7777:
+                    # Go's FileMode type bits: a folder, a link (its linkTarget), a FIFO, a device or a socket.
+                    raise SandboxFileRefused(f"{path} is not a regular file ({_file_type(mode, stat.get('linkTarget'))}); it was not read.")
+                if int(stat.get("size", 0)) > max_bytes:
+                    raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")
+                data = bytearray()
+                for chunk in stream:
+                    data += chunk
+                    if len(data) > max_bytes + 2048:  # the tar's header and padding, past the checked size: it grew meanwhile
+                        raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")
+            finally:
+                stream.close() if hasattr(stream, "close") else None
+        with tarfile.open(fileobj=io.BytesIO(bytes(data)), mode="r:") as archive:
+            member = archive.next()
+            if member is None or not member.isreg() or member.size > max_bytes:
+                raise SandboxFileRefused(f"{path} is not a regular file of at most {max_bytes} bytes; it was not read.")
+            return archive.extractfile(member).read()
+
     def _exec_bytes(self, argv: list[str]) -> bytes | None:
         api = self.client.api
-        exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False)["Id"]
+        exec_id = api.exec_create(self.container.id, argv, user=self.spec.user, stdout=True, stderr=False, environment={"PATH": SYSTEM_PATH})["Id"]
         stdout = api.exec_start(exec_id, demux=True)[0] or b""
         return None if api.exec_inspect(exec_id)["ExitCode"] == 3 else stdout
 
@@ -579,6 +694,15 @@ def _response_reader(sock):
     except AttributeError:
         return None
     return reader if reader is not None and getattr(reader, "raw", None) is sock else None
+
+
+def _tmpfs(folder: Folder, size_mb: int) -> str:
+    return f"rw,exec,nosuid,nodev,size={size_mb}m,uid={folder.uid},gid={folder.uid},mode={folder.mode:04o}"
+
+
+def _file_type(mode: int, link: str | None) -> str:
+    kinds = {1 << 31: "a folder", 1 << 27: f"a link to {link!r}", 1 << 25: "a named pipe", 1 << 26: "a device", 1 << 24: "a socket"}
+    return next((name for bit, name in kinds.items() if mode & bit), "a special file")
 
 
 def _seeded_folders(labels: dict[str, str]) -> list[str]:

@@ -41,6 +41,7 @@ import os
 import queue
 import shutil
 import signal
+import stat
 import subprocess
 import tarfile
 import tempfile
@@ -61,6 +62,7 @@ from ..errors import (
     ImageMissing,
     LaunchFailed,
     SandboxFileMissing,
+    SandboxFileRefused,
     SandboxFileTooLarge,
     SandboxPlatformError,
     SandboxTimeout,
@@ -208,7 +210,7 @@ class FakeSandbox(Sandbox):
         # The name and labels as they are now, as a container's are fixed at its creation.
         self.name, self.labels = spec.name, dict(spec.labels)
         self.root = Path(tempfile.mkdtemp(prefix=f"bv-fake-{self.name}-"))
-        for place in (*WRITABLE, *spec.writable):
+        for place in (*WRITABLE, *(folder.path for folder in spec.folders)):
             self._path(place).mkdir(parents=True, exist_ok=True)
         self.status = "running"
         backend._register(self)
@@ -289,7 +291,7 @@ class FakeSandbox(Sandbox):
             raise SandboxPlatformError(f"Could not start a session: {exc}") from exc
         return FakeSession(process, on_close=self._forget)
 
-    def put_archive(self, directory: str, chunks: Iterable[bytes]):
+    def put_archive(self, directory: str, chunks: Iterable[bytes], *, user: str | None = None):
         target = self._path(directory)
         try:
             target.mkdir(parents=True, exist_ok=True)
@@ -308,6 +310,32 @@ class FakeSandbox(Sandbox):
         if not local.is_file():
             raise SandboxFileMissing(f"{path} was not written.")
         with open(local, "rb") as f:
+            result = f.read(max_bytes + 1)
+        if len(result) > max_bytes:
+            raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")
+        return result
+
+    def end_processes(self, user: str) -> bool:
+        # Its processes are the worker's own, of whatever user: every one the sandbox started goes (its group).
+        with self._lock:
+            processes = list(self._processes)
+        for process in processes:
+            _kill_group(process)
+        return True
+
+    def fetch(self, path: str, max_bytes: int) -> bytes:
+        if not any(path.startswith(folder.path + "/") for folder in self.spec.folders if folder.outside):
+            raise SandboxFileRefused(f"{path} is in no folder the platform reads from outside.")
+        try:
+            # O_NOFOLLOW and a non-blocking open: a link is refused, not followed, and a named pipe never blocks.
+            fd = os.open(self._path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            raise SandboxFileMissing(f"{path} was not written.") from None
+        except OSError as exc:
+            raise SandboxFileRefused(f"{path} is not a regular file ({exc.strerror}); it was not read.") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise SandboxFileRefused(f"{path} is not a regular file; it was not read.")
             result = f.read(max_bytes + 1)
         if len(result) > max_bytes:
             raise SandboxFileTooLarge(f"{path} is larger than {max_bytes} bytes.")

@@ -1,6 +1,7 @@
+"""Compares the answers the candidate phase wrote (tests/candidate.sh) with 1 + 2 + ... + n: it imports nothing of the agent's."""
+
+import json
 import sys
 
-sys.path.insert(0, sys.argv[1])
-from mathutil import total
-
-assert [total(n) for n in (0, 1, 4, 10)] == [0, 1, 10, 55]
+with open(sys.argv[1]) as answers:
+    assert json.load(answers) == [0, 1, 10, 55]
