@@ -5,7 +5,7 @@ from django.db.models import Max
 
 from belvedir.sandbox.spec import HOME
 
-from . import environment, outputs
+from . import environment, outputs, versions
 from .archive import pack, read_archive
 from .harbor_format import TaskFormatError, content_digest, parse_task_set
 from .models import AgentTask, TaskSet, TaskSetVersion
@@ -26,6 +26,7 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
     digest = content_digest(stored)
     # Compressing is the slow part: done before the transaction, which then only writes rows.
     archives = {t.name: pack(t.files) for t in tasks}
+    parts = {t.name: versions.parts(t) for t in tasks}
     with transaction.atomic():
         task_set, _ = TaskSet.objects.get_or_create(project=project, name=name, defaults={"created_by": user})
         # The set's row is the lock: two imports into one set take numbers one after the other.
@@ -33,12 +34,17 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
         if existing := task_set.versions.filter(digest=digest).first():
             return existing, False
         number = (task_set.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+        previous = task_set.versions.filter(number=number - 1).first()
+        said = {}
+        if previous is not None:
+            said = {"previous": previous.number, "tasks": versions.changes(dict(previous.tasks.values_list("name", "parts")), parts)}
         version = TaskSetVersion.objects.create(
             task_set=task_set,
             number=number,
             digest=digest,
             file_count=len(stored),
             total_bytes=sum(len(data) for data in stored.values()),
+            changes=said,
             created_by=user,
         )
         AgentTask.objects.bulk_create(
@@ -53,6 +59,7 @@ def import_task_set(project, user, name: str, files: dict[str, bytes], single_na
                 has_solution=t.has_solution,
                 environment=environment.summary(t.files),
                 digest=t.digest,
+                parts=parts[t.name],
                 file_count=len(t.files),
                 size=sum(len(data) for data in t.files.values()),
                 archive=archives[t.name],

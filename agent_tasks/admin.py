@@ -1,7 +1,7 @@
 from django.contrib import admin
 
-from . import jobs
-from .models import AgentTask, Job, TaskSet, TaskSetVersion, Trial
+from . import jobs, regrades
+from .models import AgentTask, Grade, Job, Regrade, TaskSet, TaskSetVersion, Trial, TrialOutputs
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -58,14 +58,46 @@ class JobAdmin(ReadOnlyAdmin):
     """Jobs are started from the dashboard, the API or `bv`; staff may cancel one (its waiting trials are skipped,
     never charged). Money moved only through the ledger: the tally here is its running total."""
 
-    list_display = ["__str__", "project", "version", "status", "attempts", "charged_cents", "budget_cents", "created_at"]
+    list_display = ["__str__", "project", "purpose", "version", "status", "attempts", "charged_cents", "budget_cents", "created_at"]
     search_fields = ["name", "project__name", "version__task_set__name"]
-    list_filter = ["status", "runtime", "created_at"]
+    list_filter = ["purpose", "status", "runtime", "created_at"]
     list_select_related = ["project", "version__task_set"]
     raw_id_fields = ["version", "created_by"]
     actions = ["cancel_jobs"]
 
-    @admin.action(description="Cancel the selected jobs (waiting trials skipped, never charged)")
+    @admin.action(description="Cancel the selected jobs (waiting trials skipped; any charged while waiting, refunded)")
     def cancel_jobs(self, request, queryset):
         skipped = sum(jobs.cancel(job) for job in queryset)
         self.message_user(request, f"{skipped} waiting trials skipped.")
+
+
+@admin.register(TrialOutputs)
+class TrialOutputsAdmin(ReadOnlyAdmin):
+    list_display = ["trial", "digest", "size", "file_count", "created_at"]
+    search_fields = ["digest"]
+    raw_id_fields = ["trial"]
+    exclude = ["archive"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("archive")
+
+
+@admin.register(Regrade)
+class RegradeAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "job", "version", "status", "charged_cents", "created_at"]
+    list_filter = ["status", "created_at"]
+    list_select_related = ["job", "version__task_set"]
+    raw_id_fields = ["job", "version", "created_by"]
+    actions = ["cancel_regrades"]
+
+    @admin.action(description="Cancel the selected regrades (waiting grades skipped; any charged, refunded)")
+    def cancel_regrades(self, request, queryset):
+        skipped = sum(regrades.cancel(regrade) for regrade in queryset)
+        self.message_user(request, f"{skipped} waiting grades skipped.")
+
+
+@admin.register(Grade)
+class GradeAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "regrade", "status", "reward", "platform_fault", "price_cents", "created_at"]
+    list_filter = ["status", "platform_fault"]
+    raw_id_fields = ["regrade", "trial", "task"]

@@ -6,6 +6,7 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from belvedir.core.ids import is_id
 from belvedir.core.permissions import request_project
 
 from . import audits
@@ -94,7 +95,7 @@ class TaskSetViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         task_set = self.get_object()
         source = request.data if request.method == "POST" else request.query_params
         number = source.get("version")
-        if number not in (None, "") and not (str(number).isascii() and str(number).isdecimal() and len(str(number)) < 10):
+        if number not in (None, "") and not is_id(number):
             return Response({"version": ["A version number."]}, status=400)
         versions = task_set.versions.all()
         version = versions.filter(number=number).first() if number not in (None, "") else versions.order_by("-number").first()

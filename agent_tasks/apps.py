@@ -9,9 +9,11 @@ class AgentTasksConfig(AppConfig):
         from billing import workloads
 
         from . import trace_keys
+        from .regrades import GRADES
         from .trials import TRIALS
 
         # Charged, ended, reaped and refunded as every paid workload is; a sandbox owner kind through it.
         workloads.register(TRIALS)
+        workloads.register(GRADES)
         # Trace ingest's questions about trials' own keys: traces imports nothing from this app.
         trace_keys.register()

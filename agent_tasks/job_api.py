@@ -10,16 +10,17 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from belvedir.core.ids import is_id
 from belvedir.core.permissions import request_project
 from billing.actions import parse_dollars
 from billing.errors import TopUpError
 from evals.models import Deployment
 
-from . import harbor_export, jobs, results
+from . import harbor_export, jobs, regrades, results
 from .comparison import compare_jobs
 from .egress_record import denied_reaches, egress_record
 from .job_views import outputs_download
-from .models import Job, TaskSet, Trial
+from .models import Grade, Job, Regrade, TaskSet, Trial
 
 
 class TrialSerializer(serializers.ModelSerializer):
@@ -227,6 +228,19 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         skipped = jobs.cancel(job)
         return Response({**JobSerializer(self.get_queryset().get(pk=job.pk)).data, "skipped": skipped})
 
+    @extend_schema(request={"application/json": {"type": "object", "properties": {"version": {"type": "integer"}}}}, responses={201: {"type": "object"}})
+    @action(detail=True, methods=["post"])
+    def regrade(self, request, pk=None):
+        """Grade the job's trials again by another version of its task set ({"version": N}), from the outputs they kept:
+        201 with the regrade. Each grade is charged at its start; trials that cannot be regraded are listed as skipped."""
+        job = self.get_object()
+        number = request.data.get("version")
+        version = job.version.task_set.versions.filter(number=number).first() if is_id(number) else None
+        if version is None:
+            return Response({"version": [f"A version number of {job.version.task_set.name}."]}, status=400)
+        regrade = regrades.start(job, version, request.user)
+        return Response(RegradeSerializer(regrade, context=self.get_serializer_context()).data, status=201)
+
     @extend_schema(responses={(200, "application/zip"): {"type": "string", "format": "binary"}})
     @action(detail=True, methods=["get"])
     def export(self, request, pk=None):
@@ -236,6 +250,57 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         response = HttpResponse(harbor_export.export(job), content_type="application/zip")
         response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.zip"'
         return response
+
+
+class GradeSerializer(serializers.ModelSerializer):
+    task = serializers.CharField(source="trial.task.name", read_only=True)
+    contestant = serializers.CharField(source="trial.contestant", read_only=True)
+    attempt = serializers.IntegerField(source="trial.attempt", read_only=True)
+    old_reward = serializers.FloatField(source="trial.reward", read_only=True)
+
+    class Meta:
+        model = Grade
+        fields = [
+            "id", "trial", "task", "contestant", "attempt", "status", "old_reward", "reward", "error", "platform_fault",
+            "verifier_exit", "verifier_seconds", "graded_digest", "runtime", "price_cents", "started_at", "finished_at",
+        ]  # fmt: skip
+
+
+class RegradeSerializer(serializers.ModelSerializer):
+    version = serializers.IntegerField(source="version.number", read_only=True)
+    comparison = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Regrade
+        fields = ["id", "job", "version", "status", "charged_cents", "comparison", "created_at", "finished_at"]
+
+    @extend_schema_field({"type": "object"})
+    def get_comparison(self, regrade) -> dict:
+        """Old against new reward, paired: delta, interval, test, verdict, the trials that moved, grades by status."""
+        return regrades.comparison(regrade)
+
+
+class RegradeViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    queryset = Regrade.objects.none()
+    serializer_class = RegradeSerializer
+
+    def get_queryset(self):
+        return Regrade.objects.for_user(self.request.user, request_project(self.request)).select_related("version")
+
+    @extend_schema(responses={200: GradeSerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def grades(self, request, pk=None):
+        """The regrade's grades, paged: each trial's old and new reward, or why it was skipped."""
+        grades = self.get_object().grades.select_related("trial__task", "trial__deployment").defer("trial__task__archive", "verifier_output").order_by("pk")
+        page = self.paginate_queryset(grades)
+        return self.get_paginated_response(GradeSerializer(page, many=True).data)
+
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Stop it: grades not started are skipped (any charged, refunded); those running finish."""
+        regrade = self.get_object()
+        skipped = regrades.cancel(regrade)
+        return Response({**RegradeSerializer(self.get_queryset().get(pk=regrade.pk)).data, "skipped": skipped})
 
 
 class TrialViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -90,6 +90,8 @@ def job_detail(request, pk):
         "others": _jobs(request).exclude(pk=job.pk)[:50],
         "audit": audits.summary(job.version) if job.purpose == Job.Purpose.AUDIT else None,
         "audit_warnings": audits.warnings(job.version),
+        "regrades": job.regrades.select_related("version")[:20],
+        "versions": job.version.task_set.versions.all(),
     }
     template = "agent_tasks/_job_live.html" if request.htmx else "agent_tasks/job.html"
     return render(request, template, context)

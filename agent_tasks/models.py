@@ -40,6 +40,9 @@ class TaskSetVersion(models.Model):
     digest = models.CharField(max_length=64, help_text="SHA-256 over every task's files: sorted paths and their bytes.")
     file_count = models.PositiveIntegerField()
     total_bytes = models.PositiveBigIntegerField()
+    changes = models.JSONField(
+        default=dict, blank=True, help_text="What changed from the version before, per task, and what it means for results (agent_tasks/versions.py)."
+    )
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -84,6 +87,7 @@ class AgentTask(models.Model):
         default=dict, help_text="How its Dockerfile is built here, read at import: the image named and what stands in for it, build steps, or why it cannot be."
     )
     digest = models.CharField(max_length=64)
+    parts = models.JSONField(default=dict, blank=True, help_text="A digest of each of its parts (agent_tasks/versions.py): what changed between versions.")
     file_count = models.PositiveIntegerField()
     size = models.PositiveBigIntegerField(help_text="Bytes of its files, uncompressed.")
     archive = models.BinaryField(help_text="Its files as a .tar.gz.")
@@ -320,3 +324,85 @@ class TrialOutputs(models.Model):
 
     def __str__(self):
         return f"Outputs of trial #{self.trial_id} ({self.digest[:12]})"
+
+
+class RegradeQuerySet(ProjectScopedQuerySet):
+    project_path = "job__project"
+
+
+class Regrade(models.Model):
+    """A job's trials graded again by another version's tests, from the outputs they kept, without their agents
+    (agent_tasks/regrades.py). Each trial graded is a Grade, a paid workload of its own."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        FINISHED = "finished"
+        CANCELLED = "cancelled"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="regrades")
+    version = models.ForeignKey(TaskSetVersion, on_delete=models.PROTECT, related_name="regrades", help_text="The version whose tests grade.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    charged_cents = models.IntegerField(default=0, help_text="Its grades' charges less their refunds, moved with each ledger entry.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RegradeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self):
+        return f"Regrade #{self.pk} of {self.job} by {self.version}"
+
+    def get_absolute_url(self):
+        return reverse("agent_tasks:regrade", args=[self.pk])
+
+
+class GradeQuerySet(ProjectScopedQuerySet):
+    project_path = "regrade__job__project"
+
+
+class Grade(models.Model):
+    """One trial graded again: its kept outputs in a fresh sandbox of the new version's task, by that version's tests.
+    `skipped` says why it could not be (its task changed more than its tests, it kept no outputs)."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        ERRORED = "errored"
+        SKIPPED = "skipped"
+
+    ENDED = (Status.SUCCEEDED, Status.ERRORED, Status.SKIPPED)
+
+    regrade = models.ForeignKey(Regrade, on_delete=models.CASCADE, related_name="grades")
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="grades")
+    task = models.ForeignKey(AgentTask, null=True, blank=True, on_delete=models.CASCADE, related_name="+", help_text="The new version's task.")
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    reward = models.FloatField(null=True, blank=True)
+    verifier_exit = models.IntegerField(null=True, blank=True)
+    verifier_seconds = models.FloatField(null=True, blank=True)
+    verifier_output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    platform_fault = models.BooleanField(default=False)
+    graded_digest = models.CharField(max_length=64, blank=True)
+    runtime = models.CharField(max_length=20, blank=True)
+    price_cents = models.PositiveIntegerField(default=0)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GradeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["pk"]
+        indexes = [
+            models.Index(fields=["status", "deadline_at"], name="grade_status_deadline"),
+            models.Index(fields=["regrade", "status"], name="grade_regrade_status"),
+        ]
+
+    def __str__(self):
+        return f"Grade #{self.pk} of trial #{self.trial_id}"

@@ -140,22 +140,8 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
             _run(boxes, task, agent, env, agent_env, setup, result)
     except NoCapacity:
         raise
-    except SandboxPlatformError as exc:
-        result.error, result.platform_fault = f"The platform failed; retry this trial: {exc.message}", True
-    except SandboxTimeout as exc:
-        result.error = exc.message
-    except ImageBuildFailed as exc:
-        result.error = f"The task's environment did not build: {exc.message}"
-    except OutputsTooLarge as exc:
-        result.error = exc.message
-    except SandboxError as exc:
-        result.error = f"The sandbox stopped: {exc.message}"
-    except verifier.RewardError as exc:
-        result.error = str(exc)
-    except Exception:
-        # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
-        logger.exception("trial %s crashed", trial.pk)
-        result.error, result.platform_fault = "An internal error stopped this trial; retry it.", True
+    except Exception as exc:
+        result.error, result.platform_fault = failure(exc, "trial", trial.pk)
     finally:
         if setup:
             end_credentials(trial)
@@ -166,6 +152,29 @@ def execute(trial: Trial, agent: Agent | None = None, *, runtime_wanted: str = "
     return finish(trial, result)
 
 
+def failure(exc: Exception, noun: str, pk: int) -> tuple[str, bool]:
+    """What a trial's or a grade's end says of an exception raised in its sandbox, and whether the platform failed it."""
+    if isinstance(exc, SandboxPlatformError):
+        return f"The platform failed; retry this {noun}: {exc.message}", True
+    if isinstance(exc, SandboxTimeout | OutputsTooLarge):
+        return exc.message, False
+    if isinstance(exc, ImageBuildFailed):
+        return f"The task's environment did not build: {exc.message}", False
+    if isinstance(exc, SandboxError):
+        return f"The sandbox stopped: {exc.message}", False
+    if isinstance(exc, verifier.RewardError):
+        return str(exc), False
+    # Ours, not the agent's: ended now rather than left running until the reaper's deadline.
+    logger.exception("%s %s crashed", noun, pk, exc_info=exc)
+    return f"An internal error stopped this {noun}; retry it.", True
+
+
+def grading_folders(env: environment.Environment) -> tuple[Folder, ...]:
+    """A sandbox that grades (a sealed verifier's, a regrade's): the task's folders, group-writable for the verifier
+    (in the sandbox user's group) to add to them, and the verifier's own."""
+    return (*(Folder(path, mode=0o775) for path in env.folders), *verifier.folders())
+
+
 def sandbox_specs(trial: Trial, task: AgentTask, env, agent: Agent, setup, limits: Limits, runtime: str) -> list[SandboxSpec]:
     """The agent's sandbox, and for a sealed verifier a second one of the task's image (started beside it, idle until
     the agent is done: its start costs the trial no time)."""
@@ -173,7 +182,7 @@ def sandbox_specs(trial: Trial, task: AgentTask, env, agent: Agent, setup, limit
     declared = outputs.declared(task.config)
     sealed = outputs.mode(task.config) == "sealed"
     # The task's folders are group-writable: a verifier (in the sandbox user's group) may add to them in place.
-    task_folders = tuple(Folder(path, mode=0o775) for path in env.folders)
+    task_folders = grading_folders(env)[: len(env.folders)]
     agent_folders = (
         *task_folders,
         *((Folder(LOGS_DIR),) if sealed else verifier.folders()),
@@ -184,7 +193,7 @@ def sandbox_specs(trial: Trial, task: AgentTask, env, agent: Agent, setup, limit
     common = dict(owner=owner, image=env.image, recipe=env.recipe(task.build_timeout_sec), limits=limits, runtime=runtime, workdir=env.workdir)
     specs = [SandboxSpec(**common, network=egress.NETWORK if setup else "none", writable=agent_folders)]
     if sealed:
-        specs.append(SandboxSpec(**common, network="none", part=1, writable=(*task_folders, *verifier.folders())))
+        specs.append(SandboxSpec(**common, network="none", part=1, writable=grading_folders(env)))
     return specs
 
 
@@ -265,14 +274,14 @@ def _run(boxes: list[Sandbox], task: AgentTask, agent: Agent, env: environment.E
     if result.verifier_mode == "sealed":
         graded = boxes[1]
         seal(graded, env, declared, result.outputs)
-    verdict = verifier.run(
-        graded,
-        _under(task.files("tests"), "tests/"),
-        env=verifier.environment(env.env, task.config.get("verifier", {}).get("env", {}), agent_writes=(*env.folders, *(setup.files if setup else ()))),
-        workdir=env.workdir,
-        timeout=task.verifier_timeout_sec,
-    )
+    verdict = verify(graded, task, env, agent_writes=tuple(setup.files) if setup else ())
     result.verifier_exit, result.verifier_seconds, result.verifier_output, result.reward = verdict.exit_code, verdict.seconds, verdict.output, verdict.reward
+
+
+def verify(box: Sandbox, task: AgentTask, env: environment.Environment, agent_writes: tuple[str, ...] = ()) -> verifier.Verdict:
+    """The task's tests on the sandbox as it stands (the agent's, in place, or one made ready by `seal`)."""
+    verifier_env = verifier.environment(env.env, task.config.get("verifier", {}).get("env", {}), agent_writes=(*env.folders, *agent_writes))
+    return verifier.run(box, _under(task.files("tests"), "tests/"), env=verifier_env, workdir=env.workdir, timeout=task.verifier_timeout_sec)
 
 
 def seal(box: Sandbox, env: environment.Environment, declared: list[str], kept: Outputs):

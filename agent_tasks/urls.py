@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import job_views, views
+from . import job_views, regrade_views, views
 
 app_name = "agent_tasks"
 urlpatterns = [
@@ -13,6 +13,9 @@ urlpatterns = [
     path("jobs/<int:pk>/cancel/", job_views.job_cancel, name="job-cancel"),
     path("jobs/<int:pk>/retry-errors/", job_views.job_retry_errors, name="job-retry-errors"),
     path("jobs/<int:pk>/export/", job_views.job_export, name="job-export"),
+    path("jobs/<int:pk>/regrade/", regrade_views.regrade_start, name="job-regrade"),
+    path("regrades/<int:pk>/", regrade_views.regrade_detail, name="regrade"),
+    path("regrades/<int:pk>/cancel/", regrade_views.regrade_cancel, name="regrade-cancel"),
     path("trials/<int:pk>/", job_views.trial_detail, name="trial"),
     path("trials/<int:pk>/outputs.tar.gz", job_views.trial_outputs, name="trial-outputs"),
 ]

@@ -35,6 +35,7 @@ SCHEDULES = (
     Job("requeue lost evals", "evals.tasks.requeue_lost_evals"),
     Job("advance suite runs", "evals.suites.actions.advance_all"),
     Job("advance agent jobs", "agent_tasks.jobs.advance_all"),
+    Job("advance regrades", "agent_tasks.regrades.advance_all"),
     Job("store pending trace batches", "traces.tasks.process_trace_batches"),
     Job("segment quiet trace sessions", "traces.tasks.process_sessions"),
     Job("retry evaluator errors", "traces.evaluators.retry_errors"),

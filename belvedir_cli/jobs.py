@@ -222,3 +222,26 @@ def jobs_export(job_id, path):
         for chunk in response.iter_bytes():
             out.write(chunk)
     click.echo(f"Wrote {path}", err=True)
+
+
+@jobs.command("regrade")
+@click.argument("job_id", type=int)
+@click.option("--task-set-version", "version", type=int, required=True, help="The version of the job's task set whose tests grade.")
+@click.option("--wait", is_flag=True, help="Follow it until it ends, then print the comparison and the trials that moved.")
+@json_option
+def jobs_regrade(job_id, version, wait):
+    """Grade a job's trials again by another version's tests, from the outputs they kept: no agent runs again, each
+    trial keeps its old reward beside the new one, and the two are compared paired."""
+    regrade = client().post(f"jobs/{job_id}/regrade", {"version": version})
+    counts = regrade["comparison"]["counts"]
+    click.echo(f"Regrade #{regrade['id']} of job #{job_id} by version {version}: {counts['queued']} to grade, {counts['skipped']} skipped.", err=True)
+    while wait and regrade["status"] == "running":
+        time.sleep(1)
+        regrade = client().get(f"regrades/{regrade['id']}")
+    if click.get_current_context().obj.get("json") or not wait:
+        return output(regrade)
+    found = regrade["comparison"]
+    ci = found["delta_ci"]
+    delta = f"{found['delta']:+.3f} ({ci[0]:+.3f} to {ci[1]:+.3f})" if found["delta"] is not None and ci else "—"
+    click.echo(f"Regrade #{regrade['id']} {regrade['status']}: {found['n']} graded, new − old reward {delta}, {found['verdict']}")
+    output(found["moved"], ["task", "contestant", "attempt", "old", "new"], title="Trials whose reward moved")

@@ -262,8 +262,8 @@ def _no_sandbox_left_behind(request):
 
 @pytest.fixture
 def worker(monkeypatch):
-    """Stand in for the django-q2 worker: queued runs, evals and job trials execute in threads, in-process."""
-    from agent_tasks import jobs
+    """Stand in for the django-q2 worker: queued runs, evals, job trials and grades execute in threads, in-process."""
+    from agent_tasks import jobs, regrades
     from evals import queue as eval_queue
     from evals.tasks import run_eval
     from harnesses import actions as harness_actions
@@ -277,6 +277,7 @@ def worker(monkeypatch):
     monkeypatch.setattr(eval_queue, "enqueue", lambda ev: start(run_eval, ev.pk))
     monkeypatch.setattr(harness_actions, "async_task", lambda name, pk, **kw: start(execute_run, pk))
     monkeypatch.setattr(jobs, "async_task", lambda name, pk, **kw: start(jobs.run_job_trial, pk))
+    monkeypatch.setattr(regrades, "async_task", lambda name, pk, **kw: start(regrades.run_grade, pk))
     yield
     for thread in threads:
         thread.join(60)

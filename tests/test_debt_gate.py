@@ -15,10 +15,11 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from agent_tasks import jobs
+from agent_tasks import jobs, regrades
 from agent_tasks.actions import import_task_set
 from agent_tasks.jobs import create_job, run_job_trial
-from agent_tasks.models import Job
+from agent_tasks.models import Grade, Job, Regrade
+from agent_tasks.regrades import run_grade
 from billing.actions import DEBT_GATES, post_entry
 from billing.models import Account, LedgerEntry
 from evals import queue
@@ -221,6 +222,20 @@ def job_trial_on_the_queue(w):
     assert trial.status == "skipped" and DEBT in trial.error and trial.price_cents == 0
 
 
+def regrade_api(w):
+    refused_402(w.api.post(f"/api/v1/jobs/{w.job.pk}/regrade", {"version": w.task_version.number}, format="json"))
+    assert not Regrade.objects.exists()
+
+
+def grade_on_the_queue(w):
+    """A grade sent before the debt: the worker skips it naming the debt, charges nothing and grades nothing."""
+    trial = w.job.trials.get()
+    grade = Grade.objects.create(regrade=Regrade.objects.create(job=w.job, version=w.task_version), trial=trial, task=trial.task)
+    run_grade(grade.pk)
+    grade.refresh_from_db()
+    assert grade.status == "skipped" and DEBT in grade.error and grade.price_cents == 0
+
+
 # (what is tried, the registered gate it goes through, the check)
 SPENDING_PATHS = [
     ("POST /api/v1/evals", "evals.actions.create_eval", create_eval_api),
@@ -244,6 +259,8 @@ SPENDING_PATHS = [
     ("POST /api/v1/jobs", "agent_tasks.jobs.create_job", create_job_api),
     ("the New job form", "agent_tasks.jobs.create_job", create_job_page),
     ("a job's trial on the queue", "agent_tasks.jobs.run_job_trial", job_trial_on_the_queue),
+    ("POST /api/v1/jobs/{id}/regrade", "agent_tasks.regrades.start", regrade_api),
+    ("a regrade's grade on the queue", "agent_tasks.regrades.run_grade", grade_on_the_queue),
 ]
 
 
@@ -251,7 +268,7 @@ SPENDING_PATHS = [
 def enqueued(monkeypatch):
     """What would have gone to a queue: every async_task of the project (the guard below checks these are all)."""
     sent = []
-    for module in (queue, harness_actions, evaluators, jobs):
+    for module in (queue, harness_actions, evaluators, jobs, regrades):
         monkeypatch.setattr(module, "async_task", lambda name, *args, **kwargs: sent.append(name))
     return sent
 
@@ -304,6 +321,8 @@ BEHIND = {
     "agent_tasks.jobs.enqueue": {"agent_tasks.jobs.run_job_trial"},  # whatever sent it, the task skips it in debt
     "agent_tasks.jobs._why_not": {"agent_tasks.jobs.run_job_trial"},
     "agent_tasks.jobs.charge_trial": {"agent_tasks.jobs.run_job_trial"},  # only _why_not calls it
+    "agent_tasks.regrades.advance": {"agent_tasks.regrades.run_grade"},  # whatever sent it, the task skips it in debt
+    "agent_tasks.regrades.claim": {"agent_tasks.regrades.run_grade"},
 }
 
 

@@ -14,12 +14,15 @@ import pytest
 from django.db import DataError
 from django.utils import timezone
 
-from agent_tasks import jobs, trials
+from agent_tasks import jobs, regrades, trials
 from agent_tasks.actions import import_task_set
+from agent_tasks.models import Grade
+from agent_tasks.outputs import Outputs
 from belvedir.sandbox import egress, owners
 from belvedir.sandbox.models import EgressGrant
 from belvedir.sandbox.owners import Owner
 from billing import workloads
+from billing.actions import grant_credit
 from billing.models import Account, LedgerEntry
 from harnesses.actions import RUNS
 from harnesses.models import Harness, Run
@@ -37,6 +40,8 @@ class Maker:
     """How the suite makes rows of one kind: waiting (charged or not), running (charged), and stale (its worker gone)."""
 
     kind: workloads.PaidKind
+    # Whether its kind is given credentials (an egress grant) when it runs.
+    grants = True
 
     def waiting(self, project, owner, *, charged: bool):
         raise NotImplementedError
@@ -97,12 +102,44 @@ class TrialMaker(Maker):
         row.__class__.objects.filter(pk=row.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
 
 
-MAKERS = {"run": RunMaker(RUNS), "trial": TrialMaker(trials.TRIALS)}
+class GradeMaker(Maker):
+    def _regrade(self, project, owner):
+        files = {
+            "t/task.toml": b'version = "1.0"\n[verifier]\noutputs = ["/app/x"]\n',
+            "t/instruction.md": b"Do it.\n",
+            "t/tests/test.sh": b"exit 0\n",
+            "t/environment/Dockerfile": b"FROM belvedir-sandbox:bookworm\nWORKDIR /app\n",
+        }
+        version = import_task_set(project, owner, f"g{timezone.now().timestamp()}", files)[0]
+        job = jobs.create_job(project, owner, version=version, agents=["nop"], budget_cents=1000)
+        trial = trials.finish(jobs.claim(job.trials.get().pk), trials.TrialResult(reward=1.0, outputs=Outputs(entries={"/app/x": ("file", 0o644, b"x")})))
+        # The trial's own charge, given back: the balance the contract counts is the grade's alone.
+        grant_credit(Account.for_project(project), trial.price_cents, "the graded trial's charge", owner)
+        return regrades.start(job, version, owner)
+
+    def waiting(self, project, owner, *, charged):
+        grade = self._regrade(project, owner).grades.get()
+        if charged:  # claimed and charged, then put back to wait for a host (regrades.run_grade on NoCapacity)
+            regrades.claim(grade.pk)
+            Grade.objects.filter(pk=grade.pk).update(status="queued", sent_at=None, started_at=None)
+        grade.refresh_from_db()
+        return grade
+
+    grants = False  # its sandbox has no network and no key
+
+    def running(self, project, owner):
+        return regrades.claim(self._regrade(project, owner).grades.get().pk)
+
+    def stale(self, row):
+        Grade.objects.filter(pk=row.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
+
+
+MAKERS = {"run": RunMaker(RUNS), "trial": TrialMaker(trials.TRIALS), "grade": GradeMaker(regrades.GRADES)}
 
 
 @pytest.fixture(params=sorted(MAKERS))
 def maker(request, settings) -> Maker:
-    settings.TRIAL_PRICE_CENTS = PRICE
+    settings.TRIAL_PRICE_CENTS = settings.GRADE_PRICE_CENTS = PRICE
     return MAKERS[request.param]
 
 
@@ -117,7 +154,10 @@ def charges(row, kind) -> list[int]:
 
 
 def grant_revoked(kind, row) -> bool:
-    return EgressGrant.objects.for_owner(Owner(kind.name, row.pk)).get().revoked_at is not None
+    """Whether its credentials are gone: its egress grant revoked, or, for a kind that is given none (a grade's
+    sandbox has no network), true whatever happened: what it never held cannot outlive it."""
+    grant = EgressGrant.objects.for_owner(Owner(kind.name, row.pk)).first()
+    return grant is None or grant.revoked_at is not None
 
 
 def test_every_registered_kind_is_held_to_the_contract():
@@ -165,7 +205,7 @@ def test_a_crash_inside_its_end_leaves_it_running_and_the_reaper_settles_it(make
     with pytest.raises(ConnectionError):
         workloads.end(crashing, row, kind.errored, refund_reason="engine lost", **workloads.fault_fields(kind, "engine lost"))
     row.refresh_from_db()
-    assert row.status in kind.running and row.finished_at is None and not grant_revoked(kind, row)
+    assert row.status in kind.running and row.finished_at is None and (not grant_revoked(kind, row) or not maker.grants)
     assert charges(row, kind) == [-PRICE]
     monkeypatch.undo()
     maker.stale(row)
@@ -220,7 +260,7 @@ def test_a_cancel_while_it_runs_is_charged_or_lets_it_finish_as_its_kind_says(ma
     assert workloads.cancel(kind, row, "cancelled by a user") == kind.cancel_stops
     row.refresh_from_db()
     assert row.status == (kind.cancelled if kind.cancel_stops else kind.running[0])
-    assert charges(row, kind) == [-PRICE] and grant_revoked(kind, row) == kind.cancel_stops
+    assert charges(row, kind) == [-PRICE] and grant_revoked(kind, row) == (kind.cancel_stops or not maker.grants)
 
 
 def test_a_cancel_after_it_ended_changes_nothing(maker, funded, owner):

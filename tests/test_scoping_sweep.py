@@ -24,7 +24,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, resolve
 
 from agent_tasks.actions import import_task_set
 from agent_tasks.jobs import create_job
-from agent_tasks.models import TrialOutputs
+from agent_tasks.models import Grade, Job, Regrade, TrialOutputs
 from agent_tasks.outputs import Outputs
 from belvedir.core.actions import create_account, invite_member, remove_member
 from belvedir.core.models import ApiKey, Membership, ProjectSecret
@@ -153,6 +153,9 @@ def owners_objects(project, owner, settings, tmp_path):
     job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
     trial = job.trials.get()
     TrialOutputs.objects.create(trial=trial, archive=Outputs().archive(), digest="0" * 64, size=0, file_count=0)
+    create_job(project, owner, version=version, agents=["nop"], budget_cents=100, purpose=Job.Purpose.AUDIT)
+    regrade = Regrade.objects.create(job=job, version=version, created_by=owner)
+    Grade.objects.create(regrade=regrade, trial=trial, task=trial.task)
     objects = [
         harness,
         run,
@@ -172,6 +175,7 @@ def owners_objects(project, owner, settings, tmp_path):
         version.task_set,
         job,
         trial,
+        regrade,
     ]
     return {o.pk for o in objects}
 
