@@ -256,3 +256,8 @@ THE_AGENTS = (
     f"the agents are {', '.join(sorted(a for a in AGENTS if not a.startswith(RedTeam.prefix)))}, the red team's "
     f"({RedTeam.prefix}ATTACK, the attacks being {', '.join(ATTACKS)}), or pip:PACKAGE or npm:PACKAGE with a command."
 )
+
+
+def calls_a_model(name: str) -> bool:
+    """Whether the agent a job names calls a model (a column per deployment), without resolving its command."""
+    return AGENTS[name].uses_model if name in AGENTS else name.startswith((PipAgent.prefix, NpmAgent.prefix))

@@ -1,12 +1,16 @@
-"""An uploaded task archive (.tar.gz, .tgz, .tar or .zip) read safely into {relative path: bytes}.
+"""An uploaded task archive (.tar.gz, .tgz, .tar, .tar.bz2, .tar.xz or .zip) read safely into {relative path: bytes}.
 
 Nothing is extracted to disk: members are read into memory, and everything is checked before a byte is kept. Refused:
 absolute paths and `..`, links and devices (a link is how an archive reaches outside its root), more than MAX_FILES
-files, and more than BELVEDIR_TASK_ARCHIVE_MAX_MB counted as it inflates (a gzip bomb stops at the cap, whatever its
-headers declare).
+members (folders count: a million empty ones cost as much to walk), and more than BELVEDIR_TASK_ARCHIVE_MAX_MB of
+the inflated tar itself, headers included: a GNU long name or a pax header is data tarfile reads whole before any
+member is seen, so the cap is on the decompressed stream (`_Bounded`), not on members' sizes alone.
 """
 
+import bz2
+import gzip
 import io
+import lzma
 import re
 import stat
 import tarfile
@@ -63,21 +67,55 @@ class _Budget:
         self.files[path] = b"".join(chunks)
 
 
+class _Bounded(io.RawIOBase):
+    """A decompressed stream that refuses to give more than `limit` bytes in all: what tarfile reads, headers included."""
+
+    def __init__(self, stream: BinaryIO, limit: int, cap: int):
+        self.stream, self.limit, self.cap, self.total = stream, limit, cap, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.stream.read(min(len(buffer), CHUNK))
+        self.total += len(data)
+        if self.total > self.limit:
+            raise ArchiveError(f"the archive inflates past {self.cap // (1024 * 1024)} MB (BELVEDIR_TASK_ARCHIVE_MAX_MB)")
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def read_archive(upload: BinaryIO) -> dict[str, bytes]:
-    """The archive's files by path: a zip when it starts as one, otherwise a tar (gzip or not)."""
-    head = upload.read(4)
+    """The archive's files by path: a zip when it starts as one, otherwise a tar (gzip, bzip2, xz or none)."""
+    head = upload.read(6)
     upload.seek(0)
     try:
-        return _read_zip(upload) if head.startswith(b"PK") else _read_tar(upload)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
+        return _read_zip(upload) if head.startswith(b"PK") else _read_tar(_decompressed(upload, head))
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, lzma.LZMAError) as exc:
         raise ArchiveError(f"not a readable .tar.gz or .zip archive: {exc}") from None
 
 
-def _read_tar(upload: BinaryIO) -> dict[str, bytes]:
+def _decompressed(upload: BinaryIO, head: bytes) -> BinaryIO:
+    if head.startswith(b"\x1f\x8b"):
+        return gzip.GzipFile(fileobj=upload, mode="rb")
+    if head.startswith(b"BZh"):
+        return bz2.BZ2File(upload, mode="rb")
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return lzma.LZMAFile(upload, mode="rb")
+    return upload
+
+
+def _read_tar(stream: BinaryIO) -> dict[str, bytes]:
     budget = _Budget()
-    # "r|*" streams member by member: nothing is read ahead, so the inflated bytes are counted as they come.
-    with tarfile.open(fileobj=upload, mode="r|*") as tar:
+    # "r|" streams member by member from the bounded stream: nothing is read ahead, and every byte tarfile takes
+    # (members, headers, padding) counts against the cap as it comes.
+    members = 0
+    # The stream's cap leaves room for a header and padding per member allowed (1 KB each) beyond the members' bytes.
+    with tarfile.open(fileobj=io.BufferedReader(_Bounded(stream, budget.max_bytes + MAX_FILES * 1024, budget.max_bytes)), mode="r|") as tar:
         for member in tar:
+            members += 1
+            if members > MAX_FILES:
+                raise ArchiveError(f"more than {MAX_FILES:,} files and folders; split the task set")
             if member.isdir():
                 continue
             if not member.isreg():

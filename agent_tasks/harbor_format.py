@@ -15,6 +15,8 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from belvedir.core import jsonvalues
+
 # Harbor's documented defaults when a task leaves them out.
 DEFAULT_AGENT_TIMEOUT_SEC = 600.0
 DEFAULT_VERIFIER_TIMEOUT_SEC = 600.0
@@ -22,6 +24,8 @@ DEFAULT_BUILD_TIMEOUT_SEC = 600.0
 
 # A task.toml is a page of settings; a bigger one is a mistake or an attack on the TOML parser.
 MAX_TASK_TOML_BYTES = 64 * 1024
+# Harbor's own tables are two deep ([environment.tpu]); a task's metadata may nest further, not without end.
+MAX_DEPTH = 16
 MAX_INSTRUCTION_BYTES = 1024 * 1024
 # A day: past it a limit is a typo, and a trial would hold a sandbox that long.
 MAX_TIMEOUT_SEC = 24 * 3600
@@ -56,14 +60,18 @@ def positive_number(value):
         return f"must be a positive number of seconds up to {MAX_TIMEOUT_SEC}, got {_shown(value)}"
 
 
+# A count of CPUs, megabytes or GPUs past this is a typo (or an attack on whatever reads it), never a machine.
+MAX_COUNT = 2**31 - 1
+
+
 def positive_int(value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        return f"must be a positive whole number, got {_shown(value)}"
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        return f"must be a positive whole number up to {MAX_COUNT}, got {_shown(value)}"
 
 
 def count(value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        return f"must be a whole number, 0 or more, got {_shown(value)}"
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        return f"must be a whole number from 0 to {MAX_COUNT}, got {_shown(value)}"
 
 
 def string(value):
@@ -84,6 +92,11 @@ def strings(value):
 def size(value):
     if not isinstance(value, str) or not SIZE.fullmatch(value.strip()):
         return f'must be a size such as "2G" or "512M", got {_shown(value)}'
+
+
+def verifier_mode(value):
+    if value not in ("in_place", "sealed"):
+        return f'must be "in_place" or "sealed", got {_shown(value)}'
 
 
 def string_table(value):
@@ -116,7 +129,7 @@ KEYS: dict[str, Callable] = {
     "verifier.user": string,
     # Belvedir's own (agent_tasks/outputs.py): what a sealed verifier or a regrade grades, and how the verifier runs.
     "verifier.outputs": strings,
-    "verifier.mode": string,
+    "verifier.mode": verifier_mode,
     "agent.timeout_sec": positive_number,
     "agent.user": string,
     "environment.build_timeout_sec": positive_number,
@@ -166,9 +179,31 @@ def parse_task_toml(data: bytes) -> tuple[dict, list[str]]:
     except RecursionError:
         # tomllib recurses per nested array or inline table: 64 KB of "[[[[" is enough to exhaust the stack.
         raise TaskFormatError("task.toml", "nests arrays or tables too deeply") from None
+    # Dotted keys (a.b.c...) nest tables without recursing in the parser: the depth is checked before anything walks
+    # it recursively, then the stored JSON is held to what every JSON value a user writes is (belvedir/core/jsonvalues).
+    if _depth(config) > MAX_DEPTH:
+        raise TaskFormatError("task.toml", f"nests tables or arrays deeper than {MAX_DEPTH} levels")
     unknown: list[str] = []
     _check_table(config, "", unknown)
-    return _as_json(config), unknown
+    stored = _as_json(config)
+    try:
+        jsonvalues.check(stored, "task.toml", max_depth=MAX_DEPTH, max_size=None)
+    except jsonvalues.JsonValueError as exc:
+        raise TaskFormatError("task.toml", exc.message.removeprefix("task.toml").lstrip(": .") or exc.message) from None
+    return stored, unknown
+
+
+def _depth(value) -> int:
+    """How deep tables and arrays nest, walked without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 def _as_json(value):

@@ -10,7 +10,7 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from belvedir.core.ids import is_id
+from belvedir.core.ids import is_id, parse_id
 from belvedir.core.permissions import request_project
 from billing.actions import parse_dollars
 from billing.errors import TopUpError
@@ -123,7 +123,7 @@ class JobCreateSerializer(serializers.Serializer):
 
 
 def _by_name_or_id(queryset, value: str):
-    return queryset.filter(Q(name=value) | Q(pk=int(value) if value.isdigit() else None)).first()
+    return queryset.filter(Q(name=value) | Q(pk=parse_id(value))).first()
 
 
 def flag(request, name: str) -> bool:

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import PALETTE, Estimate, interval_chart
+from belvedir.core.ids import parse_id
 from billing.actions import parse_dollars
 from billing.errors import BillingError, InsufficientBalance
 
@@ -100,10 +101,10 @@ def job_detail(request, pk):
 @login_required
 def job_compare(request, pk):
     a = get_object_or_404(_jobs(request), pk=pk)
-    if not request.GET.get("other", "").isdigit():
+    if (other := parse_id(request.GET.get("other"))) is None:
         messages.error(request, "Choose a job to compare this one with.")
         return redirect(a)
-    b = get_object_or_404(_jobs(request), pk=request.GET["other"])
+    b = get_object_or_404(_jobs(request), pk=other)
     params = {name: request.GET.get(name) or None for name in ("contestant_a", "contestant_b")}
     try:
         found = compare_jobs(a, b, set_aside_flagged=request.GET.get("set_aside_flagged") == "1", **params)

@@ -243,17 +243,23 @@ def charge_trial(job: Job, trial: Trial, price: int):
     workloads.charge(TRIALS, trial, price, memo=f"Trial #{trial.pk} of job #{job.pk}", user=job.created_by)
 
 
+# A slot (task, contestant, attempt) is tried at most this many times again: an agent that errors its trial every
+# time (a trajectory the platform cannot read, a task that never builds) would otherwise be paid for without end.
+MAX_RETRIES = 3
+
+
 def retry_errors(job: Job) -> int:
     """Each errored trial of the job tried again as a new trial of the same slot (task, contestant, attempt),
-    charged at its start like any other (an errored trial keeps its row, its error and its refund); how many."""
+    charged at its start like any other (an errored trial keeps its row, its error and its refund), unless its slot
+    was tried MAX_RETRIES times again already; how many."""
     with transaction.atomic():
         locked = Job.objects.select_for_update().get(pk=job.pk)
         if locked.status == Job.Status.CANCELLED:
             return 0
-        slots = {}
+        slots: dict[tuple, list[Trial]] = {}
         for trial in locked.trials.order_by("pk"):
-            slots[(trial.task_id, trial.agent, trial.deployment_id, trial.attempt)] = trial  # the newest of each slot
-        again = [t for t in slots.values() if t.status == Trial.Status.ERRORED]
+            slots.setdefault((trial.task_id, trial.agent, trial.deployment_id, trial.attempt), []).append(trial)
+        again = [tried[-1] for tried in slots.values() if tried[-1].status == Trial.Status.ERRORED and len(tried) <= MAX_RETRIES]
         Trial.objects.bulk_create(
             Trial(job=locked, task_id=t.task_id, agent=t.agent, deployment_id=t.deployment_id, attempt=t.attempt, status=Trial.Status.QUEUED) for t in again
         )

@@ -17,7 +17,8 @@ A value shorter than MIN_LENGTH is not redacted: masking "true" or "1234"
 everywhere would wreck the output and protect nothing.
 
 A piece of a form is masked too, where it touches a boundary: a run of
-MIN_LENGTH or more characters of a form that begins or ends a line, or a
+MIN_LENGTH or more characters of a form that begins or ends a line (a
+newline, or the escaped `\n` of JSON and repr text), or a
 field (each string of a JSON-like value is one), or a text, or stands before
 its last "…" (how a length limit marks a cut). That is a secret printed
 half on one line and half on the next, split across two JSON fields, or cut
@@ -52,6 +53,9 @@ _URLSAFE = str.maketrans("+/", "-_")
 # What a program puts between a secret's characters to spell it out ("s k - l i v e", one a line).
 _SEPARATORS = (" ", "-", "\n", "\r\n")
 _LINE_ENDS = (b"\n", b"\r")
+# A line's end as JSON and Python's repr write it inside a string: a secret split across two lines and printed as
+# JSON or repr text is split by these two characters, not by a newline.
+_ESCAPED_LINE_ENDS = (b"\\n", b"\\r")
 
 
 # A secret can stand in a request body spelled so that none of its forms
@@ -215,8 +219,9 @@ class Redactor:
         for start, end, index in _runs(self._grams.find_matches_as_indexes(lowered, overlapping=True)):
             if start >= safe:
                 break
-            begins = data[start - 1 : start] == b"\n" if start else line_start
-            if begins or end in ends or data[end : end + 1] in _LINE_ENDS or (not at_end and end == len(data)):
+            begins = (data[start - 1 : start] == b"\n" or data[max(start - 2, 0) : start] in _ESCAPED_LINE_ENDS) if start else line_start
+            ends_line = data[end : end + 1] in _LINE_ENDS or data[end : end + 2] in _ESCAPED_LINE_ENDS
+            if begins or end in ends or ends_line or (not at_end and end == len(data)):
                 spans.append((start, end, self._gram_origins[index]))
         if not spans:
             return data[:safe], data[safe:]

@@ -28,6 +28,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
+from belvedir.core.ids import parse_id
 from belvedir.sandbox import owners
 
 from .actions import post_entry, refund_charge
@@ -195,7 +196,7 @@ def cancel(kind: PaidKind, row, reason: str) -> bool:
 def host_lost(kind: PaidKind, ids: list[str]) -> int:
     """Its running rows (by owner id) on a host whose engine stopped answering: ended errored, refunded."""
     message = f"The sandbox host running this {kind.noun} stopped answering; it was refunded. Retry it."
-    rows = kind.rows().filter(pk__in=[i for i in ids if str(i).isdecimal()], status__in=kind.running)
+    rows = kind.rows().filter(pk__in=[pk for i in ids if (pk := parse_id(str(i)))], status__in=kind.running)
     return sum(end(kind, row, kind.errored, refund_reason="sandbox host lost", **fault_fields(kind, message)) for row in rows)
 
 

@@ -1,4 +1,5 @@
 from collections import defaultdict
+from urllib.parse import urlsplit
 
 from django.db.models import ProtectedError
 from django.shortcuts import get_object_or_404
@@ -9,6 +10,7 @@ from rest_framework.response import Response
 
 from belvedir.core import jsonvalues
 from belvedir.core.api_errors import Conflict
+from belvedir.core.ids import parse_id
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
 
@@ -51,6 +53,14 @@ class DeploymentSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = ["id", "served_fingerprint", "created_at"]
 
+    def update(self, instance, validated_data):
+        # A deployment moved to another origin (scheme, host, port) loses its stored key unless one comes with the move:
+        # a member could otherwise point a keyed deployment at a host of theirs, press Test, and receive the key.
+        moved = "base_url" in validated_data and _origin(validated_data["base_url"]) != _origin(instance.base_url)
+        if moved and "api_key" not in validated_data:
+            validated_data["api_key"] = ""
+        return super().update(instance, validated_data)
+
     def validate_name(self, value):
         project = self.context["project"]
         clash = Deployment.objects.filter(project=project, name=value)
@@ -59,6 +69,11 @@ class DeploymentSerializer(serializers.ModelSerializer):
         if clash.exists():
             raise serializers.ValidationError("A deployment with this name already exists in the project.")
         return value
+
+
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
 
 
 class EvalSerializer(serializers.ModelSerializer):
@@ -285,7 +300,7 @@ class LabelSerializer(serializers.Serializer):
 
 def deployment_by_name_or_id(project, value) -> Deployment | None:
     qs = Deployment.objects.filter(project=project)
-    return qs.filter(pk=int(value)).first() if str(value).isdigit() else qs.filter(name=value).first()
+    return qs.filter(pk=pk).first() if (pk := parse_id(value)) else qs.filter(name=value).first()
 
 
 class DeploymentViewSet(

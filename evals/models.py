@@ -475,14 +475,17 @@ class JudgeLabel(models.Model):
 class CachedResponse(models.Model):
     """One deployment answer kept for its exact request (evals/response_cache.py), within one project.
 
-    `key` is the whole request as canonical JSON (base URL, model, served fingerprint, path, body, attempt)
-    and is compared in full on every hit: two requests sharing a hash can never share an answer.
+    `key` is the whole request as canonical JSON (base URL, model, a digest of the credential, served fingerprint,
+    path, body, attempt) and is compared in full on every hit: two requests sharing a hash can never share an answer.
     """
 
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="cached_responses")
     # Who asked: deleting the deployment deletes what it answered.
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="cached_responses")
     key_hash = models.CharField(max_length=64)
+    # What answered (response_cache.source_of: base URL, model and a digest of the credential): every deployment of
+    # the project with the same three is served this answer, and clearing any of them clears it.
+    source = models.CharField(max_length=64, blank=True, db_index=True)
     # The system_fingerprint the answer came with: served only while the deployment's is still the same.
     system_fingerprint = models.CharField(max_length=200, blank=True)
     key = models.TextField()

@@ -1,8 +1,9 @@
 """The response cache: a deployment's answer kept for its exact request, so the same request is paid once.
 
 Content-addressed within a project. The key is the whole request as canonical JSON: the deployment's
-base URL and model, a digest of what its server's `GET /models` says of the model (vLLM: the weights'
-path and context length), the path and the normalised body (messages, tools, sampling parameters, max
+base URL and model, a digest of its credential (a gateway's virtual key picks the backend behind one URL, so two
+deployments that differ only in their key are two sources), a digest of what its server's `GET /models` says
+of the model (vLLM: the weights' path and context length), the path and the normalised body (messages, tools, sampling parameters, max
 tokens, stop, seed) and the request's attempt within its row (an epoch, a pass@k sample, a turn). Any
 change is a miss. The key is stored whole and compared on every hit, so two requests that share a hash
 can never share an answer; its SHA-256 is only the index. An answer is also kept with the
@@ -45,10 +46,18 @@ class Key:
     hash: str
 
 
+def source_of(deployment: Deployment) -> str:
+    """What answers a deployment's requests: its base URL, model and credential (a digest, never the key itself).
+    Deployments of a project with the same source are served each other's answers, and clear them together."""
+    parts = [deployment.base_url.rstrip("/"), deployment.model, hashlib.sha256(deployment.api_key.encode()).hexdigest()]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
 def key_of(deployment: Deployment, request: Request, attempt: int, fingerprint: str | None = None) -> Key:
     parts = {
         "base_url": deployment.base_url.rstrip("/"),
         "model": deployment.model,
+        "source": source_of(deployment),
         "fingerprint": served_parts(deployment.served_fingerprint)[0] if fingerprint is None else fingerprint,
         "path": request.path,
         "body": _normalised(request.payload),
@@ -169,7 +178,7 @@ class ResponseCache:
         hit_ids, self._hit_ids = self._hit_ids, []
         hits, misses, self.hits, self.misses = self.hits, self.misses, 0, 0
         if fresh:
-            _store(self.project_id, self.deployment.pk, fresh)
+            _store(self.project_id, self.deployment, fresh)
         if hit_ids:
             CachedResponse.objects.filter(pk__in=hit_ids).update(hits=F("hits") + 1, last_hit_at=timezone.now())
         if hits or misses:
@@ -179,7 +188,7 @@ class ResponseCache:
             self._fingerprint_changed = False
 
 
-def _store(project_id: int, deployment_id: int, fresh: list[tuple[Key, bytes, str]]):
+def _store(project_id: int, deployment: Deployment, fresh: list[tuple[Key, bytes, str]]):
     """Insert the answers, replacing any kept for the same request (a bypassing eval's fresh one wins).
 
     One prepared statement run for every answer (executemany), not bulk_create's one statement of them all:
@@ -187,7 +196,8 @@ def _store(project_id: int, deployment_id: int, fresh: list[tuple[Key, bytes, st
     most of the write (bench/response_cache.py; 160 µs an answer against 80).
     """
     now = connection.ops.adapt_datetimefield_value(timezone.now())
-    rows = [(project_id, deployment_id, key.hash, system, key.text, body, len(key.text) + len(body), now) for key, body, system in fresh]
+    source = source_of(deployment)
+    rows = [(project_id, deployment.pk, key.hash, source, system, key.text, body, len(key.text) + len(body), now) for key, body, system in fresh]
     with connection.cursor() as cursor:
         cursor.executemany(_upsert(), rows)
 
@@ -197,9 +207,9 @@ def _upsert() -> str:
     q = connection.ops.quote_name
     table, key = q(CachedResponse._meta.db_table), q("key")
     return (
-        f"INSERT INTO {table} (project_id, deployment_id, key_hash, system_fingerprint, {key}, body, size, hits, created_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s) ON CONFLICT (project_id, key_hash) DO UPDATE SET "
-        f"deployment_id = excluded.deployment_id, system_fingerprint = excluded.system_fingerprint, {key} = excluded.{key}, "
+        f"INSERT INTO {table} (project_id, deployment_id, key_hash, source, system_fingerprint, {key}, body, size, hits, created_at) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, %s) ON CONFLICT (project_id, key_hash) DO UPDATE SET "
+        f"deployment_id = excluded.deployment_id, source = excluded.source, system_fingerprint = excluded.system_fingerprint, {key} = excluded.{key}, "
         "body = excluded.body, size = excluded.size, hits = 0, created_at = excluded.created_at, last_hit_at = NULL"
     )
 
@@ -225,8 +235,10 @@ def record_models_entry(deployment: Deployment, entry: dict | None) -> None:
 
 
 def clear_cache(deployment: Deployment) -> int:
-    """Every answer the deployment gave that is kept (its next evals ask it again); how many went."""
-    return CachedResponse.objects.filter(deployment=deployment).delete()[0]
+    """Every kept answer the deployment would be served (those of its source, whichever deployment of the project
+    asked) and every one it asked itself: its next evals ask again. How many went."""
+    served = CachedResponse.objects.filter(project_id=deployment.project_id, source=source_of(deployment))
+    return served.delete()[0] + CachedResponse.objects.filter(deployment=deployment).delete()[0]
 
 
 def evict(project_id: int) -> int:

@@ -23,7 +23,7 @@ from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm
 from .metrics import metrics
 from .models import CacheMode, Deployment, Eval
 from .noise import noise
-from .response_cache import clear_cache, not_cached_because
+from .response_cache import clear_cache, not_cached_because, source_of
 from .scoring.calibration import LabelRefused, calibration_status, label_verdict, labels_by_row, posted_grade, verdicts_of
 
 
@@ -307,8 +307,11 @@ def deployments(request):
         messages.success(request, f"Deployment {deployment.name} added. Test its connection below.")
         return redirect("evals:deployments")
     items = list(Deployment.objects.for_user(request.user, request.project).annotate(cached=Count("cached_responses")))
+    sources = {d.pk: source_of(d) for d in items}
     for deployment in items:
         deployment.problem = local_model.deployment_problem(deployment)
+        # Served the same answers (same URL, model and key): Clear on either clears them for both, as the button says.
+        deployment.shares_cache_with = [d.name for d in items if d.pk != deployment.pk and sources[d.pk] == sources[deployment.pk]]
     # A refused form answers 400 with its errors beside each field, as the API does (a max_in_flight out of 1-1,024).
     return render(request, "evals/deployments.html", {"form": form, "deployments": items}, status=400 if form.errors else 200)
 

@@ -4,6 +4,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from belvedir.core.api_errors import Conflict
+from belvedir.core.ids import parse_id
 from belvedir.core.masks import MaskWithoutSecret
 from belvedir.core.permissions import request_project
 from belvedir.core.serializers import django_validator
@@ -268,7 +269,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_queryset(self):
         qs = Run.objects.for_user(self.request.user, request_project(self.request)).select_related("harness")
         if harness := self.request.query_params.get("harness"):
-            qs = qs.filter(harness_id=harness) if harness.isdigit() else qs.none()
+            qs = qs.filter(harness_id=pk) if (pk := parse_id(harness)) else qs.none()
         if run_status := self.request.query_params.get("status"):
             qs = qs.filter(status=run_status)
         return qs

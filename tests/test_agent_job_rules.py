@@ -642,6 +642,24 @@ def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_t
     assert (entry["solved"], entry["succeeded"], entry["errored"], entry["pass_at_k"]["1"]["value"]) == (1, 2, 1, 0.5)
 
 
+def test_an_agent_whose_trajectory_crashes_nothing_errors_alone_and_its_slot_is_retried_a_bounded_number_of_times(funded, owner, held, owner_client, api):
+    """{"steps": [{"commands": 5}]} crashed the flag check (a refunded platform fault, retried without end): read
+    defensively now, and a slot that keeps erroring is tried MAX_RETRIES times again, then left."""
+    version = task_set(funded, owner, ["a"])
+    job = new_job(funded, owner, version)
+    odd = {"steps": [{"commands": 5}, {"commands": [5, {"command": 7}], "usage": "lots"}, "x"], "model": ["m"]}
+    trial = trials.finish(jobs.claim(job.trials.get().pk), trials.TrialResult(reward=0.0, trajectory=odd))
+    assert (trial.status, trial.platform_fault, trial.input_tokens, trial.flagged) == ("succeeded", False, 0, False)
+    assert trial.steps == [{"text": "", "usage": {}, "commands": []}, {"text": "", "usage": {}, "commands": [{"command": "", "output": ""}]}]
+    assert owner_client.get(trial.get_absolute_url()).status_code == 200 and api.get(f"/api/v1/trials/{trial.pk}").status_code == 200
+    Trial.objects.filter(pk=trial.pk).update(status="errored", reward=None, error="The sandbox stopped")
+    for _ in range(jobs.MAX_RETRIES):
+        assert jobs.retry_errors(job) == 1
+        Trial.objects.filter(job=job, status="queued").update(status="errored", error="The sandbox stopped")
+    assert jobs.retry_errors(job) == 0  # the slot was tried three times again: left, errored
+    assert job.trials.count() == 1 + jobs.MAX_RETRIES
+
+
 @pytest.mark.parametrize(
     ("agent", "commands", "says"),
     [

@@ -1,11 +1,15 @@
 """Agent task sets in Harbor's format: the examples, the parser's refusals, safe archives, versions, API, CLI, pages."""
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import os
 import shutil
 import subprocess
 import tarfile
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -152,7 +156,13 @@ def test_unknown_keys_are_kept_and_listed(project, owner):
     [
         ('[agent]\ntimeout_sec = "soon"\n', "task.toml: [agent] timeout_sec: must be a positive number of seconds up to 86400, got 'soon'"),
         ("[verifier]\ntimeout_sec = -1\n", "task.toml: [verifier] timeout_sec: must be a positive number"),
-        ("[environment]\ncpus = 1.5\n", "task.toml: [environment] cpus: must be a positive whole number, got 1.5"),
+        ("[environment]\ncpus = 1.5\n", "task.toml: [environment] cpus: must be a positive whole number up to 2147483647, got 1.5"),
+        (f"[environment]\nmemory_mb = {10**29}\n", "task.toml: [environment] memory_mb: must be a positive whole number up to 2147483647"),
+        ("[metadata]\nbig = 99999999999999999999\n", "task.toml: metadata.big: 99999999999999999999 is beyond a 64-bit integer"),
+        ("a" + ".b" * 1000 + " = 1\n", "task.toml: nests tables or arrays deeper than 16 levels"),
+        ("x = " + "[" * 300 + "]" * 300 + "\n", "task.toml: nests tables or arrays deeper than 16 levels"),
+        ('[verifier]\nmode = "sideways"\noutputs = ["/app/x"]\n', "task.toml: [verifier] mode: must be"),
+        ('[verifier]\noutputs = "/app/x"\n', "task.toml: [verifier] outputs: must be a list of strings"),
         ('[environment]\nallow_internet = "no"\n', "task.toml: [environment] allow_internet: must be true or false"),
         ('[environment]\nmemory = "lots"\n', 'task.toml: [environment] memory: must be a size such as "2G"'),
         ("[verifier]\nenv = { A = 1 }\n", "task.toml: [verifier] env: must be a table of strings"),
@@ -166,6 +176,23 @@ def test_a_task_that_breaks_the_schema_is_refused_naming_file_key_and_reason(tom
     with pytest.raises(TaskFormatError) as refused:
         parse_task_set(minimal(toml), "t")
     assert str(refused.value).startswith(f"t/{message}")
+
+
+@pytest.mark.parametrize(
+    ("verifier", "message"),
+    [
+        ('mode = "sealed"', '[verifier] mode "sealed" grades the declared outputs: declare them with [verifier] outputs'),
+        ('outputs = ["/etc/passwd"]', "[verifier] outputs: '/etc/passwd' is in no folder the agent can write; the task's are /app, /home/sandbox"),
+        ('outputs = ["/app/../etc"]', "[verifier] outputs: '/app/../etc' is not an absolute path without '..'"),
+        ('outputs = ["app/x"]', "[verifier] outputs: 'app/x' is not an absolute path without '..'"),
+        ("outputs = []", "[verifier] outputs is a list of 1 to 100 absolute paths"),
+    ],
+)
+def test_declared_outputs_must_be_inside_what_the_agent_can_write(project, owner, verifier, message):
+    files = minimal(f'version = "1.0"\n[verifier]\n{verifier}\n', **{"environment/Dockerfile": b"FROM belvedir-sandbox:bookworm\nWORKDIR /app\n"})
+    with pytest.raises(TaskFormatError) as refused:
+        import_task_set(project, owner, "t", files, single_name="t")
+    assert str(refused.value) == f"t/task.toml: {message}"
 
 
 @pytest.mark.parametrize(
@@ -255,6 +282,46 @@ def test_an_archive_with_too_many_files_is_refused(monkeypatch):
     monkeypatch.setattr("agent_tasks.archive.MAX_FILES", 3)
     with pytest.raises(ArchiveError, match="more than 3 files"):
         read_archive(tar_gz([(f"t/{n}", b"x") for n in range(4)]))
+
+
+def long_name_bomb(compress) -> io.BytesIO:
+    """A tar whose one member has a GNU long name of 64 MB (zeros): well under a MB compressed. tarfile reads a long
+    name's whole data before yielding its member, so a cap counted on members alone never sees it."""
+    header = tarfile.TarInfo("././@LongLink")
+    header.type, header.size = tarfile.GNUTYPE_LONGNAME, 64 * 2**20
+    raw = io.BytesIO()
+    raw.write(header.tobuf(format=tarfile.GNU_FORMAT))
+    chunk = b"\0" * 2**20
+    for _ in range(64):
+        raw.write(chunk)
+    raw.write(tarfile.TarInfo("t/x").tobuf(format=tarfile.GNU_FORMAT) + b"\0" * 1024)
+    return io.BytesIO(compress(raw.getvalue()))
+
+
+@pytest.mark.parametrize("compress", [gzip.compress, bz2.compress, lzma.compress], ids=["gzip", "bzip2", "xz"])
+def test_a_header_that_inflates_past_the_cap_is_refused_before_it_is_held(settings, compress):
+    settings.TASK_ARCHIVE_MAX_BYTES = 2**20
+    bomb = long_name_bomb(compress)
+    assert len(bomb.getvalue()) < 2**20  # small on the wire
+    tracemalloc.start()
+    try:
+        with pytest.raises(ArchiveError, match="inflates past 1 MB"):
+            read_archive(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * 2**20  # the cap and its allowance for headers (11 MB here), never the 64 MB it names
+
+
+def test_folders_count_against_the_cap_on_members():
+    """20,480 empty folders (46 KB compressed) held a worker 1.7 s each upload; they count as members now."""
+    folders = []
+    for n in range(20_480):
+        info = tarfile.TarInfo(f"t/d{n}")
+        info.type = tarfile.DIRTYPE
+        folders.append(info)
+    with pytest.raises(ArchiveError, match="more than 10,000 files and folders"):
+        read_archive(tar_gz(folders))
 
 
 @pytest.mark.parametrize(

@@ -136,3 +136,18 @@ def test_the_llm_judge_is_checked_when_connecting_too(project, owner, serve, pro
     sample = Sample.objects.get(eval=ev)
     assert sample.score is None and "The judge (judge) could not be asked: Refused" in sample.error
     assert internal.hits == []
+
+
+def test_a_deployment_moved_to_another_origin_loses_its_key_unless_one_comes_with_the_move(api, project, loopback_deployments, member_api):
+    """A member moving a keyed deployment to a host of theirs, then pressing Test, must not receive the stored key."""
+    with FakeOpenAI(answer=lambda text: "ok") as first, FakeOpenAI(answer=lambda text: "ok") as theirs:
+        deployment = Deployment.objects.create(project=project, name="keyed", base_url=first.url, model="m", api_key="sk-stored-secret")
+        assert member_api.patch(f"/api/v1/deployments/{deployment.pk}", {"base_url": f"{first.url}/beta"}, format="json").status_code == 200
+        deployment.refresh_from_db()
+        assert deployment.api_key == "sk-stored-secret"  # the same origin: kept
+        moved = member_api.patch(f"/api/v1/deployments/{deployment.pk}", {"base_url": theirs.url}, format="json")
+        assert moved.status_code == 200 and moved.json()["api_key_masked"] == ""
+        member_api.post(f"/api/v1/deployments/{deployment.pk}/test")
+        assert theirs.requests and all("sk-stored-secret" not in (r["auth"] or "") for r in theirs.requests)
+        rekeyed = api.patch(f"/api/v1/deployments/{deployment.pk}", {"base_url": first.url, "api_key": "sk-new"}, format="json")
+        assert rekeyed.status_code == 200 and Deployment.objects.get(pk=deployment.pk).api_key == "sk-new"

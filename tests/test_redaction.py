@@ -1,6 +1,7 @@
 """The redactor: every secret, in the usual encodings, masked wherever a run writes."""
 
 import base64
+import json
 import re
 from urllib.parse import quote, quote_plus
 
@@ -95,6 +96,16 @@ def test_a_secret_split_across_two_lines_is_masked(cut):
     assert no_piece_of(SECRET, masked) and redactor.found == {SECRET}
     hexed = SECRET.encode().hex().upper()
     assert Redactor([SECRET]).text(f"{hexed[: cut * 2]}\r\n{hexed[cut * 2 :]} done") == f"{MASK}\r\n{MASK} done"
+
+
+@pytest.mark.parametrize("cut", range(MIN_LENGTH, len(SECRET) - MIN_LENGTH + 1))
+@pytest.mark.parametrize("write", [json.dumps, repr, lambda text: json.dumps({"lines": text})], ids=["json", "repr", "json-field"])
+def test_a_secret_split_across_two_lines_printed_as_json_or_repr_text_is_masked(cut, write):
+    # print(json.dumps(f"{key[:n]}\n{key[n:]}")): the two halves meet at the two characters \n, no newline between.
+    redactor = Redactor([SECRET])
+    masked = redactor.text(f"log: {write(SECRET[:cut] + chr(10) + SECRET[cut:])} end")
+    assert no_piece_of(SECRET, masked) and redactor.found == {SECRET}, masked
+    assert masked.count(MASK) == 2
 
 
 @pytest.mark.parametrize("cut", range(MIN_LENGTH, len(SECRET) - MIN_LENGTH + 1))

@@ -68,6 +68,27 @@ def test_an_identical_rerun_asks_nothing_and_costs_nothing(project, owner, fake,
     assert set(CachedResponse.objects.values_list("hits", flat=True)) == {1}
 
 
+def test_a_deployment_with_another_key_is_another_source_and_is_not_served_the_firsts_answers(project, owner, fake, deployment):
+    """A gateway's virtual key picks the backend behind one URL: the key is part of what answered."""
+    gsm8k_eval(project, owner, deployment)
+    other = Deployment.objects.create(project=project, name="other-key", base_url=fake.url, model="fake-model", api_key="vk-another-backend")
+    fresh = gsm8k_eval(project, owner, other)
+    assert (fresh.cache_hits, fresh.cache_misses) == (0, 20) and completions(fake) == 40
+    assert "vk-another-backend" not in "".join(CachedResponse.objects.values_list("key", flat=True))  # a digest, never the key
+
+
+def test_clearing_either_of_two_deployments_of_one_source_clears_what_both_are_served(project, owner, fake, deployment, owner_client):
+    twin = Deployment.objects.create(project=project, name="twin", base_url=fake.url, model="fake-model")
+    gsm8k_eval(project, owner, deployment)
+    assert gsm8k_eval(project, owner, twin).cache_hits == 20  # the same URL, model and key: served the first's answers
+    page = owner_client.get("/evals/deployments/").content.decode()
+    assert "shared with twin (same URL, model and key)" in page and "shared with fake" in page
+    owner_client.post(f"/evals/deployments/{twin.pk}/clear-cache/")  # the answers were written by `deployment`
+    assert not CachedResponse.objects.exists()
+    again = gsm8k_eval(project, owner, twin)
+    assert (again.cache_hits, again.cache_misses) == (0, 20) and completions(fake) == 40
+
+
 def test_bypass_asks_again_and_keeps_the_fresh_answers(project, owner, fake, deployment):
     gsm8k_eval(project, owner, deployment)
     fake.answer = lambda question: "#### 0"

@@ -345,7 +345,8 @@ APPS = ("belvedir", "harnesses", "evals", "billing", "traces", "finetunes")
 # Not what any field takes: a word, a number past every integer column, an impossible time (Django's parsers
 # raise on a well-formed one). Each value costs a pass over every page (~2 s): these found the 500s that a
 # one-at-a-time probe (every parameter alone, nine values, 31,239 requests, 9 minutes) found.
-HOSTILE_VALUES = ["abc", "1" + "0" * 23, "2026-13-45T25:00:00"]
+# "²" and "٣" are digits to isdigit() (and isdecimal()), which int() refuses or reads as another number.
+HOSTILE_VALUES = ["abc", "1" + "0" * 23, "2026-13-45T25:00:00", "²", "٣", "0x1f"]
 
 
 def names_read(pattern: re.Pattern) -> set[str]:

@@ -10,6 +10,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from belvedir.core.ids import parse_id
 from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
 from belvedir.core.throttle import IngestThrottle
@@ -220,8 +221,8 @@ class SessionList(generics.ListAPIView):
         params = self.request.query_params
         if params.get("outcome") in {"success", "fail"}:
             qs = qs.filter(outcome=params["outcome"])
-        if (run := params.get("run", "")).isdigit():
-            qs = qs.filter(run_id=int(run))
+        if run := parse_id(params.get("run")):
+            qs = qs.filter(run_id=run)
         return filter_by_score(by_user_and_metadata(qs, params), params)
 
 

@@ -6,6 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
+from belvedir.core.ids import parse_id
 from belvedir.core.permissions import request_project
 from evals.datasets.api import DatasetSerializer, DatasetVersionSerializer
 from evals.datasets.rows import DatasetError
@@ -38,7 +39,7 @@ class RowsFromTracesSerializer(serializers.Serializer):
 
 def _dataset(project, user, name_or_id: str) -> Dataset:
     datasets = Dataset.objects.for_user(user, project)
-    found = datasets.filter(pk=int(name_or_id)).first() if name_or_id.isdigit() else datasets.filter(name=name_or_id).order_by("-created_at").first()
+    found = datasets.filter(pk=pk).first() if (pk := parse_id(name_or_id)) else datasets.filter(name=name_or_id).order_by("-created_at").first()
     if found is None:
         raise DatasetError(f"No dataset {name_or_id!r} in this project: give one of its datasets, or new_dataset to make one.")
     return found

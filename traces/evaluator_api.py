@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from belvedir.core import jsonvalues
+from belvedir.core.ids import parse_id
 from belvedir.core.permissions import request_project
 from evals.models import Deployment
 
@@ -85,7 +86,7 @@ class EvaluatorWriteSerializer(serializers.Serializer):
         judge = data["judge"]
         if judge:
             deployments = Deployment.objects.filter(project=project)
-            found = deployments.filter(pk=int(judge)).first() if str(judge).isdigit() else deployments.filter(name=judge).first()
+            found = deployments.filter(pk=pk).first() if (pk := parse_id(judge)) else deployments.filter(name=judge).first()
             if found is None:
                 raise EvaluatorError(f"No deployment {judge!r} in this project.")
             data["judge"] = found

@@ -27,6 +27,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from belvedir.core import jsonvalues
+from belvedir.core.ids import parse_id
 from billing.actions import debt_gate, refuse_if_in_debt
 from billing.errors import InsufficientBalance
 from billing.models import Account
@@ -443,10 +444,10 @@ def start_backfill(evaluator: Evaluator, since: datetime, until: datetime) -> di
 
 def filter_by_score(sessions, params):
     """?evaluator=ID with ?score=pass|fail|error, or ?score_below=X / ?score_above=X: sessions by an evaluator's latest verdict."""
-    evaluator_id = params.get("evaluator", "")
-    if not evaluator_id.isdigit():
+    evaluator_id = parse_id(params.get("evaluator"))
+    if evaluator_id is None:
         return sessions
-    scores = EvaluatorScore.objects.filter(evaluator_id=int(evaluator_id))
+    scores = EvaluatorScore.objects.filter(evaluator_id=evaluator_id)
     which = params.get("score", "")
     if which == "pass":
         scores = scores.filter(status=EvaluatorScore.Status.SCORED, value__gte=1)

@@ -590,7 +590,7 @@ def _enum(value, names: dict) -> int:
     The column is a small integer: a number past it would be refused by
     PostgreSQL (failing the whole batch) or wrapped by the binary COPY.
     """
-    if isinstance(value, str) and not value.isdigit():
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):  # "²" is a digit to isdigit(), not to int()
         return names.get(value, 0)
     number = int(value)
     return number if 0 <= number < len(names) else 0

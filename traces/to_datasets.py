@@ -20,6 +20,7 @@ session that has no user message refuses the lot, naming it.
 import json
 from dataclasses import dataclass
 
+from belvedir.core.ids import parse_id
 from evals.datasets.rows import DatasetError
 from evals.datasets.versions import add_rows, new_dataset
 from evals.models import Dataset, DatasetVersion
@@ -190,6 +191,6 @@ def matching_sessions(sessions, params, limit: int = DEFAULT_LIMIT) -> list[Trac
     """The newest of `sessions` that match the session list's filters (outcome, run, user, metadata), at most `limit`."""
     if params.get("outcome") in {"success", "fail", "none"}:
         sessions = sessions.filter(outcome="" if params["outcome"] == "none" else params["outcome"])
-    if str(params.get("run", "")).isdigit():
-        sessions = sessions.filter(run_id=int(params["run"]))
+    if run := parse_id(params.get("run")):
+        sessions = sessions.filter(run_id=run)
     return list(by_user_and_metadata(sessions, params).order_by("-last_span_at", "-pk")[: min(limit, MAX_SESSIONS + 1)])

@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from belvedir.core.ids import parse_id
 from evals.contamination import IndexUnavailable
 
 from . import diff, trajectory
@@ -31,8 +32,8 @@ def sessions(request):
         qs = qs.filter(last_span_at__gte=timezone.now() - RANGES[chosen_range])
     if request.GET.get("outcome") in {"success", "fail", "none"}:
         qs = qs.filter(outcome="" if request.GET["outcome"] == "none" else request.GET["outcome"])
-    if request.GET.get("run", "").isdigit():
-        qs = qs.filter(run_id=int(request.GET["run"]))
+    if run := parse_id(request.GET.get("run")):
+        qs = qs.filter(run_id=run)
     qs = filter_by_score(by_user_and_metadata(qs, request.GET), request.GET)
     # Keyset pagination: "older than this time" instead of page numbers, so
     # no COUNT(*) and no OFFSET however many sessions there are.

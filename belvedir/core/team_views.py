@@ -6,6 +6,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from belvedir.core.ids import parse_id
+
 from . import actions
 from .decorators import owner_required
 from .email_views import send_invitation
@@ -150,6 +152,6 @@ def new_project(request):
 @require_POST
 def switch_project(request):
     chosen = request.POST.get("project", "")
-    project = get_object_or_404(Project.objects.for_user(request.user), pk=int(chosen) if chosen.isdigit() else 0)
+    project = get_object_or_404(Project.objects.for_user(request.user), pk=parse_id(chosen) or 0)
     choose_project(request, project)
     return redirect("home")

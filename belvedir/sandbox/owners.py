@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import QuerySet
 
+from belvedir.core.ids import parse_id
+
 
 @dataclass(frozen=True)
 class Owner:
@@ -84,7 +86,7 @@ def get(kind: str) -> OwnerKind | None:
 
 def active_ids(kind: OwnerKind, ids) -> set[str]:
     """Which of these ids are still active. Owner ids are integer primary keys: anything else never is."""
-    numeric = {i for i in ids if str(i).isdigit()}
+    numeric = {pk for i in ids if (pk := parse_id(str(i)))}
     if not numeric:
         return set()
     return {str(pk) for pk in kind.active().filter(pk__in=numeric).values_list("pk", flat=True)}

@@ -17,6 +17,8 @@ from collections import Counter
 import numpy as np
 from django.utils import timezone
 
+from belvedir.core.ids import parse_id
+
 from .. import benchmarks, statistics
 from ..models import Deployment, Eval, JudgeLabel, Sample
 from .judge import dataset_rubric, judge_key
@@ -86,7 +88,7 @@ def card(project, judge_key: str) -> dict:
     deployment_id = judge_key.split(":", 1)[0]
     return {
         "key": judge_key,
-        "deployment": Deployment.objects.filter(project=project, pk=deployment_id).values_list("name", flat=True).first() if deployment_id.isdigit() else None,
+        "deployment": Deployment.objects.filter(project=project, pk=pk).values_list("name", flat=True).first() if (pk := parse_id(deployment_id)) else None,
         "rubric": judge_key.split(":", 1)[1] if ":" in judge_key else judge_key,
         "scale": list(scale),
         "weights": weights or "none",

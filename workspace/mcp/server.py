@@ -11,6 +11,7 @@ import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -19,6 +20,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from pydantic import Field
+
+from agent_tasks.agents import calls_a_model
 
 from . import sizing, twin
 from .tools import TOOLS, Arg, Tool
@@ -88,7 +91,8 @@ def _signature(tool: Tool) -> inspect.Signature:
 def run_tool(tool: Tool, arguments: dict) -> dict:
     """The tool's answer: its endpoint's JSON, paged and sized; a ToolError carrying the API's own error."""
     in_path = {a.name for a in tool.args if "{" + a.name + "}" in tool.path}
-    path = tool.path.format(**{name: arguments[name] for name in in_path})
+    # Encoded as a client would: a session id may hold "/", "?", or characters outside Latin-1.
+    path = tool.path.format(**{name: quote(str(arguments[name]), safe="") for name in in_path})
     rest = {k: v for k, v in arguments.items() if k not in in_path and v is not None and k not in ("cursor", "dry_run")}
     if tool.writes:
         body = rest[tool.body_arg] if tool.body_arg else rest
@@ -134,7 +138,8 @@ def estimate(tool: Tool, body: dict) -> dict:
         raise ToolError(f"No task set {body['task_set']!r} in this project.")
     detail = _ask("GET", f"/api/v1/task-sets/{found['id']}").data
     tasks = len(detail["versions"][0]["tasks"]) if detail.get("versions") else 0
-    columns = sum(len(body.get("deployments") or []) if agent == "reference" else 1 for agent in body["agents"])
+    # As jobs.contestants counts them: an agent that calls a model is one column per deployment.
+    columns = sum(len(body.get("deployments") or []) if calls_a_model(agent) else 1 for agent in body["agents"])
     trials = tasks * columns * (body.get("attempts") or 1)
     price = settings.TRIAL_PRICE_CENTS
     return {

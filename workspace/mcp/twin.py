@@ -7,10 +7,12 @@ same key (its scope included), so a tool can neither see nor do what the API wou
 import io
 import json
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import unquote_to_bytes, urlencode
 
 from django.core.handlers.wsgi import WSGIRequest
 from django.urls import Resolver404, resolve
+
+from belvedir.core.middleware import NulCharacterMiddleware
 
 
 @dataclass
@@ -30,13 +32,15 @@ class Answer:
 
 
 def call(authorization: str, method: str, path: str, query: dict | None = None, body: dict | None = None, host: str = "localhost") -> Answer:
-    """`method path` of the API (`/api/v1/...`) as the token's holder; the JSON it answers."""
+    """`method path` of the API (`/api/v1/...`, percent-encoded as a client sends it) as the token's holder; the
+    JSON it answers. The path reaches the view as a server gives it (PEP 3333: decoded, its UTF-8 bytes as
+    Latin-1), and through the same NUL guard as a request from outside (NulCharacterMiddleware)."""
     query_string = urlencode({k: v for k, v in (query or {}).items() if v is not None}, doseq=True)
     raw = json.dumps(body).encode() if body is not None else b""
     request = WSGIRequest(
         {
             "REQUEST_METHOD": method,
-            "PATH_INFO": path,
+            "PATH_INFO": unquote_to_bytes(path).decode("iso-8859-1"),
             "QUERY_STRING": query_string,
             "CONTENT_TYPE": "application/json",
             "CONTENT_LENGTH": str(len(raw)),
@@ -49,10 +53,10 @@ def call(authorization: str, method: str, path: str, query: dict | None = None, 
         }
     )
     try:
-        match = resolve(path)
+        match = resolve(request.path_info)
     except Resolver404:
         return Answer(404, {"detail": "Not found."})
-    response = match.func(request, *match.args, **match.kwargs)
+    response = NulCharacterMiddleware(lambda request: match.func(request, *match.args, **match.kwargs))(request)
     if hasattr(response, "render"):
         response.render()
     if "json" not in response.get("Content-Type", ""):
