@@ -13,9 +13,15 @@ image (the trial also copies the build's /app into its writable /app).
 
 Part `job`: the ten shipped tasks × oracle and nop × 5 attempts (100 trials) through the job's own path (advance,
 claim and charge, run, settle) with --workers queue workers in threads and a host of that many places, under the
-engine's default runtime: its wall time, and the sum of its trials' own walls (what one worker would take).
+engine's default runtime: its wall time, and the sum of its trials' own walls (what one worker would take). Then
+the same job regraded by the same version through the regrade's own path (its grades sent, claimed, charged,
+graded from the kept outputs in a sandbox each): its wall as a share of the job's (the issue's target: 10%).
 
-Usage: DEBUG=1 .venv/bin/python bench/jobs.py [--part overhead|job|both] [--repeats 10] [--workers 2]
+Part `sealed`: what a sealed verifier costs over an in-place one, per trial: each of the ten shipped tasks (sealed,
+each declaring its outputs) and the same task with `mode = "in_place"`, the oracle on each, alternated, --repeats
+each, per runtime: the median trial of each and their difference (the issue's target: at most +1 s).
+
+Usage: DEBUG=1 .venv/bin/python bench/jobs.py [--part overhead|job|sealed|all] [--repeats 10] [--workers 2]
 It uses a throwaway PostgreSQL database (bench/throwaway.py) and the Docker engine and image of `make test`.
 """
 
@@ -105,48 +111,57 @@ def overhead_of(task, image: str, repeats: int):
         )
 
 
-def job(version, project, owner, workers: int):
-    from django.db import connection
+class Queue:
+    """The queue of `module` (its async_task), drained by `workers` threads running `task` until `pending()` is empty."""
 
-    from agent_tasks import jobs
-    from agent_tasks.models import Trial
+    def __init__(self, module, task, workers: int):
+        self.sent: list[int] = []
+        self.lock = threading.Condition()
+        self.task, self.workers = task, workers
+        module.async_task = self.send
+
+    def send(self, name, pk, **kwargs):
+        with self.lock:
+            self.sent.append(pk)
+            self.lock.notify_all()
+
+    def drain(self, pending):
+        from django.db import connection
+
+        def worker():
+            try:
+                while True:
+                    with self.lock:
+                        while not self.sent:
+                            if not pending():
+                                return
+                            self.lock.wait(0.5)
+                        pk = self.sent.pop(0)
+                    self.task(pk)
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=worker) for _ in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+def job(version, project, owner, workers: int):
+    from agent_tasks import jobs, regrades
+    from agent_tasks.models import Grade, Trial
     from belvedir.sandbox.models import SandboxHost
     from billing.actions import grant_credit
     from billing.models import Account
 
     SandboxHost.objects.filter(name="bench").update(capacity=workers)
     grant_credit(Account.for_project(project), 100_000, "bench", owner)
-    sent: list[int] = []
-    lock = threading.Condition()
-
-    def send(name, trial_id, **kwargs):
-        with lock:
-            sent.append(trial_id)
-            lock.notify_all()
-
-    jobs.async_task = send
+    queue = Queue(jobs, jobs.run_job_trial, workers)
     started = time.monotonic()
     made = jobs.create_job(project, owner, version=version, agents=["oracle", "nop"], attempts=5, budget_cents=100_000)
     total = made.trials.count()
-
-    def worker():
-        try:
-            while True:
-                with lock:
-                    while not sent:
-                        if not Trial.objects.filter(job=made).exclude(status__in=Trial.ENDED).exists():
-                            return
-                        lock.wait(0.5)
-                    trial_id = sent.pop(0)
-                jobs.run_job_trial(trial_id)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    queue.drain(lambda: Trial.objects.filter(job=made).exclude(status__in=Trial.ENDED).exists())
     wall = time.monotonic() - started
     made.refresh_from_db()
     trials = list(made.trials.all())
@@ -156,11 +171,47 @@ def job(version, project, owner, workers: int):
         f"job: 10 tasks x oracle, nop x 5 attempts = {total} trials, {workers} workers and host places: wall {wall:.1f} s "
         f"({wall / total:.2f} s a trial); the trials' own walls add up to {own:.1f} s ({own / wall:.2f}x the job's wall); {by_status}; job {made.status}"
     )
+    queue = Queue(regrades, regrades.run_grade, workers)
+    started = time.monotonic()
+    regrade = regrades.start(made, version, owner)
+    queue.drain(lambda: Grade.objects.filter(regrade=regrade).exclude(status__in=Grade.ENDED).exists())
+    regraded = time.monotonic() - started
+    found = regrades.comparison(regrade)
+    print(
+        f"regrade of that job by the same version: {found['counts']['succeeded']} graded, {found['counts']['skipped']} skipped, "
+        f"{found['counts']['errored']} errored, {len(found['moved'])} moved; wall {regraded:.1f} s = {regraded / wall:.1%} of the job's wall"
+    )
+
+
+def sealed(project, owner, repeats: int):
+    """The oracle on each shipped task, sealed (as shipped) and in place (the same task, its mode changed), alternated."""
+    from agent_tasks.actions import import_task_set
+    from agent_tasks.trials import run_trial
+
+    files = {f"tasks/{p.relative_to(EXAMPLES).as_posix()}": p.read_bytes() for p in sorted(EXAMPLES.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+    in_place = {path: data.replace(b'mode = "sealed"', b'mode = "in_place"') if path.endswith("task.toml") else data for path, data in files.items()}
+    versions = {"sealed": import_task_set(project, owner, "sealed", files)[0], "in_place": import_task_set(project, owner, "in-place", in_place)[0]}
+    for runtime in ("runc", "runsc"):
+        times = {"sealed": [], "in_place": []}
+        for name in sorted(versions["sealed"].tasks.values_list("name", flat=True)):
+            tasks = {mode: version.tasks.get(name=name) for mode, version in versions.items()}
+            run_trial(tasks["in_place"], "oracle", runtime_wanted=runtime)  # warm: the runtime's binaries, the page cache
+            for _ in range(repeats):
+                for mode in ("sealed", "in_place"):
+                    started = time.monotonic()
+                    trial = run_trial(tasks[mode], "oracle", runtime_wanted=runtime)
+                    times[mode].append(time.monotonic() - started)
+                    assert (trial.status, trial.reward, trial.verifier_mode) == ("succeeded", 1.0, mode), (name, mode, trial.error)
+        s, i = statistics.median(times["sealed"]), statistics.median(times["in_place"])
+        print(
+            f"sealed against in place, {runtime}: the oracle on the ten shipped tasks, {repeats} each, alternated: median trial sealed {s:.2f} s, "
+            f"in place {i:.2f} s: sealed costs {s - i:+.2f} s a trial ({s / i:.2f}x)"
+        )
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", choices=["overhead", "job", "both"], default="both")
+    parser.add_argument("--part", choices=["overhead", "job", "sealed", "all"], default="all")
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
@@ -176,10 +227,12 @@ def main():
         owner = create_account(username="bench", password="bench-password-1")
         project = owner.memberships.get().project
         version = examples(project, owner)
-        if args.part in ("overhead", "both"):
+        if args.part in ("overhead", "all"):
             overhead(version, args.repeats)
             build_overhead(hello(project, owner), args.repeats)
-        if args.part in ("job", "both"):
+        if args.part in ("sealed", "all"):
+            sealed(project, owner, max(1, args.repeats // 3))
+        if args.part in ("job", "all"):
             job(version, project, owner, args.workers)
 
 

@@ -210,11 +210,19 @@ def test_a_task_missing_a_required_file_is_refused(drop, message):
         parse_task_set(files, "t")
 
 
-def test_a_compose_file_or_a_prebuilt_image_stands_for_the_dockerfile():
+def test_a_compose_file_or_a_prebuilt_image_stands_for_the_dockerfile_and_import_says_neither_can_run_here(project, owner):
     files = minimal()
     del files["environment/Dockerfile"]
-    assert parse_task("t", {**files, "environment/docker-compose.yaml": b"services: {}\n"})
-    assert parse_task("t", {**files, "task.toml": b'[environment]\ndocker_image = "ubuntu:24.04"\n'})
+    composed = parse_task("t", {**files, "environment/docker-compose.yaml": b"services: {}\n"})
+    prebuilt = parse_task("t", {**files, "task.toml": b'[environment]\ndocker_image = "ubuntu:24.04"\n'})
+    assert composed.config == {"version": "1.0"} and "environment/docker-compose.yaml" in composed.files
+    assert prebuilt.config == {"environment": {"docker_image": "ubuntu:24.04"}} and prebuilt.unknown_keys == []
+    for name, task_files in (
+        ("composed", {**files, "environment/docker-compose.yaml": b"services: {}\n"}),
+        ("prebuilt", {**files, "task.toml": b'[environment]\ndocker_image = "ubuntu:24.04"\n'}),
+    ):
+        task = import_task_set(project, owner, name, task_files, single_name=name)[0].tasks.get()
+        assert "only a Dockerfile environment can be run here (no compose file, no prebuilt image)" in task.environment["refused"]
 
 
 def test_an_oversized_task_toml_is_refused_before_parsing():

@@ -347,6 +347,22 @@ def test_an_eval_against_a_server_of_small_capacity_backs_off_and_stores_every_r
     assert api.get(f"/api/v1/evals/{ev.pk}").json()["concurrency"] == ev.concurrency
 
 
+@pytest.mark.django_db(transaction=True)
+def test_against_a_server_with_room_the_gate_grows_to_the_deployments_cap_and_never_past_it(owner, project, settings):
+    """The gate starts at 100 in flight; a server that takes all it is sent must see it grow to max_in_flight, 150,
+    and no further: the peak the server saw is the cap itself (the small server's 8 above is its own threshold)."""
+    rows = 2000
+    with FakeOpenAI(answer=lambda text: text.split()[-1], latency=0.05) as fake:
+        deployment = Deployment.objects.create(project=project, name="roomy", base_url=fake.url, model="m", max_in_flight=150)
+        data = "".join(f'{{"input": "question {i}", "expected": "{i}"}}\n' for i in range(rows)).encode()
+        ev = create_eval(project, owner, deployment=deployment, dataset=create_dataset(project, owner, "numbers", data), scorers=["exact_match"])
+        run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.error_count) == (Eval.Status.SUCCEEDED, rows, 0)
+    assert fake.refused == 0 and fake.peak_in_flight == 150
+    assert max(point[1] for point in ev.concurrency) == 150
+
+
 @pytest.mark.django_db
 def test_the_eval_page_charts_the_requests_in_flight(owner_client, project):
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://203.0.113.9/v1", model="m")

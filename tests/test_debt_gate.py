@@ -8,6 +8,7 @@ registered (and then must be in the table) or fails here.
 """
 
 import ast
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -305,58 +306,164 @@ def test_the_table_covers_every_registered_gate():
 # verdict) and a task sent to a queue (whose work spends).
 SPENDING_CALLS = {"charge", "charge_trial", "complete", "send_request", "grade", "async_task"}
 
-# Each function that makes one of those calls, and the registered gate(s) every way to it passes first.
-BEHIND = {
-    "harnesses.actions.start_run": {"harnesses.actions.start_run"},
-    "harnesses.actions.enqueue_run": {"harnesses.actions.start_run"},  # only after start_run's commit (and a lost run's requeue: charged already)
-    "evals.queue.enqueue": {"evals.tasks.run_eval"},  # whatever queued it, the task refuses in debt
-    "evals.engine.EvalRun._one.ask": {"evals.tasks.run_eval"},
-    "evals.engine.EvalRun._one_by_loglikelihood": {"evals.tasks.run_eval"},
-    "evals.scoring.judge.Judge.grade": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
-    "evals.scoring.judge.LlmJudge.score": {"evals.tasks.run_eval", "traces.evaluators.score_targets", "traces.evaluators.retry_errors"},
-    "evals.benchmarks.mt_bench.MTBench._judge_turn": {"evals.tasks.run_eval"},
-    "evals.connection.test_connection": {"evals.connection.try_connection"},
-    "traces.evaluators.enqueue_for": {"traces.evaluators.score_targets"},  # score_sessions scores through it
-    "traces.evaluators.start_backfill": {"traces.evaluators.start_backfill"},
-    "agent_tasks.jobs.enqueue": {"agent_tasks.jobs.run_job_trial"},  # whatever sent it, the task skips it in debt
-    "agent_tasks.jobs._why_not": {"agent_tasks.jobs.run_job_trial"},
-    "agent_tasks.jobs.charge_trial": {"agent_tasks.jobs.run_job_trial"},  # only _why_not calls it
-    "agent_tasks.regrades.advance": {"agent_tasks.regrades.run_grade"},  # whatever sent it, the task skips it in debt
-    "agent_tasks.regrades.claim": {"agent_tasks.regrades.run_grade"},
+# Where a chain of callers up from a spender may stop short of a registered gate, and why. Nothing else may: a new
+# caller of a spender (a view calling test_connection without try_connection) must reach a gate, or be named here.
+STOPS = {
+    "evals.queue.enqueue": "whatever queued it, the task (evals.tasks.run_eval, a gate) refuses in debt when it runs",
+    "agent_tasks.jobs.enqueue": "whatever sent it, the task (agent_tasks.jobs.run_job_trial, a gate) skips it in debt",
+    "agent_tasks.regrades.advance": "whatever sent it, the task (agent_tasks.regrades.run_grade, a gate) skips it in debt",
+    "harnesses.actions.enqueue_run": "a run is queued once start_run (a gate) charged it; requeue_lost_runs sends it again, charged already",
+    "traces.evaluators.enqueue_for": "its scoring task (traces.evaluators.score_targets, a gate) refuses in debt when it runs",
+    "evals.engine.EvalRun.run": "an eval's engine runs only in evals.tasks.run_eval (a gate); other objects' `.run(` calls share its name",
 }
 
 
-def spending_calls() -> dict[str, set[str]]:
-    """{module.qualname of a function: the spending calls in its own body}, over the project's apps."""
+PACKAGES = ("agent_tasks", "belvedir", "billing", "evals", "finetunes", "harnesses", "traces", "workspace")
+
+
+@dataclass
+class Graph:
+    """The project's functions and what each calls: resolved to a qualified name where the source says which (a
+    function of its module, an imported name, an imported module's function, a method of its own class), else by
+    the called attribute's name alone (a method of some object)."""
+
+    calls: dict[str, set[str]]  # function: qualified names it calls
+    by_name: dict[str, set[str]]  # function: attribute names it calls on objects it cannot resolve
+    methods: set[str]  # functions defined in a class
+
+
+def graph() -> Graph:
     root = Path(django_settings.BASE_DIR)
-    found: dict[str, set[str]] = {}
-    for package in ("agent_tasks", "belvedir", "billing", "evals", "finetunes", "harnesses", "traces", "workspace"):
+    found = Graph({}, {}, set())
+    for package in PACKAGES:
         for path in (root / package).rglob("*.py"):
             if "migrations" in path.parts:
                 continue
             module = ".".join(path.relative_to(root).with_suffix("").parts)
-
-            def visit(node, names, module=module):
-                for child in ast.iter_child_nodes(node):
-                    if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                        visit(child, [*names, child.name], module)
-                        continue
-                    if isinstance(child, ast.Call) and names:
-                        func = child.func
-                        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-                        if called in SPENDING_CALLS or called == "_post":
-                            found.setdefault(".".join([module, *names]), set()).add(called)
-                    visit(child, names, module)
-
-            visit(ast.parse(path.read_text()), [])
+            tree = ast.parse(path.read_text())
+            names = _bindings(tree, module)
+            _walk(tree, module, [], None, names, found)
     return found
 
 
-def test_every_call_that_spends_is_behind_a_registered_gate():
+def _bindings(tree, module: str) -> dict[str, str]:
+    """What each module-level name stands for: its own functions and classes, and what it imports."""
+    package = module.rsplit(".", 1)[0]
+    names = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names[node.name] = f"{module}.{node.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = module.split(".")[: -node.level] if node.level else []
+                base = ".".join([*parent, *([node.module] if node.module else [])]) or package
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return names
+
+
+def _walk(node, module, scope, klass, names, found):
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            _walk(child, module, [*scope, child.name], ".".join([module, *scope, child.name]), names, found)
+            continue
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            qualified = ".".join([module, *scope, child.name])
+            found.calls.setdefault(qualified, set())
+            found.by_name.setdefault(qualified, set())
+            if scope and ".".join([module, *scope]) != klass:
+                # A function defined inside another is that one's (a closure it calls or hands on: the engine's `ask`).
+                found.calls.setdefault(".".join([module, *scope]), set()).add(qualified)
+            if klass and len(scope) and ".".join([module, *scope]) == klass:
+                found.methods.add(qualified)
+            _walk(child, module, [*scope, child.name], klass, names, found)
+            continue
+        if isinstance(child, ast.Call) and scope:
+            function = ".".join([module, *scope])
+            func = child.func
+            if isinstance(func, ast.Name) and func.id in names:
+                found.calls.setdefault(function, set()).add(names[func.id])
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in names:
+                found.calls.setdefault(function, set()).add(f"{names[func.value.id]}.{func.attr}")
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and klass:
+                found.calls.setdefault(function, set()).add(f"{klass}.{func.attr}")
+            elif isinstance(func, ast.Attribute):
+                found.by_name.setdefault(function, set()).add(func.attr)
+            elif isinstance(func, ast.Name):
+                found.calls.setdefault(function, set()).add(f"{function}.{func.id}")  # a function defined inside it
+        _walk(child, module, scope, klass, names, found)
+
+
+def spending_calls() -> dict[str, set[str]]:
+    """{function: the spending calls in its own body (by the called name, however it is reached)}."""
+    found = graph()
+    short = lambda q: q.rsplit(".", 1)[1]  # noqa: E731
+    return {f: {short(c) for c in found.calls[f]} | found.by_name.get(f, set()) for f in found.calls}
+
+
+def callers(found: Graph) -> dict[str, set[str]]:
+    """{function: the functions that call it}: by its qualified name, and a method also by its name alone."""
+    up: dict[str, set[str]] = {}
+    for function, calls in found.calls.items():
+        for called in calls:
+            up.setdefault(called, set()).add(function)
+    for function, names in found.by_name.items():
+        for name in names:
+            up.setdefault(f"*.{name}", set()).add(function)
+    return up
+
+
+def ungated(spender: str, found: Graph, up: dict[str, set[str]]) -> list[list[str]]:
+    """A chain of callers up from `spender` to each function nothing calls (a view, a queue task, a command) reached
+    without passing a registered gate or a STOPS entry. A method's callers include every call of its name on an
+    object the source does not name: the walk errs on the side of more chains, never fewer. Breadth first, each
+    function once: a chain to every open entry, not every chain."""
+    below = {spender: None}  # function: the one it was reached from (towards the spender)
+    queue, entries = [spender], []
+    while queue:
+        function = queue.pop(0)
+        if function in DEBT_GATES or function in STOPS:
+            continue
+        above = set(up.get(function, ()))
+        if function in found.methods:
+            above |= up.get("*." + function.rsplit(".", 1)[1], set())
+        above.discard(function)
+        if not above:
+            entries.append(function)
+        for caller in sorted(above - below.keys()):
+            below[caller] = function
+            queue.append(caller)
+    chains = []
+    for entry in entries:
+        chain, step = [], entry
+        while step is not None:
+            chain.append(step)
+            step = below[step]
+        chains.append(chain)
+    return chains
+
+
+def test_every_call_that_spends_is_behind_a_registered_gate_on_every_way_to_it():
     found = spending_calls()
     # Every request to a deployment goes out through the client's _post, which only its send_request() makes:
     assert {name for name, calls in found.items() if "_post" in calls} == {"evals.client.send_request"}
     # complete() is send_request() and a parse: the door itself, as send_request() is.
-    spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS} - {"evals.client.complete"}
-    assert spenders == set(BEHIND)
-    assert set().union(*BEHIND.values()) <= set(DEBT_GATES)
+    spenders = {name for name, calls in found.items() if calls & SPENDING_CALLS} - {"evals.client.complete", "evals.client.send_request"}
+    assert len(spenders) >= 15  # the walk finds them
+    calls = graph()
+    up = callers(calls)
+    open_chains = {" -> ".join(chain) for spender in sorted(spenders) for chain in ungated(spender, calls, up)}
+    assert open_chains == set()
+    assert set(STOPS) <= set(calls.calls)  # no stale entry
+
+
+def test_the_guard_finds_a_new_caller_that_bypasses_the_gates():
+    """The fault put back: a view that tests a deployment's connection without try_connection (the gate)."""
+    calls = graph()
+    calls.calls["evals.views.a_new_view"] = {"evals.connection.test_connection"}
+    chains = ungated("evals.connection.test_connection", calls, callers(calls))
+    assert ["evals.views.a_new_view", "evals.connection.test_connection"] in chains

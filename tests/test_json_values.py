@@ -4,6 +4,7 @@ import itertools
 import json
 
 import pytest
+from django.db import DataError, transaction
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -191,9 +192,46 @@ def same(sent, got):
     return sent == got
 
 
-def storable(value, depth=0) -> bool:
+def expected(value) -> bool:
+    """What may be stored, by the rules written out here, independently of belvedir/core/jsonvalues (the code under
+    test): finite numbers, integers within a bigint, text keys, no NUL or lone surrogate in any text, at most
+    MAX_DEPTH levels and MAX_SIZE characters (numbers, booleans and nulls counted as jsonvalues documents them)."""
+    size, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > 32:
+            return False
+        if isinstance(item, str):
+            if "\x00" in item or any(0xD800 <= ord(c) <= 0xDFFF for c in item):
+                return False
+            size += len(item)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str) or "\x00" in key or any(0xD800 <= ord(c) <= 0xDFFF for c in key):
+                    return False
+                size += len(key)
+                stack.append((child, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, bool) or item is None:
+            size += 1
+        elif isinstance(item, int):
+            if not -(2**63) <= item <= 2**63 - 1:
+                return False
+            size += 8
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+            size += 8
+        else:
+            return False
+    return size <= 100_000
+
+
+def storable(value) -> bool:
+    """The code under test's answer."""
     try:
-        jsonvalues.check(value, max_depth=jsonvalues.MAX_DEPTH - depth)
+        jsonvalues.check(value)
     except jsonvalues.JsonValueError:
         return False
     return True
@@ -203,14 +241,27 @@ def storable(value, depth=0) -> bool:
 @given(json_values | deep_values)
 @example(float("nan"))
 @example({"a\x00": 1})
+@example("\ud800")
+@example(2**63)
 @example(nested(5000, 1))
+@example(nested(32, 1))
+@example(nested(33, 1))
 def test_the_check_accepts_exactly_what_json_and_postgresql_keep(project, value):
     value = {"v": value}  # a JSON null at the top would be SQL's NULL
+    assert storable(value) == expected(value)  # both ways: a check refusing every float fails here too
     if storable(value):
         text = json.dumps(value, allow_nan=False)  # raises on NaN or infinity: the check let one through
         assert same(value, json.loads(text))
         row = Suite.objects.create(project=project, name=f"s{next(_names)}", entries=value)
         assert same(value, Suite.objects.get(pk=row.pk).entries)  # PostgreSQL refuses NUL and lone surrogates: a DataError here
+
+
+@pytest.mark.parametrize("value", [{"v": "a\x00b"}, {"v": "\ud800"}, {"a\x00": 1}], ids=["NUL", "lone surrogate", "NUL key"])
+def test_postgresql_itself_refuses_what_the_check_refuses(project, value):
+    """The refusals are PostgreSQL's own rules, not the check's taste: storing one unchecked is a DataError."""
+    assert not storable(value) and not expected(value)
+    with pytest.raises(DataError), transaction.atomic():
+        Suite.objects.create(project=project, name=f"s{next(_names)}", entries=value)
 
 
 _names = itertools.count()
@@ -223,7 +274,8 @@ _names = itertools.count()
 def test_suite_options_fuzzed_are_kept_exactly_or_refused_never_a_500(api, value):
     body = {"name": f"s{next(_names)}", "entries": [{"benchmark": "gsm8k", "options": value}]}
     response = post(api, "/api/v1/suites", json.dumps(body))  # NaN and Infinity spelled as Python writes them
-    if storable(body):
+    assert storable(body) == expected(body)
+    if expected(body):
         assert response.status_code == 201, response.content[:300]
         assert same(value, response.json()["entries"][0]["options"])
         assert same(value, api.get(f"/api/v1/suites/{response.json()['id']}").json()["entries"][0]["options"])
@@ -233,12 +285,13 @@ def test_suite_options_fuzzed_are_kept_exactly_or_refused_never_a_500(api, value
 
 @FUZZ
 @given(json_values | deep_values, json_values)
-def test_evaluator_configs_fuzzed_are_kept_exactly_or_refused_never_a_500(api, expected, extra):
-    body = {"name": f"e{next(_names)}", "kind": "code", "config": {"check": "contains", "expected": expected, "extra": extra}}
+def test_evaluator_configs_fuzzed_are_kept_exactly_or_refused_never_a_500(api, wanted, extra):
+    body = {"name": f"e{next(_names)}", "kind": "code", "config": {"check": "contains", "expected": wanted, "extra": extra}}
     response = post(api, "/api/v1/evaluators", json.dumps(body))
-    if storable(body) and str(expected).strip():
+    assert storable(body) == expected(body)
+    if expected(body) and str(wanted).strip():
         assert response.status_code == 201, response.content[:300]
-        assert same({"check": "contains", "expected": expected}, response.json()["config"])
-        assert same(expected, api.get(f"/api/v1/evaluators/{response.json()['id']}").json()["config"]["expected"])
+        assert same({"check": "contains", "expected": wanted}, response.json()["config"])
+        assert same(wanted, api.get(f"/api/v1/evaluators/{response.json()['id']}").json()["config"]["expected"])
     else:
         assert response.status_code == 400, response.content[:300]

@@ -4,8 +4,11 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.pagination import CursorPagination, LimitOffsetPagination, PageNumberPagination
 
+from agent_tasks.jobs import create_job
 from belvedir.core.pagination import MAX_LIMIT
 from evals.datasets.versions import create_dataset
+
+from .test_agent_job_rules import task_set
 
 HUGE = "99999999"
 
@@ -50,6 +53,8 @@ def test_every_api_list_pages_at_most_1000():
 @pytest.mark.django_db
 def test_huge_limits_on_every_list_are_capped_or_refused_never_a_500(api, project, owner):
     create_dataset(project, owner, "d", b'{"input": "q", "expected": "a"}\n')
+    # One list past the cap, so "at most 1,000" can fail: a job of 1,200 trials (12 tasks × 100 attempts).
+    job = create_job(project, owner, version=task_set(project, owner, [f"t{i}" for i in range(12)]), agents=["nop"], attempts=100, budget_cents=100)
     lists = [route for route, view in _api_views(get_resolver().url_patterns) if "<" not in route and "(?P" not in route and "api/v1/" in route]
     assert len(lists) > 20
     for route in lists:
@@ -60,3 +65,7 @@ def test_huge_limits_on_every_list_are_capped_or_refused_never_a_500(api, projec
             body = response.json()
             if isinstance(body, dict) and "results" in body and isinstance(body["results"], list):
                 assert len(body["results"]) <= MAX_LIMIT, url
+    trials = api.get(f"/api/v1/jobs/{job.pk}/trials", {"limit": HUGE}).json()
+    assert len(trials["results"]) == MAX_LIMIT and trials["next"] and trials["count"] == 1200
+    rest = api.get(trials["next"]).json()
+    assert len(rest["results"]) == 200 and rest["next"] is None

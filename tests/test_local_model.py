@@ -159,10 +159,15 @@ SHELL = {
 @processes
 def test_tools_are_offered_and_a_whole_tool_conversation_is_taken(client):
     # What an agent sends (the reference agent's shape): tools, then its call and the tool's result fed back.
-    first = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "List the files here."}], tools=[SHELL], temperature=0, max_tokens=48
-    )
-    assert first.choices[0].finish_reason in {"stop", "length", "tool_calls"}
+    asked = [{"role": "user", "content": "List the files here."}]
+    first = client.chat.completions.create(model=MODEL, messages=asked, tools=[SHELL], temperature=0, max_tokens=48)
+    bare = client.chat.completions.create(model=MODEL, messages=asked, temperature=0, max_tokens=48)
+    repeated = client.chat.completions.create(model=MODEL, messages=asked, tools=[SHELL], temperature=0, max_tokens=48)
+    # The tools reached the prompt: the same question with them is longer by the tool's description at least.
+    assert first.usage.prompt_tokens > bare.usage.prompt_tokens + len(SHELL["function"]["description"].split())
+    # Greedy decoding is byte-stable on this server: the first answer, and how it ended, come back the same.
+    assert (repeated.choices[0].message.content, repeated.choices[0].finish_reason) == (first.choices[0].message.content, first.choices[0].finish_reason)
+    assert first.choices[0].message.content != bare.choices[0].message.content or first.usage.prompt_tokens != bare.usage.prompt_tokens
     call = {"id": "call_1", "type": "function", "function": {"name": "shell", "arguments": '{"command": "ls"}'}}
     turns = [
         {"role": "user", "content": "List the files here."},

@@ -21,7 +21,7 @@ from agent_tasks.jobs import create_job
 from agent_tasks.models import Job
 from belvedir.core.models import ApiKey
 from evals.datasets.versions import create_dataset
-from evals.models import Deployment, Eval, Sample, SuiteRun
+from evals.models import DatasetRow, Deployment, Eval, Sample, SuiteRun
 from harnesses.models import Harness, Run
 from traces.models import Evaluator, TraceSession
 from workspace.mcp import sizing
@@ -166,18 +166,37 @@ def test_lists_page_with_a_cursor_through_every_item(live_server, world, project
     assert sorted(seen) == sorted(Eval.objects.values_list("pk", flat=True)) and count == 5 == len(seen)
 
 
+def write_examples(w) -> dict[str, dict]:
+    """An argument set for every write tool, each one the API would carry out for a full key."""
+    return {
+        "start_eval": {"deployment": "d", "benchmark": "gsm8k", "max_cost": 1.0},
+        "start_suite_run": {"suite": "quick", "deployments": ["d"], "max_cost": 1.0},
+        "start_job": {"task_set": "tasks", "agents": ["nop"], "budget": "1"},
+        "retry_eval_errors": {"eval_id": w["eval"].pk},
+        "add_sessions_to_dataset": {"payload": {"dataset": w["dataset"].pk, "sessions": ["s-1"]}},
+        "create_evaluator": {"payload": {"name": "new", "scorer": {"name": "contains", "options": {"expected": "x"}}}},
+    }
+
+
+def counts() -> dict[str, int]:
+    return {model.__name__: model.objects.count() for model in (Job, Eval, SuiteRun, Evaluator, Sample)} | {"rows": DatasetRow.objects.count()}
+
+
 def test_a_read_key_reads_and_is_refused_every_write_naming_its_scope_with_nothing_done(live_server, world, project, owner):
+    writes = {t.name for t in TOOLS if t.writes}
+    given = write_examples(world)
+    assert set(given) == writes, "each write tool needs an example here (and each example a tool)"
+    before = counts()
+
     async def work(client):
         read = await client.call_tool("get_job", {"job_id": world["job"].pk})
-        job = await client.call_tool("start_job", {"task_set": "tasks", "agents": ["nop"], "budget": "1"})
-        ev = await client.call_tool("start_eval", {"deployment": "d", "benchmark": "gsm8k", "max_cost": 1.0})
-        return read, job, ev
+        return read, {name: await client.call_tool(name, args) for name, args in given.items()}
 
-    read, job, ev = mcp(live_server, key(project, owner, ApiKey.Scope.READ))(work)
+    read, refused = mcp(live_server, key(project, owner, ApiKey.Scope.READ))(work)
     assert not read.is_error
-    for refused in (job, ev):
-        assert refused.is_error and "403: This API key is read-only (scope 'read')" in refused.content[0].text
-    assert Job.objects.count() == 1 and Eval.objects.count() == 1
+    for name, result in refused.items():
+        assert result.is_error and "403: This API key is read-only (scope 'read')" in result.content[0].text, (name, result.content[0].text)
+    assert counts() == before
 
 
 def test_a_full_key_starts_a_job_after_a_dry_run_that_does_nothing(live_server, world, project, owner):

@@ -143,7 +143,7 @@ def test_an_eval_whose_worker_was_killed_ends_and_its_lease_and_container_are_re
     assert list(SandboxLease.objects.values_list("owner", flat=True)) == [f"eval:{ev.pk}"]
 
     # Its heartbeat is fresh: the reaper leaves a running eval alone.
-    assert reap() == {"reaped": {"run": 0, "eval": 0, "trial": 0}, "leases_released": 0, "orphans_removed": 0}
+    assert reap() == {"reaped": {"run": 0, "eval": 0, "trial": 0, "grade": 0}, "leases_released": 0, "orphans_removed": 0}
     assert SandboxLease.objects.exists() and docker_backend.managed("eval")
 
     settings.EVAL_STALE_SECONDS = 1

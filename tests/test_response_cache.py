@@ -194,6 +194,22 @@ SETTINGS = {
 }
 
 
+def canonical(value) -> str:
+    """The test's own canonical form of a request: JSON with sorted keys, an integral float as its integer (what
+    asks the same, 0 and 0.0, is the same; anything else differs)."""
+
+    def cast(item):
+        if isinstance(item, float) and item.is_integer():
+            return int(item)
+        if isinstance(item, dict):
+            return {key: cast(child) for key, child in item.items()}
+        if isinstance(item, list):
+            return [cast(child) for child in item]
+        return item
+
+    return json.dumps(cast(value), sort_keys=True)
+
+
 def look_up(cache: ResponseCache, keys: list) -> list:
     """Every key looked up at once, as the engine's rows do; the lookups' ORM thread closes its connection after."""
 
@@ -219,7 +235,7 @@ def test_a_thousand_random_changes_to_the_request_are_all_misses(project, deploy
     cache.keep(key_of(deployment, Request("/chat/completions", base), 0), b'{"choices": [{"message": {"content": "4"}}]}')
     cache.write(eval_id=0)
 
-    variants = []
+    variants, changed = [], dict.fromkeys(SETTINGS, 0)
     while len(variants) < 1000:
         payload, attempt = copy.deepcopy(base), 0
         for _ in range(rng.randint(1, 3)):
@@ -234,8 +250,13 @@ def test_a_thousand_random_changes_to_the_request_are_all_misses(project, deploy
                 payload["messages"].append({"role": rng.choice(["assistant", "user"]), "content": str(rng.random())})
             else:
                 attempt = rng.randint(1, 9)
-        if response_cache._normalised(payload) != response_cache._normalised(base) or attempt:
+        # "Changed" by the test's own reading of a request, not the code under test's: a normaliser that merged two
+        # settings (0.5 read as 0) must not be able to drop the variants that would catch it.
+        if canonical(payload) != canonical(base) or attempt:
             variants.append(key_of(deployment, Request("/chat/completions", payload), attempt))
+            for name in SETTINGS:
+                changed[name] += canonical(payload.get(name)) != canonical(base.get(name))
+    assert min(changed.values()) >= 50, changed  # every setting is tried, often
 
     *answers, original = look_up(cache, [*variants, key_of(deployment, Request("/chat/completions", base), 0)])
     assert sum(answer is not None for answer in answers) == 0

@@ -46,8 +46,11 @@ def test_the_config_parsers_refuse_aliases_and_read_ordinary_yaml(parse, error):
         parse("suite: [1]\nbenchmarks: *a\n")
     with pytest.raises(error, match=r"defines an anchor \(&a\) on line 3"):
         parse("benchmarks:\n  - gsm8k\n  - &a mmlu\n")
-    fields = "suite: quick\ndeployments: [gpt]\n" if parse is suites.parse_config else "benchmark: gsm8k\ndeployment: gpt\nsample_limit: 5\n"
-    assert parse(fields) and isinstance(parse(fields), dict)
+    if parse is suites.parse_config:
+        assert parse("suite: quick\ndeployments: [gpt, 'local model']\nepochs: 3\n") == {"suite": "quick", "deployments": ["gpt", "local model"], "epochs": 3}
+    else:
+        fields = "benchmark: gsm8k\ndeployment: gpt\nsample_limit: 5\nbenchmark_options: {shots: 8}\n"
+        assert parse(fields) == {"benchmark": "gsm8k", "deployment": "gpt", "sample_limit": 5, "benchmark_options": {"shots": 8}}
 
 
 def test_the_loader_bounds_size_and_depth_before_the_parser_recurses(tmp_path):

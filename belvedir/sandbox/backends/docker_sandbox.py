@@ -65,50 +65,44 @@ logger = logging.getLogger(__name__)
 # How often a long command checks that its container still runs.
 LIVENESS_SECONDS = 1.0
 # SIGKILL to every process of a user, again while any is left: a fork bomb dies within a few rounds.
-KILL_ROUNDS = 200
+KILL_ROUNDS = 500
 # Rounds in a row that must find none: a child being forked as kill(-1) runs (under gVisor, seen) is neither
 # signalled nor listed yet, and shows up a moment later.
-CLEAN_ROUNDS = 3
-KILLER_STARTS = 50
+CLEAN_ROUNDS = 20
+# How long the killer may take to get started: a fork bomb at its limit frees a place now and then, which an exec
+# takes when it comes at the right moment.
+KILLER_SECONDS = 30
 # The engine's exit code for an exec it could not start.
 EXEC_FAILED = 126
-# Ending every process of a user takes two execs as that user (no capability is at hand to do it as another: Docker
-# gives an exec none in a container whose user is not root, and the keep-alive's user must not be root).
-# First a burst of kill(-1) from a shell builtin, which forks nothing and strikes within a millisecond of its start:
-# what the workload left may itself kill every process of its user in a loop (the red team's keepers do), and a
-# slower first blow (Python's start) loses that race. Then the KILLER: kill(-1) again each round, then /proc read by
-# real uid (a process that made itself undumpable has its /proc folder owned by root, not its status line), zombies
-# aside and a status that cannot be read counted as left, until CLEAN_ROUNDS rounds in a row find none. kill -1's own
-# answer cannot tell: it succeeds whenever any other process exists, the keeper's included. Either is run again when
-# it was killed (137) or could not start (126: a fork bomb holds every place).
-BURST = "i=0; while [ $i -lt 100 ]; do kill -9 -1 2>/dev/null; i=$((i+1)); done"
+# Ending every process of a user is one exec as that user (no capability is at hand to do it as another: Docker
+# gives an exec none in a container whose user is not root, and the keep-alive's user must not be root). A shell
+# whose every step is a builtin (kill, read, case, a glob), so it forks nothing: what the workload left may hold
+# every place its process limit allows (a fork bomb) or kill every process of its user in a loop (the red team's
+# keepers), and a killer that forks, or starts slowly (Python), loses either race. Each round sends kill(-1), which
+# signals every process the user may signal but its sender, at once; then reads /proc by real uid (a process that
+# made itself undumpable has its /proc folder owned by root, not its status line), zombies aside, a status that cannot
+# be read counted as left, until CLEAN_ROUNDS rounds in a row find none. kill -1's own answer cannot tell: it
+# succeeds whenever any other process exists, the keeper's included. The exec is started again when it was killed
+# (137) or could not start (126: a fork bomb holds every place).
 KILLER = f"""
-import os, sys, time
-me, uid, clean = os.getpid(), str(os.getuid()), 0
-for _ in range({KILL_ROUNDS}):
-    try:
-        os.kill(-1, 9)
-    except OSError:
-        pass
-    left = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
-            continue
-        try:
-            with open("/proc/" + pid + "/status") as f:
-                fields = dict(line.split(":", 1) for line in f if ":" in line)
-        except FileNotFoundError:
-            continue
-        except OSError:
-            left += 1
-            continue
-        if fields.get("Uid", "").split()[:1] == [uid] and fields.get("State", "").split()[:1] not in (["Z"], ["X"]):
-            left += 1
-    clean = 0 if left else clean + 1
-    if clean == {CLEAN_ROUNDS}:
-        sys.exit(0)
-    time.sleep(0.01)
-sys.exit(9)
+me=$$; uid=$1; clean=0; round=0
+while [ $round -lt {KILL_ROUNDS} ]; do
+    round=$((round + 1))
+    kill -9 -1 2>/dev/null
+    left=0
+    for proc in /proc/[0-9]*; do
+        [ "${{proc#/proc/}}" = "$me" ] && continue
+        owner=; state=; seen=
+        {{ while read -r key value rest; do
+            case $key in State:) state=$value ;; Uid:) owner=$value; break ;; esac
+        done < "$proc/status" && seen=1; }} 2>/dev/null
+        if [ -z "$seen" ]; then [ -e "$proc" ] && left=$((left + 1)); continue; fi
+        [ "$owner" = "$uid" ] && [ "$state" != Z ] && [ "$state" != X ] && left=$((left + 1))
+    done
+    if [ $left -eq 0 ]; then clean=$((clean + 1)); else clean=0; fi
+    [ $clean -ge {CLEAN_ROUNDS} ] && exit 0
+done
+exit 9
 """
 # runsc's own exit code for an exec it could not see to the end.
 SIGKILLED = 137
@@ -449,16 +443,21 @@ class DockerSandbox(Sandbox):
         return result
 
     def end_processes(self, user: str) -> bool:
-        return self._as(user, ["/bin/sh", "-c", BURST]) is not None and self._as(user, ["/usr/bin/python3", "-I", "-S", "-c", KILLER]) == 0
-
-    def _as(self, user: str, argv: list[str]) -> int | None:
-        """`argv`'s exit code as `user`, started again while it is killed or cannot start; None past KILLER_STARTS."""
-        for _ in range(KILLER_STARTS):
-            ended = self.exec(argv, timeout=60, user=user, env={"PATH": SYSTEM_PATH}, workdir="/")
-            if ended.exit_code not in (EXEC_FAILED, SIGKILLED):
-                return ended.exit_code
-            time.sleep(0.05)
-        return None
+        uid = user.split(":")[0]
+        api = self.client.api
+        deadline = time.monotonic() + KILLER_SECONDS
+        while time.monotonic() < deadline:
+            # A plain exec, not `exec`: a killer killed (137) is no news of the sandbox's health to wait on.
+            with self.engine_errors("end a user's processes"):
+                exec_id = api.exec_create(
+                    self.container.id, ["/bin/sh", "-c", KILLER, "killer", uid], user=user, environment={"PATH": SYSTEM_PATH}, workdir="/"
+                )["Id"]
+                api.exec_start(exec_id)
+                code = api.exec_inspect(exec_id)["ExitCode"]
+            if code not in (EXEC_FAILED, SIGKILLED, None):
+                return code == 0
+            time.sleep(0.02)
+        return False
 
     def fetch(self, path: str, max_bytes: int) -> bytes:
         """A regular file of an `outside` folder, read by the engine (its archive API): nothing inside the sandbox runs."""
