@@ -27,7 +27,7 @@ from .benchmarks.base import Benchmark
 from .client import RequestFailed, completion_of, completion_request, http_session, loglikelihood_of, loglikelihood_request, models_entry, send_request
 from .concurrency import AdaptiveLimit, Timeline
 from .models import Eval, Sample, SampleAttempt
-from .response_cache import ResponseCache, record_models_entry
+from .response_cache import ResponseCache, is_sampled, record_models_entry
 from .scoring.base import ScoringError, Usage
 
 logger = logging.getLogger(__name__)
@@ -73,6 +73,8 @@ class EvalRun:
         self.suite_spent = suite_spent(ev.suite_run_id, excluding=ev.pk) if ev.suite_run_id else 0
         # Not for re-scoring, which asks no deployment.
         self.cache = ResponseCache.for_eval(ev) if stored is None else None
+        # Whether a request went out sampled without a seed (stored once, at the next write: Eval.sampled).
+        self.sampled, self._sampled_stored = ev.sampled, ev.sampled
 
     async def run(self):
         # The ORM calls below run in one thread of this eval's own: by default
@@ -123,6 +125,7 @@ class EvalRun:
         async def ask(messages):
             nonlocal cached
             request = completion_request(deployment, messages, generation, fields)
+            self.sampled = self.sampled or is_sampled(request.payload)
             # The request's place in its row (an epoch, a pass@k sample, a turn) is part of its key.
             key = self.cache.key(request, len(replies)) if self.cache else None
             if key and (body := await self.cache.lookup(key)) is not None:
@@ -335,6 +338,9 @@ class EvalRun:
                 logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
         if self.cache is not None:
             self.cache.write(self.eval.pk)
+        if self.sampled and not self._sampled_stored:
+            Eval.objects.filter(pk=self.eval.pk).update(sampled=True)
+            self._sampled_stored = True
         refresh_counters(self.eval.pk)
         if self.eval.suite_run_id:
             self.suite_spent = suite_spent(self.eval.suite_run_id, excluding=self.eval.pk)

@@ -251,6 +251,9 @@ class Eval(models.Model):
     # The response cache (evals/response_cache.py): whether it is read, and how many requests it answered
     # (a hit: no request, no token paid) or had to send (a miss, or a request it may not answer).
     cache = models.CharField(max_length=6, choices=CacheMode.choices, default=CacheMode.AUTO)
+    # Set by the engine when it sent a request sampled without a seed (response_cache.is_sampled): its answers are one
+    # draw of many, so a suite under `auto` does not reuse the cell (suites/cells.py), as the response cache does not.
+    sampled = models.BooleanField(default=False)
     cache_hits = models.PositiveIntegerField(default=0)
     cache_misses = models.PositiveIntegerField(default=0)
     # The engine's requests in flight over time (evals/concurrency.py), for the eval page's chart:

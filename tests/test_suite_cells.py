@@ -283,6 +283,33 @@ def test_an_errored_or_cancelled_cell_is_never_reused(project, owner, servers, d
     assert {ev.benchmark: ev.reused_from_id for ev in later.evals.all()} == {"gsm8k": None, "mmlu": mmlu_eval.pk}
 
 
+def test_a_cell_answered_by_sampling_without_a_seed_is_reused_only_under_always(project, owner, servers, deployments, sent, monkeypatch):
+    # MT-Bench's categories ask at 0.7 with no seed; gsm8k asked the same way stands in for it here (no judge).
+    monkeypatch.setattr(gsm8k.BENCHMARK, "generation", {"temperature": 0.7, "max_tokens": 512})
+    a = deployments["a"]
+    first = by_benchmark(run_on(project, owner, sent, a), a)
+    # The engine records which evals drew their answers: one draw of many is no answer to reuse.
+    assert (first["gsm8k"].sampled, first["mmlu"].sampled) == (True, False)
+    again = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[a])
+    assert {ev.benchmark: ev.reused_from_id for ev in again.evals.all()} == {"gsm8k": None, "mmlu": first["mmlu"].pk}
+    assert again.notes == [
+        f"gsm8k: drawn on the rows of eval #{first['gsm8k'].pk}, so the cells asked again pair with it row for row.",
+        f"mmlu: drawn on the rows of eval #{first['mmlu'].pk}, whose finished cells this run reuses.",
+        "gsm8k on a runs again: its finished cell's answers were sampled without a seed, one draw of many. Choose the cache mode `always` to reuse them.",
+    ]
+    # Asked again on the same rows: the two draws pair, row for row.
+    assert by_benchmark(again, a)["gsm8k"].seed == first["gsm8k"].seed
+    drain(sent)
+    assert len(servers["a"].requests) == ROWS + 8
+    # `always` takes sampled answers, as the response cache does under it; and a copy of a draw is still that draw.
+    always = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[a], cache="always")
+    copies = by_benchmark(always, a)
+    assert copies["gsm8k"].reused_from_id == by_benchmark(again, a)["gsm8k"].pk and copies["gsm8k"].sampled
+    assert not any("sampled" in note for note in always.notes)
+    later = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[a])
+    assert by_benchmark(later, a)["gsm8k"].reused_from_id is None
+
+
 def test_the_form_and_the_api_take_force_and_the_cache_mode(api, owner_client, project, owner, deployments, sent):
     a = deployments["a"]
     save_suite(project, owner, "pair", ENTRIES)

@@ -223,7 +223,7 @@ def create_suite_run(
             except EvalConfigError as exc:
                 raise SuiteError(f"{entry['benchmark']} on {deployment.name}: {exc}") from None
     # Bypassing the cache asks every deployment again: a reused cell would be the old answers after all.
-    cells, reuse_notes = suite_cells.cells_of(project, plans, force=force or cache == CacheMode.BYPASS)
+    cells, reuse_notes = suite_cells.cells_of(project, plans, force=force or cache == CacheMode.BYPASS, cache=cache)
     notes += reuse_notes
     if any(cell.plan["judge"] is not None for cell in cells if cell.source is None):
         check_judge_answers(judge)

@@ -10,7 +10,8 @@ where the same answers come from).
 
 A cell whose key matches a finished cell of the same project is not run: it is created succeeded, its rows
 copied in one INSERT ... SELECT, linked to the eval whose answers they are (`reused_from`), at no cost.
-Finished means every row stored and none errored (`finished_cells`). A suite run with `force` runs every cell.
+Finished means every row stored and none errored (`finished_cells`). A suite run with `force` runs every cell;
+one under the cache mode `auto` runs again a cell whose answers were sampled without a seed (`Eval.sampled`).
 """
 
 import asyncio
@@ -26,7 +27,7 @@ from django.utils import timezone
 from .. import benchmarks
 from ..client import http_session, models_entry
 from ..comparison import row_count
-from ..models import Deployment, Eval, Sample
+from ..models import CacheMode, Deployment, Eval, Sample
 from ..response_cache import record_models_entry
 from ..subset import select_rows
 
@@ -102,17 +103,22 @@ def _canonical(value):
     return value
 
 
-def finished_cells(project):
+def finished_cells(project, cache: str = CacheMode.AUTO):
     """The project's suite cells that can stand for a new one: succeeded with every row stored and none errored.
 
     Not one stopped early (a budget, a cancel: fewer rows than its total, and not succeeded), nor one with an
-    errored row: its copy would carry the error, and a retry would then ask the deployment after all.
+    errored row: its copy would carry the error, and a retry would then ask the deployment after all. Under `auto`,
+    not one that sent a request sampled without a seed (Eval.sampled: MT-Bench's categories at 0.7): its answers
+    are one draw, and a comparison of two runs pairing the same draw would find a delta of 0 by construction, where
+    the response cache itself refuses them. `always` takes them, as it takes sampled answers from the cache.
     """
     done = Eval.objects.filter(project=project, status=Eval.Status.SUCCEEDED, error_count=0, total__gt=0, done_count=F("total"))
+    if cache != CacheMode.ALWAYS:
+        done = done.filter(sampled=False)
     return done.exclude(cell_key="")
 
 
-def cells_of(project, plans: list[dict], *, force: bool) -> tuple[list[Cell], list[str]]:
+def cells_of(project, plans: list[dict], *, force: bool, cache: str = CacheMode.AUTO) -> tuple[list[Cell], list[str]]:
     """Each planned eval as a cell, with the finished cell it copies unless `force`; and notes for the run's page.
 
     A benchmark drawn on a subset takes the rows of the finished cells most of this run's deployments can
@@ -121,13 +127,27 @@ def cells_of(project, plans: list[dict], *, force: bool) -> tuple[list[Cell], li
     behind the same name since it was last seen is a miss, and a forced run's cells are keyed right.
     """
     refresh_fingerprints({d.pk: d for plan in plans for d in (plan["deployment"], plan["judge"]) if d is not None}.values())
-    if force or not finished_cells(project).filter(benchmark__in={plan["benchmark"] for plan in plans}).exists():
+    if force or not finished_cells(project, CacheMode.ALWAYS).filter(benchmark__in={plan["benchmark"] for plan in plans}).exists():
         return [Cell(plan, cell_key(Eval(**plan))) for plan in plans], []
-    notes = _take_finished_rows(project, plans)
+    notes = _take_finished_rows(project, plans, cache)
     keys = [cell_key(Eval(**plan)) for plan in plans]
-    latest = _latest(project, keys)
+    latest = _latest(project, keys, cache)
     sources = Eval.objects.in_bulk(set(latest.values()))
-    return [Cell(plan, key, sources.get(latest.get(key))) for plan, key in zip(plans, keys, strict=True)], notes
+    cells = [Cell(plan, key, sources.get(latest.get(key))) for plan, key in zip(plans, keys, strict=True)]
+    if cache != CacheMode.ALWAYS:
+        notes += _sampled_notes(project, [cell for cell in cells if cell.source is None])
+    return cells, notes
+
+
+def _sampled_notes(project, cells: list[Cell]) -> list[str]:
+    """Why a cell a finished one has the key of runs again: that one's answers were drawn (Eval.sampled)."""
+    drawn = set(finished_cells(project, CacheMode.ALWAYS).filter(sampled=True, cell_key__in={cell.key for cell in cells}).values_list("cell_key", flat=True))
+    return [
+        f"{cell.plan['benchmark']} on {cell.plan['deployment'].name} runs again: its finished cell's answers were sampled "
+        "without a seed, one draw of many. Choose the cache mode `always` to reuse them."
+        for cell in cells
+        if cell.key in drawn
+    ]
 
 
 def refresh_fingerprints(deployments):
@@ -149,37 +169,46 @@ def refresh_fingerprints(deployments):
             record_models_entry(deployment, entry)
 
 
-def _take_finished_rows(project, plans: list[dict]) -> list[str]:
-    """Set each subset benchmark's seed (all its deployments', so they pair) to the draw with the most reusable cells."""
+def _take_finished_rows(project, plans: list[dict], cache: str) -> list[str]:
+    """Set each subset benchmark's seed (all its deployments', so they pair) to the draw with the most reusable cells.
+
+    A draw whose cells may not be reused (sampled answers, under `auto`) still lends its rows when no other
+    draw has a reusable cell: the cells asked again then pair with the earlier ones, row for row.
+    """
     groups: dict[str, list[dict]] = {}
     for plan in plans:
         if plan["benchmark"] and plan["same_rows_as"] is None and plan["sample_limit"] and plan["sample_limit"] < benchmarks.get(plan["benchmark"]).row_count():
             groups.setdefault(plan["benchmark"], []).append(plan)
     keyed: dict[tuple[str, int], list[str]] = {}
     for name, group in groups.items():
-        earlier = finished_cells(project).filter(benchmark=name, sample_limit=group[0]["sample_limit"]).order_by("-pk")
+        earlier = finished_cells(project, CacheMode.ALWAYS).filter(benchmark=name, sample_limit=group[0]["sample_limit"]).order_by("-pk")
         for seed in list(dict.fromkeys(earlier.values_list("seed", flat=True)[: 5 * SEED_CANDIDATES]))[:SEED_CANDIDATES]:
             keyed[name, seed] = [cell_key(Eval(**{**plan, "seed": seed})) for plan in group]
     if not keyed:
         return []
-    latest = _latest(project, [key for keys in keyed.values() for key in keys])
+    every_key = [key for keys in keyed.values() for key in keys]
+    latest = _latest(project, every_key, cache)
+    drawn = latest if cache == CacheMode.ALWAYS else _latest(project, every_key, CacheMode.ALWAYS)
     notes = []
     for name, group in groups.items():
-        # The most cells reused; between equals, the newest draw.
-        reusable = [
-            (sum(k in latest for k in keys), max((latest[k] for k in keys if k in latest), default=0), seed) for (n, seed), keys in keyed.items() if n == name
+        # The most cells reused; between equals, the most cells paired, then the newest draw.
+        ranked = [
+            (sum(k in latest for k in keys), sum(k in drawn for k in keys), max((drawn[k] for k in keys if k in drawn), default=0), seed)
+            for (n, seed), keys in keyed.items()
+            if n == name
         ]
-        hits, newest, seed = max(reusable, default=(0, 0, None))
-        if hits:
+        hits, paired, newest, seed = max(ranked, default=(0, 0, 0, None))
+        if paired:
             for plan in group:
                 plan["seed"] = seed
-            notes.append(f"{name}: drawn on the rows of eval #{newest}, whose finished cells this run reuses.")
+            done = "whose finished cells this run reuses" if hits else "so the cells asked again pair with it row for row"
+            notes.append(f"{name}: drawn on the rows of eval #{newest}, {done}.")
     return notes
 
 
-def _latest(project, keys: list[str]) -> dict[str, int]:
+def _latest(project, keys: list[str], cache: str) -> dict[str, int]:
     """{key: the newest finished cell with it}, one query whatever the number of cells having each key."""
-    found = finished_cells(project).filter(cell_key__in=set(keys)).values("cell_key").annotate(latest=Max("pk"))
+    found = finished_cells(project, cache).filter(cell_key__in=set(keys)).values("cell_key").annotate(latest=Max("pk"))
     return {row["cell_key"]: row["latest"] for row in found}
 
 
@@ -203,6 +232,8 @@ def new_eval(cell: Cell, **fields) -> Eval:
         score_low=source.score_low,
         score_high=source.score_high,
         pass_at_k=source.pass_at_k,
+        # A copy of one draw is that draw: `auto` never reuses it either.
+        sampled=source.sampled,
         # Its tokens stay 0: they were paid by the eval it copies. $0 where a price would have counted them.
         cost=Decimal(0) if priced else None,
         started_at=now,
