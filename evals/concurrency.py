@@ -68,12 +68,27 @@ class AdaptiveLimit:
         self.changed_at = float("-inf")
         # The best round trip's median latency, and the level it was measured at (None: to be measured).
         self.best: tuple[float, int] | None = None
+        # Its share of the deployment's cap beside the other evals asking it (evals/shares.py): the level allowed
+        # never exceeds it, and the level grows only while it is the lower of the two.
+        self.share = self.maximum
+        self._demand = 0  # the most out and waiting at once since take_wanted
         self._waiters: deque[asyncio.Future] = deque()
         self._new_round()
 
     @property
     def allowed(self) -> int:
-        return int(self.level)
+        return min(int(self.level), self.share)
+
+    def take_wanted(self) -> int:
+        """The share it could use by the next round trip, since it was last asked: the most it had out and waiting
+        at once (a moment's dip is not a lull), up to twice its level (slow start's most) and its maximum; at least
+        1. A gate halved by its server asks for no more than it can test."""
+        demand, self._demand = self._demand, self.in_flight + len(self._waiters)
+        return max(1, min(self.maximum, 2 * int(self.level), demand))
+
+    def set_share(self, share: int):
+        self.share = share
+        self._wake()
 
     async def __aenter__(self):
         await self.acquire()
@@ -83,6 +98,7 @@ class AdaptiveLimit:
         self.release()
 
     async def acquire(self):
+        self._demand = max(self._demand, self.in_flight + len(self._waiters) + 1)
         if not self._waiters and self.in_flight < self.allowed:
             self.in_flight += 1
             return
@@ -128,7 +144,8 @@ class AdaptiveLimit:
         self._round_answers += 1
         if status == 200:
             self._round_latencies.append(now - started)
-            if not self._round_errors and (self.in_flight >= self.allowed or self._waiters):
+            full = self.in_flight >= self.allowed or self._waiters
+            if not self._round_errors and full and int(self.level) < self.share:
                 self._grow()
         elif status is None or status >= 500:
             self._round_errors += 1  # no growth for the rest of this round trip

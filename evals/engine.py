@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from belvedir.sandbox.errors import SandboxPlatformError
 
-from . import early_stop, loglikelihood, statistics
+from . import early_stop, loglikelihood, shares, statistics
 from .benchmarks.base import Benchmark
 from .client import RequestFailed, completion_of, completion_request, http_session, loglikelihood_of, loglikelihood_request, models_entry, send_request
 from .concurrency import AdaptiveLimit, Timeline
@@ -92,6 +92,8 @@ class EvalRun:
         gate = AdaptiveLimit(limit)
         if self.stored is None:
             self.timeline = Timeline(gate)
+            # Its share of the deployment's cap beside every other eval asking it, before the first request.
+            await self._settle(min(gate.maximum, 2 * int(gate.level), len(todo)), held=0)
         async with http_session(limit) as client:
             if self.cache is not None:
                 # What the server says it serves is part of every key: asked once per pass, before any key is made.
@@ -107,6 +109,8 @@ class EvalRun:
                     await flusher
                 finally:
                     await self._flush(final=True)
+                    if self.timeline is not None:
+                        await sync_to_async(shares.release)(self.eval)
                     await self.spec.aclose()
                     # The ORM ran in sync_to_async's thread: close that thread's connection too.
                     await sync_to_async(_close_connection)()
@@ -317,9 +321,17 @@ class EvalRun:
         # Also a heartbeat and the cancel check, so it runs even with nothing to write.
         batch, self.pending = self.pending, []
         self.cancelled = await sync_to_async(self._write)(batch)
+        if self.timeline is not None and not final:
+            gate = self.timeline.gate
+            # While the settle awaits, the gate may send up to its current share: that much is held meanwhile.
+            await self._settle(gate.take_wanted(), held=max(gate.in_flight, gate.share))
         # The chart's series, about once a second (not with every BATCH_SIZE rows); copied here, as it grows on this loop.
         if self.timeline is not None and self.timeline.sample(final=final):
             await sync_to_async(self._write_chart)(list(self.timeline.points))
+
+    async def _settle(self, wanted: int, held: int):
+        # The gate is this loop's: set here, the share settled in the ORM's thread.
+        self.timeline.gate.set_share(await sync_to_async(shares.settle)(self.eval, wanted=max(1, wanted), held=held))
 
     def _write_chart(self, series: list):
         Eval.objects.filter(pk=self.eval.pk).update(concurrency=series)

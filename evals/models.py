@@ -256,6 +256,10 @@ class Eval(models.Model):
     sampled = models.BooleanField(default=False)
     cache_hits = models.PositiveIntegerField(default=0)
     cache_misses = models.PositiveIntegerField(default=0)
+    # Its share of the deployment's max_in_flight while it runs, beside every other eval asking it (evals/shares.py),
+    # and how many requests it could send now (its want: 0 once its pass ends).
+    in_flight_share = models.PositiveIntegerField(default=0)
+    in_flight_wanted = models.PositiveIntegerField(default=0)
     # The engine's requests in flight over time (evals/concurrency.py), for the eval page's chart:
     # [[seconds since the pass began, the level allowed, requests in flight, responses per second], ...].
     concurrency = models.JSONField(default=list, blank=True)

@@ -1,9 +1,9 @@
 """How an eval reaches the eval queue: on its own at once, or a suite's one deployment at a time.
 
 A suite run's evals wait as `pending`; `advance` sends each deployment's
-next one once none of that deployment's is queued or running. A
-deployment's max_in_flight is a promise about its endpoint, which two of its
-evals at once would break, while different deployments run side by side.
+next one once none of that deployment's is queued or running: its cells go in
+order, each at the deployment's whole cap (which every eval asking it at once
+shares: evals/shares.py), while different deployments run side by side.
 """
 
 from django.conf import settings

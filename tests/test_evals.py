@@ -180,9 +180,9 @@ def test_a_batch_the_flush_has_taken_when_the_rows_end_is_stored(project, owner,
     def picked_up_late(fn):
         call = sync_to_async(fn)
 
-        async def late(*args):
+        async def late(*args, **kwargs):
             await asyncio.sleep(0.5)
-            return await call(*args)
+            return await call(*args, **kwargs)
 
         return late
 

@@ -310,6 +310,16 @@ def test_a_cell_answered_by_sampling_without_a_seed_is_reused_only_under_always(
     assert by_benchmark(later, a)["gsm8k"].reused_from_id is None
 
 
+def test_a_cell_sampled_with_a_seed_is_reused(project, owner, servers, deployments, sent, monkeypatch):
+    # A seed makes the draw the same draw again: the response cache keeps such answers, and so do the cells.
+    monkeypatch.setattr(gsm8k.BENCHMARK, "generation", {"temperature": 0.7, "seed": 3, "max_tokens": 512})
+    a = deployments["a"]
+    first = by_benchmark(run_on(project, owner, sent, a), a)
+    assert first["gsm8k"].sampled is False
+    again = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[a])
+    assert {ev.benchmark: ev.reused_from_id for ev in again.evals.all()} == {"gsm8k": first["gsm8k"].pk, "mmlu": first["mmlu"].pk}
+
+
 def test_the_form_and_the_api_take_force_and_the_cache_mode(api, owner_client, project, owner, deployments, sent):
     a = deployments["a"]
     save_suite(project, owner, "pair", ENTRIES)

@@ -8,9 +8,9 @@ created. Every deployment's evals of one benchmark share a seed, so they
 score the same rows and pair in a comparison.
 
 Its evals wait as `pending` and go to the eval queue one per deployment at a
-time (`advance`): a deployment's max_in_flight is a promise about its
-endpoint, which two of its evals at once would break, while the deployments
-run side by side. A suite run charges nothing of its own; its evals cost what
+time (`advance`), each at the deployment's whole max_in_flight (shared with
+whatever else asks it at once: evals/shares.py), while the deployments run
+side by side. A suite run charges nothing of its own; its evals cost what
 evals cost, and `max_cost` bounds them together (engine.stop_suite_at_budget).
 
 A cell that a finished eval of the project already answered, with everything
