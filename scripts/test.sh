@@ -9,7 +9,7 @@
 # that needs it and is not marked fails instead of quietly using it.
 #
 # Each setup step prints its time ("setup: …"), so the whole command's budget
-# (15 minutes on a fresh 2-core machine, installs included) is watched as it is spent.
+# (12 minutes on a fresh 2-core machine, installs included) is watched as it is spent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The setup commands below run in development mode (DEBUG is off unless set,

@@ -9,6 +9,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 
 from belvedir.sandbox.backends import docker_engine
 from belvedir.sandbox.backends.docker_sandbox import DockerSandbox
@@ -142,3 +143,23 @@ def test_a_sandbox_image_made_from_another_package_list_is_rebuilt_not_kept_for_
         assert "already exists" in again.getvalue()
     finally:
         remove_image("belvedir-sandbox:stale-test")
+
+
+def test_a_removal_that_outlasts_one_engine_call_is_waited_for_not_left_behind(docker_url, monkeypatch):
+    """A gVisor sandbox full of processes took longer than one call's timeout to remove on a loaded machine: the call
+    timed out while the engine went on, and the container was left for the reaper. Here the first call times out
+    as the engine starts the real removal; the sandbox asks again (a 409 while it is under way) until it is gone."""
+    with DockerSandbox(spec(runtime="runsc"), docker_url) as box:
+        name, container, calls = box.spec.name, box.container, []
+        real_remove = container.remove
+
+        def slow(**kwargs):
+            calls.append(kwargs)
+            if len(calls) == 1:
+                ThreadPoolExecutor(1).submit(real_remove, **kwargs)
+                raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=60)")
+            return real_remove(**kwargs)
+
+        monkeypatch.setattr(container, "remove", slow)
+    assert len(calls) >= 2 and all(call == {"force": True} for call in calls)
+    assert name not in {sandbox.name for sandbox in docker_engine.managed_containers(docker_url)}

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Self
 
 import docker
+import requests
 from docker import errors as docker_errors
 from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 
@@ -72,6 +73,8 @@ CLEAN_ROUNDS = 20
 # How long the killer may take to get started: a fork bomb at its limit frees a place now and then, which an exec
 # takes when it comes at the right moment.
 KILLER_SECONDS = 30
+# How long a sandbox's removal is waited for, past one engine call's timeout (API_TIMEOUT): see _remove_container.
+REMOVE_SECONDS = 300
 # The engine's exit code for an exec it could not start.
 EXEC_FAILED = 126
 # Ending every process of a user is one exec as that user (no capability is at hand to do it as another: Docker
@@ -152,7 +155,7 @@ class DockerSandbox(Sandbox):
             self._forwarder.close()
         try:
             if self.container is not None:
-                self.container.remove(force=True)
+                self._remove_container()
             remove_volumes(self.client, self.spec.name)
         except docker_errors.NotFound:
             pass
@@ -162,6 +165,27 @@ class DockerSandbox(Sandbox):
         finally:
             self.client.close()
             self.client = None
+
+    def _remove_container(self):
+        """Removed, waiting for the engine past one call's timeout while it is still at it.
+
+        A gVisor sandbox holding a fork bomb at its process limit took over API_TIMEOUT to tear down on a loaded
+        machine (ptrace ends each process in turn): the call timed out and the container stayed until the
+        reaper's next pass. A timed-out call, and the 409 of a removal already under way, are asked again.
+        """
+        deadline = time.monotonic() + REMOVE_SECONDS
+        while True:
+            try:
+                self.container.remove(force=True)
+                return
+            except docker_errors.NotFound:
+                return
+            except (requests.exceptions.ReadTimeout, docker_errors.APIError) as exc:
+                busy = isinstance(exc, requests.exceptions.ReadTimeout) or exc.status_code == 409
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                logger.info("sandbox %s: still being removed", self.spec.name)
+                time.sleep(1)
 
     def _remove_stale(self):
         try:
