@@ -100,6 +100,7 @@ def model_setup(task, deployment) -> Setup:
         "LLM_API_KEY": deployment.api_key,
         "LLM_API": "openai",
         "LLM_MAX_TOKENS": str(settings.AGENT_MAX_TOKENS),
+        "AGENT_MAX_STEPS": str(settings.AGENT_MAX_STEPS),
     }
     host = (urlsplit(deployment.base_url).hostname or "").lower()
     return Setup(

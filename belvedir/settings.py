@@ -443,6 +443,11 @@ EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, min
 RESPONSE_CACHE_MAX_BYTES = env_int("BELVEDIR_RESPONSE_CACHE_MAX_MB", 1024, minimum=0) * 1024 * 1024
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
+# An eval whose rows errored (no answer, a timeout, an unusable verdict) past this fraction of those it stored ends
+# `failed`, not `succeeded`: its score is of the rows that answered, which are not the rows it was asked to score.
+# Every row errored always fails it (so 1 or more: only that). Retrying the errored rows (bv evals retry) ends it
+# again, by the same rule.
+EVAL_MAX_ERROR_FRACTION = env_float("BELVEDIR_EVAL_MAX_ERROR_FRACTION", 0.1)
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
 # Passes in a row that stored nothing (a worker that stopped, or a pass that
 # reached its time limit) are resumed this many times, then the eval ends `error`.
@@ -502,6 +507,9 @@ AGENT_NPM_REGISTRY_URL = env_str("BELVEDIR_AGENT_NPM_REGISTRY_URL", "https://reg
 # Each model turn of an agent in a trial is capped at this many tokens (LLM_MAX_TOKENS): a model left unbounded can
 # repeat itself to its context's end, which a small local model does.
 AGENT_MAX_TOKENS = env_int("BELVEDIR_AGENT_MAX_TOKENS", 2048, minimum=16)
+# And an agent that takes it (AGENT_MAX_STEPS: the reference agent does) stops after this many model turns, within
+# its task's time limit: a task set's cost per trial then has a ceiling in turns as well as seconds.
+AGENT_MAX_STEPS = env_int("BELVEDIR_AGENT_MAX_STEPS", 20, minimum=1)
 # The most of an agent's trajectory file a trial keeps.
 TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
 # The most of the outputs a task declares that a trial copies out and keeps (agent_tasks/outputs.py): past it the

@@ -60,7 +60,12 @@ def one_task(project, owner, test_sh: str, agent_timeout: float = 30, verifier_t
     return import_task_set(project, owner, name, files, single_name=name)[0].tasks.get()
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
+# Each shipped task is solvable under gVisor, the default runtime, and its verifier refuses the untouched
+# environment; that verdict is the task's, not the runtime's, so nop runs under runc (a second faster). Every
+# other pairing is proven elsewhere: oracle and nop under runc by test_agent_jobs.py's first test (three tasks,
+# a job's trials), a trial under gVisor scoring 0 by the probe below; each task on both runtimes (40 trials,
+# 3 minutes of a 2-core machine) proved those paths again.
+@pytest.mark.parametrize("runtime", ["runsc"])
 def test_the_oracle_scores_1_on_each_of_the_ten_shipped_tasks(examples, runtime):
     trials = run_trials(examples, ["oracle"], runtime_wanted=runtime)
     assert {t.task.name: (t.status, t.error, t.reward) for t in trials} == {
@@ -69,7 +74,7 @@ def test_the_oracle_scores_1_on_each_of_the_ten_shipped_tasks(examples, runtime)
     assert {(t.runtime, t.agent_exit, t.verifier_exit, t.flagged) for t in trials} == {(runtime, 0, 0, False)}
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("runtime", ["runc"])
 def test_doing_nothing_scores_0_on_each_of_the_ten_shipped_tasks(examples, runtime):
     trials = run_trials(examples, ["nop"], runtime_wanted=runtime)
     assert len(trials) == 10

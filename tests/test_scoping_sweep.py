@@ -124,8 +124,40 @@ def fill(route: str, object_id: int) -> str | None:
     return "/" + path
 
 
+def same_next_id_in_every_table() -> int:
+    """Points every table's id sequence at one value past all of them, and returns it.
+
+    The owner's objects, one per kind and each the first of its table made
+    after this, then share one id, so every route filled with it names the
+    owner's object of its own kind: one request per route where one per
+    route and object (19 ids, a kind each) was mostly spent on ids of the
+    wrong kind, which prove nothing.
+    """
+    from django.apps import apps
+    from django.db import connection
+
+    tables = [m._meta.db_table for m in apps.get_models() if m._meta.pk.get_internal_type() in {"AutoField", "BigAutoField"} and m._meta.managed]
+    with connection.cursor() as cursor:
+        sequences = []
+        for table in tables:
+            cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [connection.ops.quote_name(table)])
+            if (sequence := cursor.fetchone()[0]) is not None:
+                sequences.append(sequence)
+        # last_value is not rolled back with the test's transaction: past every one, no id is taken.
+        cursor.execute(" UNION ALL ".join(f"SELECT last_value FROM {s}" for s in sequences))
+        start = max(value for (value,) in cursor.fetchall()) + 1
+        for sequence in sequences:
+            cursor.execute("SELECT setval(%s, %s, false)", [sequence, start])
+    return start
+
+
 @pytest.fixture
 def owners_objects(project, owner, settings, tmp_path):
+    # Asked for last by every test: the users, projects and keys of the other fixtures are made
+    # first, so none of them takes the id the owner's objects share.
+    colleague = create_account(username="colleague", password=None)
+    invitee = create_account(username="invitee", password=None)
+    start = same_next_id_in_every_table()
     harness = Harness.objects.create(project=project, name="h", repo_url="https://x.org/a/b", install_command="true", run_command="true")
     run = Run.objects.create(project=project, harness=harness, compute_type="cpu", price_cents=50)
     deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m")
@@ -145,9 +177,8 @@ def owners_objects(project, owner, settings, tmp_path):
     model = FineTunedModel(project=project, name="m", base_model="org/base")
     model.adapter.save("a.zip", ContentFile(b"PK"), save=False)
     model.save()
-    colleague = create_account(username="colleague", password=None)
     membership = Membership.objects.create(project=project, user=colleague)
-    invitation = invite_member(project, owner, create_account(username="invitee", password=None).username)[0]
+    invitation = invite_member(project, owner, invitee.username)[0]
     hello = {p.relative_to(HELLO_TASK).as_posix(): p.read_bytes() for p in HELLO_TASK.rglob("*") if p.is_file()}
     version = import_task_set(project, owner, "tasks", hello)[0]
     job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
@@ -177,7 +208,8 @@ def owners_objects(project, owner, settings, tmp_path):
         trial,
         regrade,
     ]
-    return {o.pk for o in objects}
+    assert {o.pk for o in objects} == {start}, {type(o).__name__: o.pk for o in objects}
+    return {start}
 
 
 def test_the_sweep_covers_every_object_route():
@@ -185,10 +217,10 @@ def test_the_sweep_covers_every_object_route():
     assert len(object_routes) >= 30, object_routes
 
 
-def test_an_outsider_gets_404_on_every_object_url(owners_objects, outsider_client, outsider_api, outsider_project):
-    # Every route is filled with every owner's id, of whatever kind; an id that
-    # is also one of the outsider's own objects (its key, project, membership)
-    # would reach that object rightly, so those ids are left out.
+def test_an_outsider_gets_404_on_every_object_url(outsider_client, outsider_api, outsider_project, owners_objects):
+    # Every route is filled with the id the owner's objects share (owners_objects). The
+    # outsider's own objects are made before them; an id of theirs would reach their
+    # object rightly, so it is left out (and the sweep then fails for trying too few).
     outsiders = {outsider_project.pk, *outsider_project.api_keys.values_list("pk", flat=True), *outsider_project.memberships.values_list("pk", flat=True)}
     checked = []
     for route in routes(get_resolver().url_patterns):
@@ -218,7 +250,7 @@ def project_routes():
             yield route
 
 
-def test_a_member_works_on_every_route_but_the_owner_only_ones(owners_objects, member_client, member_api):
+def test_a_member_works_on_every_route_but_the_owner_only_ones(member_client, member_api, owners_objects):
     reached, refused, tried = set(), [], set()
     for route in project_routes():
         urls = [fill(route, i) for i in sorted(owners_objects)] if fill(route, 1) else [plain(route) + QUERIES.get(route, "")]
@@ -243,7 +275,7 @@ def test_a_member_works_on_every_route_but_the_owner_only_ones(owners_objects, m
     assert len(tried) >= 40
 
 
-def test_a_removed_member_gets_404_in_pages_and_401_from_the_api(owners_objects, member_client, member_api, project, member):
+def test_a_removed_member_gets_404_in_pages_and_401_from_the_api(member_client, member_api, project, member, owners_objects):
     remove_member(project, member)
     for route in project_routes():
         for object_id in sorted(owners_objects):
@@ -306,7 +338,7 @@ def existing_ids(route: str, owners_objects) -> list:
     return sorted(owners_objects)
 
 
-def test_an_anonymous_visitor_gets_nothing_from_any_route_or_method(owners_objects, owner):
+def test_an_anonymous_visitor_gets_nothing_from_any_route_or_method(owner, owners_objects):
     from django.contrib.contenttypes.models import ContentType
 
     from billing.models import CouponBatch
@@ -354,7 +386,7 @@ def names_read(pattern: re.Pattern) -> set[str]:
     return {name for app in APPS for path in (root / app).rglob("*.py") for name in pattern.findall(path.read_text())}
 
 
-def test_no_query_parameter_value_makes_a_page_the_owner_reaches_answer_500(owners_objects, owner_client, api):
+def test_no_query_parameter_value_makes_a_page_the_owner_reaches_answer_500(owner_client, api, owners_objects):
     names = names_read(READ_PARAMETER)
     assert {"limit", "since", "before", "q", "after", "page_size"} <= names  # the scan finds them
     reached, failed = 0, []
@@ -379,7 +411,7 @@ def test_no_query_parameter_value_makes_a_page_the_owner_reaches_answer_500(owne
     assert reached >= 60
 
 
-def test_no_posted_field_value_makes_a_dashboard_form_the_owner_reaches_answer_500(owners_objects, owner_client):
+def test_no_posted_field_value_makes_a_dashboard_form_the_owner_reaches_answer_500(owner_client, owners_objects):
     names = names_read(READ_FIELD)
     assert {"row_index", "score", "max_cost", "next", "repeats"} <= names  # the scan finds them
     posted, failed = 0, []
