@@ -8,7 +8,7 @@ import click
 from .terminal import client, json_option, output, read_config_file
 
 EXIT_WORSE = 1  # `suites compare --fail-if-worse`: a benchmark is significantly worse after correction
-SUITE_ENDED = {"succeeded", "ended"}
+SUITE_ENDED = {"succeeded", "failed", "ended"}
 
 
 @click.group()

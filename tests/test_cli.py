@@ -138,6 +138,16 @@ def test_deployments_and_evals(bv, project, worker):
         assert bv("evals", "run").exit_code == 2  # usage
 
 
+def test_an_eval_whose_rows_all_errored_exits_1_with_its_reason(bv, project, worker, settings):
+    settings.EVAL_RETRY_BASE_SECONDS = 0.01
+    with FakeOpenAI() as stopped:
+        Deployment.objects.create(project=project, name="gone", base_url=stopped.url, model="m")
+    run = bv("evals", "run", "gsm8k", "--deployment", "gone", "--n", "3", "--wait", "--json")
+    ev = json.loads(run.stdout)
+    assert (ev["status"], ev["error_count"], run.exit_code) == ("failed", 3, 1), run.output
+    assert "3 of its 3 rows errored" in ev["status_message"]
+
+
 def test_evals_run_from_a_config_file(bv, project, tmp_path, worker):
     with FakeOpenAI(answer=lambda q: "#### 1") as fake:
         Deployment.objects.create(project=project, name="fake", base_url=fake.url, model="m")

@@ -403,7 +403,7 @@ def test_a_catastrophic_regex_errors_the_sample_within_its_time_limit(project, o
     ev = create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=scorers)
     run_eval(ev.pk)
     ev.refresh_from_db()
-    assert (ev.status, ev.done_count, ev.error_count) == ("succeeded", 6, 6)
+    assert (ev.status, ev.done_count, ev.error_count) == ("failed", 6, 6)
     assert all("took longer than 50 ms" in s.error for s in Sample.objects.filter(eval=ev))
 
 

@@ -267,12 +267,15 @@ def test_another_projects_finished_cell_is_never_reused(project, owner, outsider
     assert {ev.reused_from_id for ev in again.evals.all()} == set(elsewhere.evals.values_list("pk", flat=True))
 
 
-def test_an_errored_or_cancelled_cell_is_never_reused(project, owner, servers, deployments, sent):
+def test_an_errored_or_cancelled_cell_is_never_reused(project, owner, servers, deployments, sent, settings):
+    # Every other gsm8k row errors, mmlu's are answered, and errors short of all the rows still succeed: a
+    # succeeded cell with errors is not reused either.
+    settings.EVAL_MAX_ERROR_FRACTION = 1
     a = deployments["a"]
-    servers["a"].always_fail = dict.fromkeys(GSM8K, 400)  # every gsm8k row errors; mmlu's are answered
+    servers["a"].always_fail = dict.fromkeys(list(GSM8K)[::2], 400)
     errored = run_on(project, owner, sent, a)
     gsm, mmlu_eval = by_benchmark(errored, a)["gsm8k"], by_benchmark(errored, a)["mmlu"]
-    assert (gsm.status, gsm.error_count, mmlu_eval.error_count) == ("succeeded", 8, 0)
+    assert (gsm.status, mmlu_eval.error_count) == ("succeeded", 0) and 0 < gsm.error_count < 8
     servers["a"].always_fail = {}
     # Stopped before it ran (a cancel; a budget stops a suite's evals the same way): never finished.
     cancelled = create_suite_run(project, owner, suite_name="pair", entries=ENTRIES, deployments=[a], force=True)

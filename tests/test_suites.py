@@ -65,7 +65,7 @@ def test_a_suite_runs_on_two_deployments_as_one_object(api, worker, deployments,
     assert created.status_code == 201, created.content
     run = finished(created.json()["id"])
     body = api.get(f"/api/v1/suite-runs/{run.pk}").json()
-    assert body["status"] == "succeeded" and body["progress"] == {"evals": 4, "active": 0, "succeeded": 4, "reused": 0, "stopped": 0, "errors": 0}
+    assert body["status"] == "succeeded" and body["progress"] == {"evals": 4, "active": 0, "succeeded": 4, "reused": 0, "stopped": 0, "failed": 0, "errors": 0}
     table = {row["benchmark"]: row["cells"] for row in body["table"]}
     assert list(table) == ["gsm8k", "mmlu"] and set(table["gsm8k"]) == {"strong", "weak"}
     assert table["gsm8k"]["strong"]["score"] == 1.0 and table["mmlu"]["strong"]["score"] == table["mmlu"]["weak"]["score"] == 1.0

@@ -341,15 +341,19 @@ def progress(run: SuiteRun) -> dict:
         active=Count("pk", filter=Q(status__in=Eval.ACTIVE)),
         succeeded=Count("pk", filter=Q(status=Eval.Status.SUCCEEDED)),
         stopped=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR])),
+        failed=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.ERROR])),
         errors=Sum("error_count", default=0),
     )
     return stats
 
 
 def status_of(stats: dict) -> str:
-    """The run's status from its evals': running while any is active, then succeeded, or `ended` with some stopped."""
+    """The run's status from its evals': running while any is active, then succeeded, `failed` if any failed (its
+    rows errored, its worker died, its data went), else `ended` (some cancelled or stopped at the budget)."""
     if stats["active"]:
         return "running"
     if stats["evals"] and stats["succeeded"] == stats["evals"]:
         return "succeeded"
+    if stats["failed"]:
+        return "failed"
     return "ended"

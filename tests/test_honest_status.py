@@ -1,0 +1,89 @@
+"""A failure never looks like a success: an eval whose rows errored past the limit ends `failed`, red wherever it
+is shown (its page, the list, its suite run, the API), and says why and what to do."""
+
+import pytest
+
+from evals.actions import create_eval, retry_errors
+from evals.benchmarks import gsm8k
+from evals.models import Deployment, Eval
+from evals.subset import select_rows
+from evals.suites.actions import create_suite_run
+from evals.tasks import run_eval
+
+from .fakes.openai_server import FakeOpenAI
+from .harness_fixtures import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("loopback_deployments")]
+
+REFERENCES = {row["input"]: row["reference"] for row in gsm8k.rows()}
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(settings):
+    settings.EVAL_RETRY_BASE_SECONDS = 0.01
+    settings.EVAL_MAX_ERROR_FRACTION = 0.1
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI(answer=lambda question: f"#### {REFERENCES.get(question, '0')}") as server:
+        yield server
+
+
+@pytest.fixture
+def gone(project):
+    """A deployment whose address refuses every connection: its server has stopped."""
+    with FakeOpenAI() as server:
+        url = server.url
+    return Deployment.objects.create(project=project, name="gone", base_url=url, model="m")
+
+
+def test_an_eval_whose_every_request_failed_to_connect_is_failed_everywhere_it_is_shown(project, owner, gone, owner_client, api):
+    ev = create_eval(project, owner, deployment=gone, benchmark="gsm8k", sample_limit=5, seed=1)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+
+    assert (ev.status, ev.done_count, ev.error_count, ev.score) == ("failed", 5, 5, None)
+    assert ev.status_message.startswith("5 of its 5 rows errored (none may") and "Retry the errored rows" in ev.status_message
+    page = owner_client.get(f"/evals/{ev.pk}/").content.decode()
+    assert '<span class="status failed">Failed</span>' in page and "Succeeded" not in page
+    assert '<span class="error" id="error-count"><strong>5</strong> errored</span>' in page
+    assert "Retry the 5 errored samples" in page
+    listed = owner_client.get("/evals/").content.decode()
+    assert '<span class="status failed">Failed</span>' in listed and '<td class="error">5</td>' in listed
+    body = api.get(f"/api/v1/evals/{ev.pk}").json()
+    assert (body["status"], body["error_count"]) == ("failed", 5) and "5 of its 5 rows errored" in body["status_message"]
+
+
+@pytest.mark.parametrize(("failing", "status"), [(0, "succeeded"), (1, "succeeded"), (2, "failed")])
+def test_errors_past_the_stated_fraction_fail_the_eval_and_a_retry_that_answers_them_succeeds_it(project, owner, fake, failing, status):
+    # 12 rows, at most 10% may error: 1 (8%) may, 2 (17%) may not.
+    rows = gsm8k.rows()
+    for i in select_rows(len(rows), 12, 4)[:failing]:
+        fake.always_fail[rows[i]["input"]] = 503
+    deployment = Deployment.objects.create(project=project, name="fake", base_url=fake.url, model="m")
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=12, seed=4)
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.done_count, ev.error_count, ev.score) == (status, 12, failing, 1.0 if failing < 12 else None)
+    assert ("at most 10% may" in ev.status_message) == (status == "failed")
+    if not failing:
+        return
+    fake.always_fail.clear()
+    assert retry_errors(ev) == failing
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.error_count) == ("succeeded", 0)
+
+
+def test_a_suite_run_with_a_failed_eval_is_failed_on_its_page_and_in_the_api(project, owner, gone, fake, owner_client, api, worker):
+    good = Deployment.objects.create(project=project, name="good", base_url=fake.url, model="m")
+    entries = [{"benchmark": "gsm8k", "sample_limit": 3, "mode": "generative", "options": {}}]
+    run = create_suite_run(project, owner, suite_name="one", entries=entries, deployments=[good, gone])
+    wait_for(lambda: not run.evals.filter(status__in=Eval.ACTIVE).exists(), timeout=60)
+    assert dict(run.evals.values_list("deployment__name", "status")) == {"good": "succeeded", "gone": "failed"}
+    assert api.get(f"/api/v1/suite-runs/{run.pk}").json()["status"] == "failed"
+    page = owner_client.get(f"/evals/suite-runs/{run.pk}/").content.decode()
+    assert 'Status <span class="status failed">failed</span>' in page and '<span class="error">3 errors</span>' in page
+    listed = owner_client.get("/evals/suites/").content.decode()
+    assert '<span class="status failed">failed</span>' in listed
