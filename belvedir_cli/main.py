@@ -21,7 +21,8 @@ from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
 from .terminal import client, console, id_by_name, json_option, output, read_config_file
 from .upload import MultipartFile
 
-EXIT_FAILED = 1  # the eval or run failed; for `evals compare --fail-if-worse`, B is significantly worse
+EXIT_FAILED = 1  # the eval or run failed; for `evals compare --fail-if-worse`, B is significantly worse or either failed
+FAILED = {"failed", "error"}
 RUN_ENDED = {"succeeded", "failed", "timed_out", "cancelled", "launch_failed", "error"}
 EVAL_ENDED = {"succeeded", "failed", "cancelled"}
 
@@ -386,6 +387,10 @@ def evals_compare(a, b, fail_if_worse, show_flips, set_aside_flaky, sequential):
         print_comparison(body, show_flips)
     found = body.get("sequential")
     verdict = found["verdict"] if found and found["stopped"] else body["verdict"]
+    failed = [f"#{body[side]['id']}" for side in ("a", "b") if body[side]["status"] in FAILED]
+    if fail_if_worse and failed:
+        click.echo(f"Eval {' and '.join(failed)} failed: a gate on it passes nothing.", err=True)
+        sys.exit(EXIT_FAILED)
     if fail_if_worse and verdict == "worse":
         sys.exit(EXIT_FAILED)
 

@@ -195,6 +195,8 @@ def print_comparison(body: dict):
             click.echo(f"† {r['benchmark']}: {r['sequential']['summary']} (the gate uses this always-valid p)")
     if body["not_compared"]:
         click.echo(f"Not compared (run by one side only): {', '.join(body['not_compared'])}")
+    if body["failed"]:
+        click.echo(f"Failed on either side (the gate fails): {', '.join(body['failed'])}")
     click.echo(f"Summary: {body['summary']}")
     click.echo(f"Gate: {body['gate']}")
 

@@ -38,6 +38,8 @@ class Side:
             "score": statistics.mean(self.values) if self.values else None,
             "score_ci": interval.as_list() if interval else None,
             "n": len(self.values),
+            # A failed side (its rows errored past the limit) fails a gate whatever the verdict: its rows are not the benchmark's.
+            "status": self.ev.status,
         }
 
 

@@ -108,9 +108,11 @@ class EvalRun:
                 try:
                     await flusher
                 finally:
-                    await self._flush(final=True)
-                    if self.timeline is not None:
-                        await sync_to_async(shares.release)(self.eval)
+                    try:
+                        await self._flush(final=True)
+                    finally:
+                        if self.timeline is not None:
+                            await sync_to_async(shares.release)(self.eval)
                     await self.spec.aclose()
                     # The ORM ran in sync_to_async's thread: close that thread's connection too.
                     await sync_to_async(_close_connection)()
@@ -323,8 +325,13 @@ class EvalRun:
         self.cancelled = await sync_to_async(self._write)(batch)
         if self.timeline is not None and not final:
             gate = self.timeline.gate
-            # While the settle awaits, the gate may send up to its current share: that much is held meanwhile.
-            await self._settle(gate.take_wanted(), held=max(gate.in_flight, gate.share))
+            if self._stopped():
+                # Cancelled, out of budget or time: every row waiting at the gate (a share of 0 holds them there)
+                # comes through it to find _stopped true and leave, sending nothing, so the pass ends now.
+                gate.set_share(gate.maximum)
+            else:
+                # While the settle awaits, the gate may send up to its current share: that much is held meanwhile.
+                await self._settle(gate.take_wanted(), held=max(gate.in_flight, gate.share))
         # The chart's series, about once a second (not with every BATCH_SIZE rows); copied here, as it grows on this loop.
         if self.timeline is not None and self.timeline.sample(final=final):
             await sync_to_async(self._write_chart)(list(self.timeline.points))

@@ -31,10 +31,12 @@ from .models import Deployment, Eval
 
 def fair_shares(wants: list[int], cap: int) -> list[int]:
     """Max-min fair split of `cap` among `wants` (water-filling): no share above its want, the rest even, a
-    remainder to the later of equal wants."""
+    remainder to the earlier of equal wants. With more evals asking than the cap, the earliest get 1 each and
+    the latest wait for them to end: in turn, as a queue would."""
     shares = [0] * len(wants)
     left = cap
-    order = sorted(range(len(wants)), key=wants.__getitem__)
+    # Equal wants latest first: each takes the even part rounded down, so what is left over goes to the earliest.
+    order = sorted(range(len(wants)), key=lambda i: (wants[i], -i))
     for taken, index in enumerate(order):
         shares[index] = min(wants[index], left // (len(wants) - taken))
         left -= shares[index]
@@ -68,7 +70,7 @@ def settle(ev: Eval, *, wanted: int, held: int) -> int:
 def holding(deployment_id: int, now=None):
     """The evals whose shares count against the deployment's cap: asking it, and beating."""
     alive = (now or timezone.now()) - timedelta(seconds=settings.EVAL_STALE_SECONDS)
-    return Eval.objects.filter(deployment_id=deployment_id, in_flight_wanted__gt=0, heartbeat_at__gte=alive)
+    return Eval.objects.filter(deployment_id=deployment_id, status=Eval.Status.RUNNING, in_flight_wanted__gt=0, heartbeat_at__gte=alive)
 
 
 def release(ev: Eval):

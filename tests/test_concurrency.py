@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from multidict import CIMultiDict
 
-from evals.actions import create_eval
+from evals.actions import cancel_eval, create_eval
 from evals.client import RETRY_AFTER_MAX_SECONDS, UNCOUNTED_RETRIES, Request, RequestFailed, http_session, retry_after_seconds, send_request
 from evals.concurrency import MAX_POINTS, AdaptiveLimit, Timeline
 from evals.datasets.versions import create_dataset
@@ -109,10 +109,10 @@ def test_a_share_of_the_deployment_s_cap_bounds_the_gate_and_growth_stops_at_it(
 @pytest.mark.parametrize(
     ("wants", "cap", "expected"),
     [
-        ([8, 8, 8], 8, [2, 3, 3]),  # even, the remainder to the last ones
-        ([1, 100, 100], 100, [1, 49, 50]),  # one wanting less leaves the rest to the others
+        ([8, 8, 8], 8, [3, 3, 2]),  # even, the remainder to the earliest
+        ([1, 100, 100], 100, [1, 50, 49]),  # one wanting less leaves the rest to the others
         ([5], 100, [5]),
-        ([1, 1, 1], 2, [0, 1, 1]),  # more evals than slots: some wait
+        ([1, 1, 1], 2, [1, 1, 0]),  # more evals than slots: the latest waits for the earlier to end
         ([], 8, []),
     ],
 )
@@ -404,7 +404,7 @@ def test_shares_settled_in_turn_never_add_up_past_the_cap(owner, project, settin
     deployment = Deployment.objects.create(project=project, name="shared", base_url="http://127.0.0.1:9", model="m", max_in_flight=10)
     dataset = create_dataset(project, owner, "numbers", b'{"input": "q", "expected": "a"}\n')
     a, b, c = (create_eval(project, owner, deployment=deployment, dataset=dataset, scorers=["exact_match"]) for _ in range(3))
-    Eval.objects.update(heartbeat_at=timezone.now())
+    Eval.objects.update(heartbeat_at=timezone.now(), status=Eval.Status.RUNNING)
 
     def held():
         return dict(Eval.objects.values_list("pk", "in_flight_share"))
@@ -418,9 +418,9 @@ def test_shares_settled_in_turn_never_add_up_past_the_cap(owner, project, settin
     assert settle(a, wanted=10, held=5) == 5 and settle(b, wanted=10, held=0) == 5
     # One wanting little leaves the rest: C wants 1 of a cap of 10 split with two wanting all.
     assert settle(c, wanted=1, held=0) == 0  # nothing free yet
-    assert settle(a, wanted=10, held=5) == 4 and settle(c, wanted=1, held=0) == 0
-    assert settle(b, wanted=10, held=5) == 5 and held() == {a.pk: 5, b.pk: 5, c.pk: 0}
-    assert settle(a, wanted=10, held=4) == 4 and settle(c, wanted=1, held=0) == 1
+    assert settle(b, wanted=10, held=5) == 4 and settle(c, wanted=1, held=0) == 0  # B, the later, takes the smaller part
+    assert settle(a, wanted=10, held=5) == 5 and held() == {a.pk: 5, b.pk: 5, c.pk: 0}
+    assert settle(b, wanted=10, held=4) == 4 and settle(c, wanted=1, held=0) == 1
     assert sum(held().values()) == 10
     # A worker gone silent holds nothing past EVAL_STALE_SECONDS; a pass that ended gives its share back.
     Eval.objects.filter(pk=a.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=61))
@@ -450,6 +450,26 @@ def test_every_eval_asking_a_deployment_shares_its_cap_and_together_they_reach_i
     assert fake.refused == 0 and len(fake.requests) == 3 * rows and fake.peak_in_flight == 8
     # Each pass gave its share back as it ended: nothing held against the cap.
     assert list(evals.values_list("in_flight_share", "in_flight_wanted")) == [(0, 0)] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("loopback_deployments")
+def test_an_eval_waiting_for_a_share_ends_its_pass_at_a_cancel_and_sends_nothing(worker, owner, project, settings):
+    """Another eval holds the whole cap (1): this one's share is 0, its rows wait at the gate. A cancel ends the pass
+    at the next flush: the waiting rows come through the gate to find the eval stopped, and nothing is sent."""
+    settings.EVAL_STALE_SECONDS = 60
+    with FakeOpenAI() as fake:
+        deployment = Deployment.objects.create(project=project, name="full", base_url=fake.url, model="m", max_in_flight=1)
+        holder = Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=1, status=Eval.Status.RUNNING, heartbeat_at=timezone.now())
+        assert settle(holder, wanted=1, held=0) == 1
+        data = b"".join(b'{"input": "q%d", "expected": "a"}\n' % i for i in range(3))
+        waiting = create_eval(project, owner, deployment=deployment, dataset=create_dataset(project, owner, "three", data), scorers=["exact_match"])
+        wait_for(lambda: Eval.objects.filter(pk=waiting.pk, status=Eval.Status.RUNNING, in_flight_wanted__gt=0).exists(), timeout=30)
+        cancel_eval(waiting)
+        wait_for(lambda: Eval.objects.filter(pk=waiting.pk, in_flight_wanted=0).exists(), timeout=30)
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.done_count, waiting.in_flight_share) == (Eval.Status.CANCELLED, 0, 0)
+    assert fake.requests == []
 
 
 def test_the_eval_page_charts_the_requests_in_flight(owner_client, project):

@@ -87,3 +87,22 @@ def test_a_suite_run_with_a_failed_eval_is_failed_on_its_page_and_in_the_api(pro
     assert 'Status <span class="status failed">failed</span>' in page and '<span class="error">3 errors</span>' in page
     listed = owner_client.get("/evals/suites/").content.decode()
     assert '<span class="status failed">failed</span>' in listed
+
+
+def test_a_comparison_with_a_failed_side_fails_its_gate_whatever_its_verdict(project, owner, fake, api, worker):
+    deployment = Deployment.objects.create(project=project, name="fake", base_url=fake.url, model="m")
+    entries = [{"benchmark": "gsm8k", "sample_limit": 12}]
+    a = create_suite_run(project, owner, suite_name="one", entries=entries, deployments=[deployment])
+    wait_for(lambda: not a.evals.filter(status__in=Eval.ACTIVE).exists(), timeout=60)
+    first = a.evals.get()
+    # B asks the same rows again (the cache bypassed), two of its twelve erroring: every answer B has is right.
+    for question in first.samples.order_by("row_index").values_list("input", flat=True)[:2]:
+        fake.always_fail[question] = 503
+    b = create_suite_run(project, owner, suite_name="one", entries=entries, deployments=[deployment], same_rows_as=a, force=True, cache="bypass")
+    wait_for(lambda: not b.evals.filter(status__in=Eval.ACTIVE).exists(), timeout=60)
+    second = b.evals.get()
+    assert (first.status, second.status, second.error_count) == ("succeeded", "failed", 2)
+    body = api.get(f"/api/v1/suite-runs/{a.pk}/compare/{b.pk}").json()
+    assert (body["worse"], body["failed"], body["gate"]) == ([], ["gsm8k"], "fail")
+    paired = api.get(f"/api/v1/evals/{first.pk}/compare/{second.pk}").json()
+    assert (paired["a"]["status"], paired["b"]["status"], paired["verdict"]) == ("succeeded", "failed", "not decisive")

@@ -22,7 +22,7 @@ import json
 import secrets
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 
 from belvedir.core import jsonvalues
 from billing.actions import debt_gate, refuse_if_in_debt
@@ -340,7 +340,8 @@ def progress(run: SuiteRun) -> dict:
         reused=Count("pk", filter=Q(reused_from__isnull=False)),
         active=Count("pk", filter=Q(status__in=Eval.ACTIVE)),
         succeeded=Count("pk", filter=Q(status=Eval.Status.SUCCEEDED)),
-        stopped=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR])),
+        # Interrupted with rows still to score: what "Resume" goes on with (one failed by its errors has none left).
+        stopped=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.CANCELLED, Eval.Status.ERROR]) & (Q(done_count__lt=F("total")) | Q(total=0))),
         failed=Count("pk", filter=Q(status__in=[Eval.Status.FAILED, Eval.Status.ERROR])),
         errors=Sum("error_count", default=0),
     )

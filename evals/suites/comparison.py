@@ -46,6 +46,9 @@ def compare_suite_runs(a: SuiteRun, b: SuiteRun, *, deployment_a=None, deploymen
     for row in compared:
         _correct_categories(row)
     worse = [row["benchmark"] for row in compared if row["corrected_verdict"] == statistics.WORSE]
+    # A benchmark failed on either side (its rows errored past the limit, its worker died) fails the gate: what
+    # its rows say is not the benchmark's, whatever their verdict.
+    failed = [row["benchmark"] for row in compared if {row["status_a"], row["status_b"]} & {Eval.Status.FAILED, Eval.Status.ERROR}]
     return {
         "a": {"id": a.pk, "suite": a.suite_name, "deployment": left.name},
         "b": {"id": b.pk, "suite": b.suite_name, "deployment": right.name},
@@ -56,7 +59,8 @@ def compare_suite_runs(a: SuiteRun, b: SuiteRun, *, deployment_a=None, deploymen
         "worse": worse,
         "better": [row["benchmark"] for row in compared if row["corrected_verdict"] == statistics.BETTER],
         "summary": summary(compared),
-        "gate": "fail" if worse else "pass",
+        "failed": failed,
+        "gate": "fail" if worse or failed else "pass",
     }
 
 
