@@ -2,7 +2,8 @@
 paired t, flips, a verdict), each task's value being the contestant's mean reward over its usable trials.
 
 A task pairs when both jobs ran it with the same files (its digest): a task changed between the two jobs is left
-out and listed, as is one either side has no usable trial for. The gate fails when B is significantly worse.
+out and listed, as is one either side has no usable trial for. The gate fails when B is significantly worse, or
+when either job failed (its trials errored past the share a job may lose): a gate on it would pass nothing measured.
 """
 
 from evals import statistics
@@ -74,7 +75,8 @@ def compare_jobs(a: Job, b: Job, *, contestant_a: str | None = None, contestant_
         "changed_tasks": changed,
         "unpaired_tasks": unpaired,
         "set_aside_trials": sorted(set_aside),
-        "gate": "fail" if found["verdict"] == statistics.WORSE else "pass",
+        "failed": [job.pk for job in (a, b) if job.status == Job.Status.FAILED],
+        "gate": "fail" if found["verdict"] == statistics.WORSE or Job.Status.FAILED in (a.status, b.status) else "pass",
     }
 
 
@@ -83,6 +85,7 @@ def _side(job: Job, column: str, values: list[float]) -> dict:
         "id": job.pk,
         "name": str(job),
         "contestant": column,
+        "status": job.status,
         "mean_reward": round(statistics.mean(values), 6) if values else None,
         "solved_tasks": sum(1 for v in values if v >= SOLVED),
     }

@@ -85,7 +85,7 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "purpose", "status", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
+            "id", "name", "purpose", "status", "status_message", "task_set", "version", "agents", "deployments", "tasks", "attempts", "budget_cents",
             "charged_cents", "runtime", "deny_hosts", "agent_commands", "progress", "created_at", "finished_at",
         ]  # fmt: skip
 

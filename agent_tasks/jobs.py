@@ -15,6 +15,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_q.tasks import async_task
 
+from belvedir import error_share
 from belvedir.sandbox.errors import NoCapacity
 from belvedir.sandbox.models import ComputeType
 from belvedir.sandbox.scheduler import free_places
@@ -159,7 +160,7 @@ def advance(job_id: int) -> int:
         if job is None:
             return 0
         if not job.trials.exclude(status__in=Trial.ENDED).exists():
-            Job.objects.filter(pk=job.pk).update(status=Job.Status.FINISHED, finished_at=timezone.now())
+            Job.objects.filter(pk=job.pk).update(**outcome(job), finished_at=timezone.now())
             return 0
         # Sent and not yet started hold no lease, but will: they count against the room.
         room = free_places(ComputeType.CPU) - Trial.objects.filter(status=Trial.Status.QUEUED, sent_at__isnull=False).count()
@@ -168,6 +169,27 @@ def advance(job_id: int) -> int:
         Trial.objects.filter(pk__in=sent).update(sent_at=timezone.now())
         transaction.on_commit(lambda: [enqueue(pk) for pk in sent])
     return len(sent)
+
+
+def outcome(job: Job) -> dict:
+    """How a job whose trials all ended ends: `finished`, or `failed` where the trials that ran errored past the share
+    a job may lose (belvedir/error_share.py) or none ran at all. Each slot (task, contestant, attempt) counts once, by
+    its latest trial: a trial retried to success is not an error."""
+    latest: dict[tuple, tuple[str, str]] = {}
+    for *slot, status, error in job.trials.order_by("pk").values_list("task_id", "agent", "deployment_id", "attempt", "status", "error"):
+        latest[tuple(slot)] = (status, error)
+    ran = [(status, error) for status, error in latest.values() if status != Trial.Status.SKIPPED]
+    errors = [error for status, error in ran if status == Trial.Status.ERRORED]
+    if not ran:
+        first = next((error for _, error in latest.values() if error), "")
+        return dict(status=Job.Status.FAILED, status_message=f"None of its {len(latest)} trials ran: {first[:300]}")
+    if error_share.too_many(len(errors), len(ran)):
+        message = (
+            f"{len(errors)} of its {len(ran)} trials errored ({error_share.allowance(len(errors), len(ran))}): its rewards, of the "
+            f"trials that ran, are not the task set's. The first error: {errors[0][:300]} Retry the errored trials once the cause is fixed."
+        )
+        return dict(status=Job.Status.FAILED, status_message=message)
+    return dict(status=Job.Status.FINISHED, status_message="")
 
 
 def advance_all() -> int:
@@ -264,7 +286,7 @@ def retry_errors(job: Job) -> int:
             Trial(job=locked, task_id=t.task_id, agent=t.agent, deployment_id=t.deployment_id, attempt=t.attempt, status=Trial.Status.QUEUED) for t in again
         )
         if again:
-            Job.objects.filter(pk=job.pk).update(status=Job.Status.RUNNING, finished_at=None)
+            Job.objects.filter(pk=job.pk).update(status=Job.Status.RUNNING, status_message="", finished_at=None)
             transaction.on_commit(lambda: advance(job.pk))
     return len(again)
 

@@ -123,7 +123,12 @@ class Job(models.Model):
     class Status(models.TextChoices):
         RUNNING = "running"
         FINISHED = "finished"
+        # Its trials errored past the share a job may lose (belvedir/error_share.py), or none ran: its rewards are
+        # not the task set's.
+        FAILED = "failed"
         CANCELLED = "cancelled"
+
+    ENDED = (Status.FINISHED, Status.FAILED, Status.CANCELLED)
 
     class Purpose(models.TextChoices):
         JOB = "job"
@@ -144,6 +149,7 @@ class Job(models.Model):
     deny_hosts = models.JSONField(default=list, blank=True, help_text="Hosts no agent may reach (a benchmark's own website): a trial that did is flagged.")
     agent_commands = models.JSONField(default=dict, blank=True, help_text="How each agent installed by its package (pip:NAME) is run once installed.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    status_message = models.TextField(blank=True, help_text="Why it failed: how many trials errored, and the first error.")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -443,11 +443,11 @@ EVAL_REQUEST_TIMEOUT_SECONDS = env_int("BELVEDIR_EVAL_REQUEST_TIMEOUT", 120, min
 RESPONSE_CACHE_MAX_BYTES = env_int("BELVEDIR_RESPONSE_CACHE_MAX_MB", 1024, minimum=0) * 1024 * 1024
 EVAL_MAX_ATTEMPTS = 4
 EVAL_RETRY_BASE_SECONDS = 0.5
-# An eval whose rows errored (no answer, a timeout, an unusable verdict) past this fraction of those it stored ends
-# `failed`, not `succeeded`: its score is of the rows that answered, which are not the rows it was asked to score.
-# Every row errored always fails it (so 1 or more: only that). Retrying the errored rows (bv evals retry) ends it
-# again, by the same rule.
-EVAL_MAX_ERROR_FRACTION = env_float("BELVEDIR_EVAL_MAX_ERROR_FRACTION", 0.1)
+# An eval whose rows errored (no answer, a timeout, an unusable verdict), a harness run whose results.json counts
+# `errors` of its `total`, or a job whose trials errored, past this fraction of what it finished ends `failed`, not
+# `succeeded`: its score is of what answered, which is not what it was asked to score (belvedir/error_share.py).
+# All of them errored always fails it (so 1 or more: only that). Retrying the errored ones ends it again, by the same rule.
+MAX_ERROR_FRACTION = env_float("BELVEDIR_MAX_ERROR_FRACTION", 0.1)
 EVAL_STALE_SECONDS = env_int("BELVEDIR_EVAL_STALE_SECONDS", 60, minimum=5)
 # Passes in a row that stored nothing (a worker that stopped, or a pass that
 # reached its time limit) are resumed this many times, then the eval ends `error`.

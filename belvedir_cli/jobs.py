@@ -10,8 +10,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .terminal import client, console, json_option, output
 
-EXIT_WORSE = 1  # `jobs compare --fail-if-worse`: B is significantly worse than A
-JOB_ENDED = {"finished", "cancelled"}
+EXIT_WORSE = 1  # `jobs compare --fail-if-worse`: B is significantly worse than A, or either job failed
+EXIT_FAILED = 1  # `jobs run --wait`: the job failed (its trials errored past the share a job may lose) or was cancelled
+JOB_ENDED = {"finished", "failed", "cancelled"}
 
 
 @click.group()
@@ -52,7 +53,11 @@ def jobs_run(task_set, agents, deployments, tasks, version, attempts, budget, ru
     job = client().post("jobs", payload)
     if wait:
         follow(job)
-        return print_job(client().get(f"jobs/{job['id']}"))
+        ended = client().get(f"jobs/{job['id']}")
+        print_job(ended)
+        if ended["status"] != "finished":
+            sys.exit(EXIT_FAILED)
+        return
     output(job, ["id", "name", "status", "task_set", "version", "agents", "attempts", "budget_cents"])
 
 
@@ -103,6 +108,8 @@ def print_job(job: dict):
         return output(job)
     p = job["progress"]
     click.echo(f"Job #{job['id']} {job['status']}: {p['ended']}/{p['total']} trials ended, {p['errored']} errored, charged ${job['charged_cents'] / 100:.2f}")
+    if job.get("status_message"):
+        click.echo(job["status_message"], err=True)
     rows = []
     for entry in job["results"]:
         row = {"contestant": entry["contestant"], "mean_reward": interval(entry["mean_reward"]), "solved": f"{entry['solved']}/{entry['succeeded']}"}
@@ -183,6 +190,8 @@ def jobs_compare(a, b, contestant_a, contestant_b, set_aside_flagged, fail_if_wo
         click.echo(f"B: job #{body['b']['id']} {body['b']['contestant']}: mean reward {body['b']['mean_reward']}")
         click.echo(f"Delta B - A: {delta} (95% CI {f'{ci[0]:.3f}–{ci[1]:.3f}' if ci else '—'}, {body['method']}) on {body['n']} tasks; p = {body['p_value']}")
         click.echo(f"Verdict: {body['verdict']} (gate: {body['gate']})")
+        if body["failed"]:
+            click.echo(f"Job {' and '.join(f'#{pk}' for pk in body['failed'])} failed: a gate on it passes nothing.", err=True)
         for row in body["tasks"][:10]:
             click.echo(f"  {row['task']}: {row['a']:.3f} -> {row['b']:.3f} ({row['way']})")
         for key, label in (

@@ -12,6 +12,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from belvedir import error_share
 from belvedir.core.requeue import requeue_waiting
 from belvedir.sandbox.errors import SandboxError
 from belvedir.sandbox.launch import layout
@@ -150,8 +151,7 @@ def finish(eval_id: int) -> bool:
     done = Q(done_count__gte=F("total")) | Q(early_stop__has_key="reason")
     ended = Eval.objects.filter(done, pk=eval_id, status=Eval.Status.RUNNING)
     # Its counters are final here (the pass refreshed them): past the errors an eval may lose, it failed.
-    failing = Q(error_count__gt=0) & (Q(error_count__gte=F("done_count")) | Q(error_count__gt=F("done_count") * settings.EVAL_MAX_ERROR_FRACTION))
-    if ended.filter(failing).exists():
+    if ended.filter(error_share.too_many_q("error_count", "done_count")).exists():
         return bool(ended.update(status=Eval.Status.FAILED, status_message=errors_message(eval_id), finished_at=timezone.now()))
     finished = bool(ended.update(status=Eval.Status.SUCCEEDED, finished_at=timezone.now()))
     if finished:
@@ -163,10 +163,8 @@ def errors_message(eval_id: int) -> str:
     """Why an eval whose rows errored failed: how many, the limit, the first error, and what to do."""
     ev = Eval.objects.only("error_count", "done_count").get(pk=eval_id)
     first = Sample.objects.filter(eval_id=eval_id).exclude(error="").order_by("row_index").values_list("error", flat=True).first() or ""
-    limit = settings.EVAL_MAX_ERROR_FRACTION
-    allowed = "none may" if ev.error_count >= ev.done_count else f"at most {limit:.0%} may"
     return (
-        f"{ev.error_count} of its {ev.done_count} rows errored ({allowed}, BELVEDIR_EVAL_MAX_ERROR_FRACTION): its score, of the rows "
+        f"{ev.error_count} of its {ev.done_count} rows errored ({error_share.allowance(ev.error_count, ev.done_count)}): its score, of the rows "
         f"that answered, is not the benchmark's. The first error: {first[:300]} Retry the errored rows once the cause is fixed."
     )
 

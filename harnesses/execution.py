@@ -36,7 +36,7 @@ from . import local_model, repo
 from .actions import finish_run, revoke_run_credentials
 from .models import Run
 from .redaction import CANARY_ENV, RUN_KEY_ENV, Place, RunSecrets, new_canary, note_found, run_secrets
-from .results import ParsedResults, parse_results
+from .results import ParsedResults, errors_problem, parse_results
 
 logger = logging.getLogger(__name__)
 REPO_DIR = f"{HOME}/repo"
@@ -151,7 +151,8 @@ class RunExecution:
         parsed = self._results(box)
         fields = dict(exit_code=result.exit_code, results=parsed.results, score=parsed.score, model_label=parsed.model, results_error=parsed.error)
         if result.exit_code == 0:
-            self._end(Status.SUCCEEDED, "", **fields)
+            too_many = errors_problem(parsed.results)
+            self._end(Status.FAILED if too_many else Status.SUCCEEDED, too_many, **fields)
         else:
             self._end(Status.FAILED, f"The run command exited with code {result.exit_code}.", **fields)
 

@@ -2,6 +2,7 @@ import json
 import math
 from dataclasses import dataclass
 
+from belvedir import error_share
 from belvedir.redaction import NO_SECRETS, Redactor
 from belvedir.sandbox.output import clean_value
 
@@ -49,6 +50,21 @@ def parse_results(raw: bytes, redactor: Redactor = NO_SECRETS) -> ParsedResults:
     if isinstance(model, str):
         parsed.model = model[:200]
     return parsed
+
+
+def errors_problem(results: dict | None) -> str:
+    """Why a run whose command exited 0 failed all the same: its results.json counts `errors` of its `total` tasks
+    past the share work may lose (belvedir/error_share.py), as the presets' drivers write them; "" if it did not."""
+    counts = [(results or {}).get(key) for key in ("errors", "total")]
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return ""
+    errors, total = counts
+    if not error_share.too_many(errors, total):
+        return ""
+    return (
+        f"Its results.json counts {errors} errors of its {total} tasks ({error_share.allowance(errors, total)}): its score, "
+        "of the tasks that answered, is not the benchmark's."
+    )
 
 
 def _reject_constant(name):

@@ -298,7 +298,8 @@ def test_a_trial_whose_worker_died_is_errored_refunded_and_its_job_moves_on(fund
     assert (trial.status, trial.platform_fault) == ("errored", True) and "Retry it" in trial.error
     assert LedgerEntry.objects.filter(kind="refund", reference=f"trial:{trial.pk}").count() == 1
     job.refresh_from_db()
-    assert job.status == "finished" and job.charged_cents == 0
+    # Its one trial errored: the job ends failed, saying so, not finished with nothing to show.
+    assert (job.status, job.charged_cents) == ("failed", 0) and job.status_message.startswith("1 of its 1 trials errored (none may")
 
 
 def test_cancel_skips_the_waiting_trials_refunds_any_charged_and_lets_running_ones_finish(funded, owner, held, monkeypatch):
@@ -629,7 +630,7 @@ def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_t
     score(job, {("b", "nop"): [0.0]})
     jobs.advance(job.pk)
     job.refresh_from_db()
-    assert job.status == "finished"
+    assert job.status == "failed"  # 1 of its 2 trials errored, past the tenth a job may lose
     answer = api.post(f"/api/v1/jobs/{job.pk}/retry-errors").json()
     assert (answer["retried"], answer["status"]) == (1, "running")
     again = job.trials.filter(task__name="a").order_by("pk").last()
@@ -640,6 +641,9 @@ def test_retrying_a_jobs_errors_adds_a_trial_per_errored_slot_charged_anew_and_t
     Trial.objects.filter(pk=again.pk).update(status="succeeded", reward=1.0)
     entry = summary(job)[0]
     assert (entry["solved"], entry["succeeded"], entry["errored"], entry["pass_at_k"]["1"]["value"]) == (1, 2, 1, 0.5)
+    jobs.advance(job.pk)
+    job.refresh_from_db()
+    assert (job.status, job.status_message) == ("finished", "")  # the retried slot answered: its old error counts no more
 
 
 def test_an_agent_whose_trajectory_crashes_nothing_errors_alone_and_its_slot_is_retried_a_bounded_number_of_times(funded, owner, held, owner_client, api):

@@ -33,7 +33,7 @@ def deployment(project, fake):
 
 def test_only_the_errored_rows_are_asked_again_and_their_attempts_are_kept(api, owner_client, project, owner, fake, deployment, settings):
     settings.EVAL_RETRY_BASE_SECONDS = 0.01
-    settings.EVAL_MAX_ERROR_FRACTION = 0.1
+    settings.MAX_ERROR_FRACTION = 0.1
     # Two rows' requests fail (503, every attempt): infrastructure errors, out of the score.
     failing = [gsm8k.rows()[i].input for i in select_rows(len(gsm8k.rows()), 12, 4)[3:5]]
     for question in failing:

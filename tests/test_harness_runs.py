@@ -161,6 +161,15 @@ def test_bad_results_leave_the_score_empty_and_say_why(tmp_path, owner, funded, 
     assert error in run.results_error
 
 
+def test_a_run_that_exited_0_but_counts_every_task_errored_is_failed(tmp_path, owner, funded, settings):
+    settings.MAX_ERROR_FRACTION = 0.1
+    make_repo(tmp_path / "repo", {"run.py": "import json; json.dump({'score': 0.0, 'errors': 4, 'total': 4}, open('results.json', 'w'))"})
+    run = launch(harness(funded, owner, tmp_path / "repo"), owner)
+    assert (run.status, run.exit_code, run.score) == ("failed", 0, 0.0)
+    assert run.status_message.startswith("Its results.json counts 4 errors of its 4 tasks (none may)")
+    assert not LedgerEntry.objects.filter(kind="refund").exists()  # its own errors, not the platform's
+
+
 def test_an_output_flood_keeps_only_the_tail(tmp_path, owner, funded):
     flood = "import sys\nline = 'x' * 1023 + '\\n'\nfor _ in range(100_000): sys.stdout.write(line)\nprint('\\0THE-END')\n"
     make_repo(tmp_path / "repo", {"run.py": flood})

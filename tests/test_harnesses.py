@@ -6,7 +6,7 @@ from django_q.models import OrmQ
 
 from billing.models import Account, LedgerEntry
 from harnesses.models import Harness, HarnessEnvVar, Preset, Run
-from harnesses.results import parse_results
+from harnesses.results import errors_problem, parse_results
 from harnesses.validation import validate_repo_url
 
 from .harness_fixtures import fund
@@ -247,6 +247,26 @@ def test_results_parsing(raw, score, model, error):
     parsed = parse_results(raw)
     assert (parsed.score, parsed.model) == (score, model)
     assert error in parsed.error if error else parsed.error == ""
+
+
+@pytest.mark.parametrize(
+    ("counts", "fails"),
+    [
+        ({"errors": 3, "total": 3}, "3 errors of its 3 tasks (none may)"),
+        ({"errors": 2, "total": 12}, "2 errors of its 12 tasks (at most 10% may"),
+        ({"errors": 1, "total": 12}, ""),  # 8%: within the share
+        ({"errors": 0, "total": 0}, ""),
+        ({"errors": 1, "total": 0}, "1 errors of its 0 tasks (none may)"),
+        ({"errors": 3}, ""),  # no total: nothing to weigh them against
+        ({"errors": True, "total": 1}, ""),  # not counts
+        ({"errors": "3", "total": 3}, ""),
+        ({"errors": -1, "total": 3}, ""),
+    ],
+)
+def test_a_runs_own_count_of_errors_past_the_share_fails_it(settings, counts, fails):
+    settings.MAX_ERROR_FRACTION = 0.1
+    said = errors_problem({"score": 0.5, **counts})
+    assert fails in said if fails else said == ""
 
 
 def test_unticking_secret_with_the_mask_keeps_the_stored_value(api, owner_client, project):

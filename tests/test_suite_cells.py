@@ -270,7 +270,7 @@ def test_another_projects_finished_cell_is_never_reused(project, owner, outsider
 def test_an_errored_or_cancelled_cell_is_never_reused(project, owner, servers, deployments, sent, settings):
     # Every other gsm8k row errors, mmlu's are answered, and errors short of all the rows still succeed: a
     # succeeded cell with errors is not reused either.
-    settings.EVAL_MAX_ERROR_FRACTION = 1
+    settings.MAX_ERROR_FRACTION = 1
     a = deployments["a"]
     servers["a"].always_fail = dict.fromkeys(list(GSM8K)[::2], 400)
     errored = run_on(project, owner, sent, a)
