@@ -10,12 +10,15 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from belvedir.core.ids import parse_id
+from belvedir.core.listing import listing
+from belvedir.core.scoping import get_scoped_or_404
 from billing.actions import parse_dollars
 from billing.errors import BillingError, InsufficientBalance
 
 from . import audits, harbor_export, jobs, results
 from .comparison import NotComparable, compare_jobs
 from .egress_record import denied_reaches, egress_record
+from .filters import JobFilter
 from .forms import JobForm, comma_list
 from .models import Job, Trial, TrialOutputs
 
@@ -56,8 +59,9 @@ def job_list(request):
         else:
             messages.success(request, f"Job #{job.pk} started: {job.trials.count()} trials.")
             return redirect(job)
-    rows = [(job, jobs.progress(job)) for job in jobs.with_progress(_jobs(request))[:100]]
-    return render(request, "agent_tasks/jobs.html", {"form": form, "rows": rows, "price_cents": settings.TRIAL_PRICE_CENTS}, status=status)
+    listed = listing(request, JobFilter, jobs.with_progress(_jobs(request)))
+    rows = [(job, jobs.progress(job)) for job in listed["page"]]
+    return render(request, "agent_tasks/jobs.html", {**listed, "form": form, "rows": rows, "price_cents": settings.TRIAL_PRICE_CENTS}, status=status)
 
 
 def _chart(summary: list[dict], attempts: int):
@@ -75,7 +79,7 @@ def _chart(summary: list[dict], attempts: int):
 
 @login_required
 def job_detail(request, pk):
-    job = get_object_or_404(_jobs(request), pk=pk)
+    job = get_scoped_or_404(request, _jobs(request), pk=pk)
     set_aside = request.GET.get("set_aside_flagged") == "1"
     found = results.matrix(job)
     tasks, columns, cells = found
@@ -100,11 +104,11 @@ def job_detail(request, pk):
 
 @login_required
 def job_compare(request, pk):
-    a = get_object_or_404(_jobs(request), pk=pk)
+    a = get_scoped_or_404(request, _jobs(request), pk=pk)
     if (other := parse_id(request.GET.get("other"))) is None:
         messages.error(request, "Choose a job to compare this one with.")
         return redirect(a)
-    b = get_object_or_404(_jobs(request), pk=other)
+    b = get_scoped_or_404(request, _jobs(request), pk=other)
     params = {name: request.GET.get(name) or None for name in ("contestant_a", "contestant_b")}
     try:
         found = compare_jobs(a, b, set_aside_flagged=request.GET.get("set_aside_flagged") == "1", **params)
@@ -117,7 +121,7 @@ def job_compare(request, pk):
 @login_required
 @require_POST
 def job_retry_errors(request, pk):
-    job = get_object_or_404(_jobs(request), pk=pk)
+    job = get_scoped_or_404(request, _jobs(request), pk=pk)
     retried = jobs.retry_errors(job)
     messages.success(request, f"{retried} errored trials queued again, each charged at its start.")
     return redirect(job)
@@ -126,7 +130,7 @@ def job_retry_errors(request, pk):
 @login_required
 @require_POST
 def job_cancel(request, pk):
-    job = get_object_or_404(_jobs(request), pk=pk)
+    job = get_scoped_or_404(request, _jobs(request), pk=pk)
     skipped = jobs.cancel(job)
     messages.success(request, f"Job #{job.pk} cancelled: {skipped} trials not started were skipped, never charged.")
     return redirect(job)
@@ -134,7 +138,7 @@ def job_cancel(request, pk):
 
 @login_required
 def job_export(request, pk):
-    job = get_object_or_404(_jobs(request), pk=pk)
+    job = get_scoped_or_404(request, _jobs(request), pk=pk)
     response = HttpResponse(harbor_export.export(job), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="job-{job.pk}.zip"'
     return response
@@ -143,7 +147,7 @@ def job_export(request, pk):
 @login_required
 def trial_outputs(request, pk):
     """The outputs its agent produced, as kept (a .tar.gz of the declared outputs)."""
-    trial = get_object_or_404(Trial.objects.for_user(request.user, request.project), pk=pk)
+    trial = get_scoped_or_404(request, Trial.objects.for_user(request.user, request.project), pk=pk)
     return outputs_download(trial)
 
 
@@ -156,7 +160,9 @@ def outputs_download(trial: Trial) -> HttpResponse:
 
 @login_required
 def trial_detail(request, pk):
-    trial = get_object_or_404(Trial.objects.for_user(request.user, request.project).select_related("task", "job", "deployment").defer("task__archive"), pk=pk)
+    trial = get_scoped_or_404(
+        request, Trial.objects.for_user(request.user, request.project).select_related("task", "job", "deployment").defer("task__archive"), pk=pk
+    )
     record = egress_record(trial)
     trial.egress_flags = denied_reaches(record, trial.job.deny_hosts if trial.job_id else ())
     return render(request, "agent_tasks/trial.html", {"trial": trial, "egress": record, "trace_session": trial.trace_sessions.first()})

@@ -3,9 +3,10 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max, Prefetch
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
 from . import audits
@@ -37,8 +38,8 @@ def task_sets(request):
 @login_required
 def task_set_detail(request, pk):
     tasks = AgentTask.objects.without_files()
-    task_set = get_object_or_404(
-        TaskSet.objects.for_user(request.user, request.project).prefetch_related("versions", Prefetch("versions__tasks", queryset=tasks)), pk=pk
+    task_set = get_scoped_or_404(
+        request, TaskSet.objects.for_user(request.user, request.project).prefetch_related("versions", Prefetch("versions__tasks", queryset=tasks)), pk=pk
     )
     versions = list(task_set.versions.all())
     for version in versions:
@@ -54,7 +55,7 @@ def task_set_detail(request, pk):
 @require_POST
 def audit(request, pk, number):
     """Start an audit of one version: a job of the oracle, nop and the red team on each task (audits.py)."""
-    version = get_object_or_404(TaskSetVersion.objects.for_user(request.user, request.project), task_set_id=pk, number=number)
+    version = get_scoped_or_404(request, TaskSetVersion.objects.for_user(request.user, request.project), task_set_id=pk, number=number)
     try:
         job = audits.start(request.project, request.user, version)
     except (audits.AuditRefused, JobError) as exc:

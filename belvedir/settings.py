@@ -244,6 +244,7 @@ SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
 _proxy_header = env_str("SECURE_PROXY_SSL_HEADER", "" if DEBUG else "X-Forwarded-Proto").strip()
 SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https") if _proxy_header else None
 # Origins allowed to POST forms (scheme://host[:port]); the platform's own URL always is.
+CSRF_FAILURE_VIEW = "belvedir.core.error_views.csrf_failure"
 CSRF_TRUSTED_ORIGINS = sorted(
     {o.strip().rstrip("/") for o in env_str("CSRF_TRUSTED_ORIGINS").split(",") if o.strip()}
     | ({BELVEDIR_BASE_URL} if urlparse(BELVEDIR_BASE_URL).scheme in {"http", "https"} else set())

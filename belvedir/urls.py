@@ -99,3 +99,8 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+handler400 = "belvedir.core.error_views.bad_request"
+handler403 = "belvedir.core.error_views.permission_denied"
+handler404 = "belvedir.core.error_views.page_not_found"
+handler500 = "belvedir.core.error_views.server_error"

@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from belvedir.core.decorators import owner_required
 from belvedir.core.htmx import polled
 from belvedir.core.money import dollars
+from belvedir.core.scoping import get_scoped_or_404
 from belvedir.core.throttle import allow_coupon_attempt
 
 from . import stripe_client
@@ -114,7 +115,7 @@ def topup(request):
 @login_required
 @owner_required
 def topup_status(request, pk):
-    topup = get_object_or_404(TopUp.objects.for_user(request.user, request.project), pk=pk)
+    topup = get_scoped_or_404(request, TopUp.objects.for_user(request.user, request.project), pk=pk)
     credit = topup.entries.filter(kind=LedgerEntry.Kind.TOPUP).first()
     context = {"topup": topup, "account": topup.account, "credit": credit}
     if request.htmx:

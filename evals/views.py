@@ -10,6 +10,8 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Estimate, Series, interval_chart, line_chart
 from belvedir.core.htmx import polled
+from belvedir.core.listing import listing
+from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
 from . import benchmarks, local_model
@@ -19,6 +21,7 @@ from .categories import category_scores
 from .comparison import NotPaired, compare_evals, decision_alpha
 from .connection import try_connection
 from .downloads import samples_file
+from .filters import EvalFilter
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm, posted_budget
 from .metrics import metrics
 from .models import CacheMode, Deployment, Eval
@@ -29,8 +32,8 @@ from .scoring.calibration import LabelRefused, calibration_status, label_verdict
 
 @login_required
 def eval_list(request):
-    evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")[:100]
-    return render(request, "evals/list.html", {"evals": evals, "benchmarks": benchmarks.CATALOG})
+    evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")
+    return render(request, "evals/list.html", {**listing(request, EvalFilter, evals), "benchmarks": benchmarks.CATALOG})
 
 
 def _refused_status(exc) -> int:
@@ -105,7 +108,7 @@ def create_dataset_eval(request):
 
 @login_required
 def eval_detail(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset", "judge"), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset", "judge"), pk=pk)
     if request.htmx and request.GET.get("part") == "progress":
         # The whole page changes when an eval ends (buttons, samples): reload it once.
         return polled(render(request, "evals/_progress.html", {"ev": ev}), done=not ev.is_active, reload_page=True)
@@ -160,7 +163,7 @@ def _concurrency_charts(points: list) -> dict | None:
 @login_required
 @require_POST
 def eval_retry_errors(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     try:
         retried = retry_errors(ev)
     except (EvalConfigError, InsufficientBalance) as exc:
@@ -173,7 +176,7 @@ def eval_retry_errors(request, pk):
 @login_required
 @require_POST
 def eval_rescore(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     try:
         rescored = rescore_eval(ev, request.user)
     except (EvalConfigError, InsufficientBalance) as exc:
@@ -187,7 +190,7 @@ def eval_rescore(request, pk):
 @require_POST
 def eval_label(request, pk):
     """A person's grade of one judged verdict: agree, disagree, or their own grade."""
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     row_index = request.POST.get("row_index", "")
     sample = get_object_or_404(ev.samples.all(), row_index=int(row_index) if row_index.isdecimal() else -1)
     try:
@@ -204,7 +207,7 @@ def eval_label(request, pk):
 @require_POST
 def eval_rerun(request, pk):
     """Run again on exactly these rows against another deployment."""
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     form = RerunForm(request.POST, project=ev.project)
     if not form.is_valid():
         messages.error(request, "Choose a deployment of this project" + (", and an α between 0.0001 and 0.5." if "decision_alpha" in form.errors else "."))
@@ -230,7 +233,7 @@ def eval_rerun(request, pk):
 def eval_paired(request, pk, other):
     """Eval `other` (B) against eval `pk` (A) on their shared rows."""
     evals = Eval.objects.for_user(request.user, request.project).select_related("deployment", "dataset")
-    a, b = get_object_or_404(evals, pk=pk), get_object_or_404(evals, pk=other)
+    a, b = get_scoped_or_404(request, evals, pk=pk), get_scoped_or_404(request, evals, pk=other)
     context = {"a": a, "b": b, "rerun_form": RerunForm(project=a.project, initial={"deployment": b.deployment_id})}
     try:
         asked = decision_alpha(a, b) if request.GET.get("sequential") == "1" else None
@@ -242,14 +245,14 @@ def eval_paired(request, pk, other):
 
 @login_required
 def eval_download(request, pk, fmt):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     return samples_file(filter_samples(ev.samples.all(), request.GET.get("filter")), fmt, f"eval-{ev.pk}-samples")
 
 
 @login_required
 @require_POST
 def eval_cancel(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     if cancel_eval(ev):
         messages.success(request, "Eval cancelled; finished samples are kept.")
     else:
@@ -260,7 +263,7 @@ def eval_cancel(request, pk):
 @login_required
 @require_POST
 def eval_resume(request, pk):
-    ev = get_object_or_404(Eval.objects.for_user(request.user, request.project), pk=pk)
+    ev = get_scoped_or_404(request, Eval.objects.for_user(request.user, request.project), pk=pk)
     try:
         max_cost = posted_budget(request.POST.get("max_cost"))
     except ValueError as exc:
@@ -319,7 +322,7 @@ def deployments(request):
 @login_required
 @require_POST
 def deployment_clear_cache(request, pk):
-    deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
+    deployment = get_scoped_or_404(request, Deployment.objects.for_user(request.user, request.project), pk=pk)
     removed = clear_cache(deployment)
     messages.success(request, f"Removed {removed:,} cached answer{pluralize(removed)} of {deployment.name}: its next evals ask it again.")
     return redirect("evals:deployments")
@@ -328,7 +331,7 @@ def deployment_clear_cache(request, pk):
 @login_required
 @require_POST
 def deployment_test(request, pk):
-    deployment = get_object_or_404(Deployment.objects.for_user(request.user, request.project), pk=pk)
+    deployment = get_scoped_or_404(request, Deployment.objects.for_user(request.user, request.project), pk=pk)
     try:
         result = try_connection(deployment)
     except InsufficientBalance as exc:

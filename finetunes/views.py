@@ -3,10 +3,11 @@ from collections import defaultdict
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, HttpResponseForbidden
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.scoping import get_scoped_or_404
 from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from harnesses.models import Run
@@ -38,7 +39,7 @@ def benchmarks_chart(runs):
 
 @login_required
 def model_detail(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
+    model = get_scoped_or_404(request, FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     runs = list(model.benchmark_runs()[:200])
     form = RunBenchmarkForm(model=model)
     return render(request, "finetunes/detail.html", {"model": model, "runs": runs, "chart": benchmarks_chart(runs), "form": form})
@@ -47,7 +48,7 @@ def model_detail(request, pk):
 @login_required
 @require_POST
 def model_run(request, pk):
-    model = get_object_or_404(FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
+    model = get_scoped_or_404(request, FineTunedModel.objects.for_user(request.user, request.project), pk=pk)
     form = RunBenchmarkForm(request.POST, model=model)
     if not form.is_valid():
         messages.error(request, f"Choose a {harness_kind(model)} of this project.")

@@ -1,11 +1,12 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Exists, Max, OuterRef, Sum
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.htmx import polled
+from belvedir.core.scoping import get_scoped_or_404
 from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
 from billing.models import Account, LedgerEntry
@@ -55,7 +56,7 @@ def harness_new(request):
 
 @login_required
 def harness_edit(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
+    harness = get_scoped_or_404(request, Harness.objects.for_user(request.user, request.project), pk=pk)
     form = HarnessForm(request.POST or None, instance=harness)
     env_formset = EnvVarFormSet(request.POST or None, instance=harness, prefix="env")
     if request.method == "POST" and form.is_valid() and env_formset.is_valid():
@@ -68,7 +69,7 @@ def harness_edit(request, pk):
 @login_required
 @require_POST
 def harness_delete(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
+    harness = get_scoped_or_404(request, Harness.objects.for_user(request.user, request.project), pk=pk)
     if harness.runs.active().exists():
         messages.error(request, "Cancel the harness's active runs before deleting it.")
         return redirect(harness)
@@ -79,7 +80,7 @@ def harness_delete(request, pk):
 
 @login_required
 def harness_detail(request, pk, *, status=200):
-    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
+    harness = get_scoped_or_404(request, Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
     # Whether each run traced anything: its row links to its trajectory (in the same query).
     traced = TraceSession.objects.filter(run=OuterRef("pk"))
     runs = list(harness.runs.select_related("host").annotate(traced=Exists(traced))[:RUNS_ON_HARNESS_PAGE])
@@ -103,7 +104,7 @@ def harness_detail(request, pk, *, status=200):
 @login_required
 @require_POST
 def run_start(request, pk):
-    harness = get_object_or_404(Harness.objects.for_user(request.user, request.project), pk=pk)
+    harness = get_scoped_or_404(request, Harness.objects.for_user(request.user, request.project), pk=pk)
     try:
         repeats = min(max(int(request.POST.get("repeats") or 1), 1), MAX_REPEATS)
     except ValueError:
@@ -124,7 +125,7 @@ def run_start(request, pk):
 
 @login_required
 def run_detail(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user, request.project).select_related("harness", "host", "created_by"), pk=pk)
+    run = get_scoped_or_404(request, Run.objects.for_user(request.user, request.project).select_related("harness", "host", "created_by"), pk=pk)
     if request.htmx:
         return polled(render(request, "harnesses/_run_live.html", {"run": run}), done=not run.is_active)
     entries = list(LedgerEntry.objects.filter(reference=RUNS.reference(run.pk), kind__in=["run_charge", "refund"]).order_by("created_at"))
@@ -149,7 +150,7 @@ def run_detail(request, pk):
 @login_required
 @require_POST
 def run_cancel(request, pk):
-    run = get_object_or_404(Run.objects.for_user(request.user, request.project), pk=pk)
+    run = get_scoped_or_404(request, Run.objects.for_user(request.user, request.project), pk=pk)
     if cancel_run(run):
         messages.success(request, "Run cancelled. Its sandbox is being stopped; cancelled runs are not refunded.")
     else:

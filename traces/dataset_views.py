@@ -5,10 +5,11 @@ import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from belvedir.core.scoping import get_scoped_or_404
 from evals.datasets.rows import DatasetError
 
 from .dataset_forms import SessionRowForm, ToDatasetForm
@@ -19,7 +20,7 @@ from .to_datasets import FIRST_USER_MESSAGE, MAX_SESSIONS, Source, add_to_datase
 @login_required
 def session_to_dataset(request, session_id):
     """GET: the row this session (its task, its step) makes, previewed; POST: saved, with the expected output as edited."""
-    session = get_object_or_404(TraceSession.objects.for_user(request.user, request.project), session_id=session_id)
+    session = get_scoped_or_404(request, TraceSession.objects.for_user(request.user, request.project), session_id=session_id)
     data = request.POST.copy() if request.method == "POST" else request.GET.copy()
     data.setdefault("input", FIRST_USER_MESSAGE)
     form = SessionRowForm(data, request=request, session=session)

@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 from evals.models import Deployment
 from evals.scoring.base import config
@@ -127,7 +128,7 @@ def _refused_status(exc) -> int:
 
 @login_required
 def evaluator_detail(request, pk):
-    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group"), pk=pk)
+    evaluator = get_scoped_or_404(request, Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group"), pk=pk)
     form = EvaluatorForm(request.POST or None, project=request.project, initial=EvaluatorForm.initial_of(evaluator))
     status = 200
     if request.method == "POST" and form.is_valid():
@@ -182,7 +183,7 @@ def backfill_context(request, evaluator) -> dict:
 @login_required
 @require_POST
 def evaluator_backfill(request, pk):
-    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project).select_related("judge"), pk=pk)
+    evaluator = get_scoped_or_404(request, Evaluator.objects.for_user(request.user, request.project).select_related("judge"), pk=pk)
     try:
         since, until = parse_bound(request.POST.get("since"), end=False), parse_bound(request.POST.get("until"), end=True)
         if since is None or until is None:
@@ -198,7 +199,7 @@ def evaluator_backfill(request, pk):
 @login_required
 @require_POST
 def evaluator_label(request, pk):
-    evaluator = get_object_or_404(Evaluator.objects.for_user(request.user, request.project), pk=pk)
+    evaluator = get_scoped_or_404(request, Evaluator.objects.for_user(request.user, request.project), pk=pk)
     score_id = request.POST.get("score", "")
     score = get_object_or_404(EvaluatorScore.objects.filter(evaluator=evaluator), pk=int(score_id) if score_id.isdecimal() else 0)
     try:

@@ -3,13 +3,15 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, HttpResponseBadRequest
-from django.shortcuts import get_object_or_404, render
+from django.http import HttpResponse
+from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from belvedir.core.error_views import bad_request
 from belvedir.core.ids import parse_id
+from belvedir.core.scoping import get_scoped_or_404
 from evals.contamination import IndexUnavailable
 
 from . import diff, trajectory
@@ -65,13 +67,13 @@ def sessions(request):
 @login_required
 def session_detail(request, session_id):
     """The session's trajectory: its steps in order, a page at a time, filtered; HTMX "load more" gets the next page alone."""
-    session = get_object_or_404(TraceSession.objects.for_user(request.user, request.project).select_related("run"), session_id=session_id)
+    session = get_scoped_or_404(request, TraceSession.objects.for_user(request.user, request.project).select_related("run"), session_id=session_id)
     try:
         # Read once for the steps' costs and the summary's.
         prices = trajectory.model_prices(session.project_id)
         steps, cursor = trajectory.steps_page(session, request.GET, prices=prices)
     except trajectory.BadStepFilter as exc:
-        return HttpResponseBadRequest(str(exc))
+        return bad_request(request, message=str(exc), back=reverse("traces:session", args=[session.session_id]))
     trajectory.place_on_timeline(steps, session)
     params = request.GET.copy()
     params.pop("after", None)
@@ -95,9 +97,13 @@ def session_diff(request):
     """Two sessions side by side: ?s=A&s=B (the session list's two ticks, or the run page's pick)."""
     chosen = [s for s in request.GET.getlist("s") if s][:3]
     if len(chosen) != 2:
-        return HttpResponseBadRequest("Choose two sessions to compare (?s=A&s=B).")
+        return bad_request(
+            request,
+            message=f"A diff needs two sessions; {len(chosen) or 'none'} {'was' if len(chosen) == 1 else 'were'} chosen. Tick two on the sessions list, then Compare.",
+            back=reverse("traces:sessions"),
+        )
     scoped = TraceSession.objects.for_user(request.user, request.project)
-    a, b = (get_object_or_404(scoped, session_id=session_id) for session_id in chosen)
+    a, b = (get_scoped_or_404(request, scoped, session_id=session_id) for session_id in chosen)
     # Each step links to its place in its trajectory: the two pages' addresses, once rather than per step.
     urls = {f"url_{side}": reverse("traces:session", args=[s.session_id]) for side, s in (("a", a), ("b", b))}
     result = diff.diff(a, b)
@@ -114,7 +120,7 @@ def groups(request):
 
 @login_required
 def group_training_data(request, pk):
-    group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
+    group = get_scoped_or_404(request, TaskGroup.objects.for_user(request.user, request.project), pk=pk)
     try:
         return training_data_response(request.project, group, request.GET)
     except (BadFilter, IndexUnavailable) as exc:
@@ -124,7 +130,7 @@ def group_training_data(request, pk):
 @login_required
 def group_overlaps(request, pk):
     """The tasks of the group's export that the benchmark check leaves out, by benchmark (read in full: a check of the whole export)."""
-    group = get_object_or_404(TaskGroup.objects.for_user(request.user, request.project), pk=pk)
+    group = get_scoped_or_404(request, TaskGroup.objects.for_user(request.user, request.project), pk=pk)
     try:
         report = overlap_report(request.project, group, request.GET)
     except (BadFilter, IndexUnavailable) as exc:

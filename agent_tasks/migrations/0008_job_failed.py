@@ -4,20 +4,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('agent_tasks', '0007_regrades'),
+        ("agent_tasks", "0007_regrades"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='status_message',
-            field=models.TextField(blank=True, help_text='Why it failed: how many trials errored, and the first error.'),
+            model_name="job",
+            name="status_message",
+            field=models.TextField(blank=True, help_text="Why it failed: how many trials errored, and the first error."),
         ),
         migrations.AlterField(
-            model_name='job',
-            name='status',
-            field=models.CharField(choices=[('running', 'Running'), ('finished', 'Finished'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='running', max_length=20),
+            model_name="job",
+            name="status",
+            field=models.CharField(
+                choices=[("running", "Running"), ("finished", "Finished"), ("failed", "Failed"), ("cancelled", "Cancelled")], default="running", max_length=20
+            ),
         ),
     ]

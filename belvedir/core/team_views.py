@@ -4,6 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from belvedir.core.ids import parse_id
@@ -154,4 +155,8 @@ def switch_project(request):
     chosen = request.POST.get("project", "")
     project = get_object_or_404(Project.objects.for_user(request.user), pk=parse_id(chosen) or 0)
     choose_project(request, project)
+    # Back to the page that asked (a teammate's link into this project), never off this site.
+    wanted = request.POST.get("next", "")
+    if wanted and url_has_allowed_host_and_scheme(wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return redirect(wanted)
     return redirect("home")

@@ -11,6 +11,7 @@ from .decorators import owner_required
 from .email_views import check_inbox, send_verification
 from .forms import ApiKeyForm, SecretForm, SignupForm
 from .models import ApiKey, Membership, ProjectSecret
+from .scoping import get_scoped_or_404
 from .throttle import allow_login_attempt
 
 THROTTLED = "Too many login attempts. Wait a minute and try again."
@@ -82,7 +83,7 @@ def secrets(request):
 @owner_required
 @require_POST
 def delete_secret(request, pk):
-    secret = get_object_or_404(ProjectSecret.objects.for_user(request.user, request.project), pk=pk)
+    secret = get_scoped_or_404(request, ProjectSecret.objects.for_user(request.user, request.project), pk=pk)
     secret.delete()
     messages.success(request, f"Secret {secret.name} deleted.")
     return redirect("secrets")

@@ -5,8 +5,10 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
+
+from belvedir.core.scoping import get_scoped_or_404
 
 from ..forms import DatasetRowForm, DatasetRowsUploadForm, DatasetUploadForm
 from ..models import Dataset, Eval
@@ -34,7 +36,7 @@ def datasets(request):
 
 
 def _dataset(request, pk) -> Dataset:
-    return get_object_or_404(Dataset.objects.for_user(request.user, request.project), pk=pk)
+    return get_scoped_or_404(request, Dataset.objects.for_user(request.user, request.project), pk=pk)
 
 
 @login_required

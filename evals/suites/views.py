@@ -2,12 +2,13 @@
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from belvedir.core.htmx import polled
+from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
 from .. import benchmarks
@@ -98,7 +99,7 @@ def local_model_quick_suite(request):
 
 @login_required
 def suite_run(request, pk):
-    run = get_object_or_404(SuiteRun.objects.for_user(request.user, request.project).select_related("judge", "same_rows_as"), pk=pk)
+    run = get_scoped_or_404(request, SuiteRun.objects.for_user(request.user, request.project).select_related("judge", "same_rows_as"), pk=pk)
     stats = progress(run)
     context = {"run": run, "stats": stats, "status": status_of(stats), "table": suite_table(run)}
     if request.htmx and request.GET.get("part") == "table":
@@ -127,7 +128,7 @@ def suite_chart(table: dict):
 @login_required
 @require_POST
 def suite_run_action(request, pk, what):
-    run = get_object_or_404(SuiteRun.objects.for_user(request.user, request.project), pk=pk)
+    run = get_scoped_or_404(request, SuiteRun.objects.for_user(request.user, request.project), pk=pk)
     try:
         if what == "cancel":
             messages.success(request, f"Cancelled {cancel_suite_run(run)} evals; finished samples are kept.")
@@ -145,7 +146,7 @@ def suite_run_action(request, pk, what):
 @login_required
 def suite_compare_pick(request, pk):
     """The run page's compare form: to the comparison of the run chosen, with the deployments chosen."""
-    run = get_object_or_404(SuiteRun.objects.for_user(request.user, request.project), pk=pk)
+    run = get_scoped_or_404(request, SuiteRun.objects.for_user(request.user, request.project), pk=pk)
     form = SuiteCompareForm(request.GET, project=run.project)
     if not form.is_valid() or form.cleaned_data["other"] is None:
         messages.error(request, "Choose a suite run of this project to compare with.")
@@ -158,7 +159,7 @@ def suite_compare_pick(request, pk):
 @login_required
 def suite_compare(request, pk, other):
     runs = SuiteRun.objects.for_user(request.user, request.project)
-    a, b = get_object_or_404(runs, pk=pk), get_object_or_404(runs, pk=other)
+    a, b = get_scoped_or_404(request, runs, pk=pk), get_scoped_or_404(request, runs, pk=other)
     form = SuiteCompareForm(request.GET or None, project=a.project, initial={"other": b.pk})
     sides = {"deployment_a": None, "deployment_b": None}
     set_aside = False

@@ -1,0 +1,109 @@
+"""The dashboard's lists page with their total, filter by their main fields and sort, asking the same queries
+whatever the page; a filter value that is not one of its choices says so beside the filter and lists nothing."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from belvedir.core.listing import PER_PAGE
+from evals.models import Deployment, Eval
+
+pytestmark = pytest.mark.django_db
+
+STATUSES = ["succeeded", "failed", "running", "cancelled", "queued"]
+
+
+@pytest.fixture
+def evals_250(project, owner):
+    a = Deployment.objects.create(project=project, name="alpha", base_url="http://127.0.0.1:9/v1", model="m")
+    b = Deployment.objects.create(project=project, name="beta", base_url="http://127.0.0.1:9/v1", model="m")
+    Eval.objects.bulk_create(
+        Eval(
+            project=project,
+            deployment=a if i % 2 else b,
+            benchmark="gsm8k" if i % 3 else "mmlu",
+            status=STATUSES[i % 5],
+            score=None if i % 5 else i / 1000,
+            error_count=i % 7 == 0,
+            seed=1,
+            created_by=owner,
+        )
+        for i in range(250)
+    )
+    return a, b
+
+
+def ids(page: str) -> list[int]:
+    return [int(pk) for pk in re.findall(r'<td><a href="/evals/(\d+)/">#', page)]
+
+
+def test_250_evals_page_by_50_with_the_total_and_the_same_queries_on_every_page(owner_client, evals_250):
+    first = owner_client.get("/evals/").content.decode()
+    assert len(ids(first)) == PER_PAGE and "250 evals · page 1 of 5" in first and 'rel="next"' in first
+    newest = sorted(Eval.objects.values_list("pk", flat=True), reverse=True)
+    assert ids(first) == newest[:PER_PAGE]
+    seen = []
+    counts = []
+    for number in range(1, 6):
+        with CaptureQueriesContext(connection) as queries:
+            page = owner_client.get(f"/evals/?page={number}").content.decode()
+        counts.append(len(queries))
+        seen += ids(page)
+    assert seen == newest  # every eval once, in order, across the five pages
+    assert len(set(counts)) == 1, counts  # the fifth page asks what the first did
+    last = owner_client.get("/evals/?page=5").content.decode()
+    assert 'rel="next"' not in last and 'rel="prev"' in last
+    assert ids(owner_client.get("/evals/?page=99").content.decode()) == newest[-PER_PAGE:]  # past the end: the last page
+
+
+def test_filters_narrow_the_list_and_its_total_and_the_pages_keep_them(owner_client, evals_250):
+    alpha, _ = evals_250
+    failed = owner_client.get("/evals/?status=failed").content.decode()
+    assert "50 evals" in failed and set(Eval.objects.filter(pk__in=ids(failed)).values_list("status", flat=True)) == {"failed"}
+    both = owner_client.get(f"/evals/?status=succeeded&deployment={alpha.pk}&benchmark=gsm8k").content.decode()
+    expected = Eval.objects.filter(status="succeeded", deployment=alpha, benchmark="gsm8k").count()
+    assert f"{expected} eval" in both and len(ids(both)) == expected
+    errored = owner_client.get("/evals/?errors=yes").content.decode()
+    assert f"{Eval.objects.filter(error_count__gt=0).count()} evals" in errored
+    running = owner_client.get("/evals/?status=running&page=1").content.decode()
+    assert "?status=running&amp;page=2" not in running  # 50 running: one page
+    queued = owner_client.get("/evals/?benchmark=gsm8k").content.decode()
+    assert "status=" not in re.search(r'href="\?([^"]*)page=2"', queued).group(1) and "benchmark=gsm8k&amp;" in queued
+
+
+def test_sorting_by_score_puts_the_best_first_and_evals_without_a_score_last(owner_client, evals_250):
+    page = owner_client.get("/evals/?order=-score").content.decode()
+    scores = list(Eval.objects.filter(pk__in=ids(page)).values_list("pk", "score"))
+    by_pk = dict(scores)
+    shown = [by_pk[pk] for pk in ids(page)]
+    assert shown == sorted(shown, reverse=True) and None not in shown  # 50 scored evals fill the first page
+    last = owner_client.get("/evals/?order=-score&page=5").content.decode()
+    assert {Eval.objects.get(pk=pk).score for pk in ids(last)} == {None}
+
+
+def test_a_value_that_is_not_a_filters_choice_is_named_and_lists_nothing(owner_client, evals_250):
+    answer = owner_client.get("/evals/?status=exploded&order=password")
+    page = answer.content.decode()
+    assert answer.status_code == 200 and "Select a valid choice. exploded is not one of the available choices." in page
+    assert ids(page) == [] and "No eval matches these filters." in page
+
+
+def test_the_jobs_list_filters_by_status_and_pages_with_its_total(owner_client, project, owner):
+    from agent_tasks.models import Job
+
+    from .test_agent_job_rules import task_set
+
+    version = task_set(project, owner, ["a"])
+    Job.objects.bulk_create(
+        Job(project=project, version=version, agents=["nop"], budget_cents=100, status="failed" if i % 4 == 0 else "finished", created_by=owner)
+        for i in range(60)
+    )
+    failed = owner_client.get("/jobs/?status=failed").content.decode()
+    assert "15 jobs" in failed and failed.count('<span class="status failed">Failed</span>') == 15
+    first = owner_client.get("/jobs/").content.decode()
+    assert (
+        "60 jobs · page 1 of 2" in first
+        and first.count('<span class="status finished">Finished</span>') + first.count('<span class="status failed">Failed</span>') == 50
+    )
