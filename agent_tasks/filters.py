@@ -13,7 +13,7 @@ def _task_sets(request):
 
 class JobFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Job.Status.choices, empty_label="Any status")
-    task_set = django_filters.ModelChoiceFilter(field_name="version__task_set", queryset=_task_sets, empty_label="Any task set")
+    task_set = django_filters.ModelChoiceFilter(field_name="version__task_set", queryset=_task_sets, empty_label="Any task set", label="Task set")
     purpose = django_filters.ChoiceFilter(choices=Job.Purpose.choices, empty_label="Jobs and audits")
     order = Ordering(
         fields=(("created_at", "created"), ("charged_cents", "charged")),

@@ -189,6 +189,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "belvedir.core.context_processors.projects",
+                "belvedir.core.navigation.navigation",
             ],
         },
     },

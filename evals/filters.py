@@ -16,7 +16,9 @@ class EvalFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Eval.Status.choices, empty_label="Any status")
     benchmark = django_filters.ChoiceFilter(choices=[(name, name) for name in benchmarks.CATALOG], empty_label="Any benchmark")
     deployment = django_filters.ModelChoiceFilter(queryset=_deployments, empty_label="Any deployment")
-    errors = django_filters.ChoiceFilter(choices=[("yes", "With errors"), ("no", "Without errors")], empty_label="With or without errors", method="with_errors")
+    errors = django_filters.ChoiceFilter(
+        choices=[("yes", "With errors"), ("no", "Without errors")], empty_label="With or without", method="with_errors", label="Errors"
+    )
     order = Ordering(
         fields=(("created_at", "created"), ("score", "score"), ("error_count", "errors"), ("cost", "cost")),
         field_labels={"created_at": "Created", "score": "Score", "error_count": "Errors", "cost": "Cost"},

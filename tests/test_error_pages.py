@@ -25,7 +25,7 @@ def test_a_missing_object_answers_the_products_404_with_the_navigation_and_a_way
     page = answer.content.decode()
     assert answer.status_code == 404 and answer["Content-Type"].startswith("text/html")
     assert NAV in page and "Nothing here" in page and "No eval matches that address in" in page
-    assert f"Back to {escape(project.name)}" in page and 'href="/evals/"' in page
+    assert f"Back to {escape(project.name)}" in page and 'href="/evals/"' in page  # the navigation, with a way back
     # An address that names no page at all: the same page, without the resolver's list of patterns.
     unknown = owner_client.get("/no-such-page/")
     assert unknown.status_code == 404 and NAV in unknown.content.decode() and "tried" not in unknown.content.decode()
