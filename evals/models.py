@@ -304,6 +304,35 @@ class Eval(models.Model):
         return [self.score_low, self.score_high] if self.score_low is not None else None
 
     @property
+    def chance(self) -> float | None:
+        """What guessing scores on its benchmark (evals/benchmarks/base.py); None for a dataset or where unknown."""
+        from . import benchmarks
+
+        found = benchmarks.get(self.benchmark) if self.benchmark else None
+        return found.chance if found is not None else None
+
+    @property
+    def scale(self) -> tuple[float, float]:
+        from . import benchmarks
+
+        found = benchmarks.get(self.benchmark) if self.benchmark else None
+        return found.scale if found is not None else (0.0, 1.0)
+
+    @property
+    def against_chance(self) -> str:
+        """Its interval against chance, in words: a 135M model's 0.26 on a four-choice test is not skill."""
+        chance, bounds = self.chance, self.score_interval
+        if chance is None or not bounds:
+            return ""
+        if bounds[0] <= chance <= bounds[1]:
+            if chance == 0:
+                return "Its 95% interval includes 0: on these rows the model is not shown to get any right."
+            return f"Its 95% interval includes chance ({chance:g}): on these rows the model is not shown to do better than guessing."
+        if bounds[0] > chance:
+            return f"Above chance ({chance:g}) by its whole 95% interval."
+        return f"Below chance ({chance:g}) by its whole 95% interval: worse than guessing, often a format the model does not follow."
+
+    @property
     def judged_by_itself(self) -> bool:
         """The judge is the deployment under test: it grades its own answers, which judges are known to favour."""
         return self.judge_id is not None and self.judge_id == self.deployment_id

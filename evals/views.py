@@ -151,12 +151,14 @@ def _concurrency_charts(points: list) -> dict | None:
         return None
 
     def series(name, column):
-        return Series(name, [(f"{point[0]:.0f} s", point[column]) for point in points])
+        return Series(name, [(point[0], point[column]) for point in points])
 
     return {
         "seconds": points[-1][0],
-        "levels": line_chart([series("allowed", 1), series("in flight", 2)], height=180, y_label="requests in flight", dots=False),
-        "rate": line_chart([series("answers per second", 3)], height=140, y_label="answers per second", dots=False),
+        "levels": line_chart(
+            [series("allowed", 1), series("in flight", 2)], height=180, y_label="requests in flight", x_label="seconds into the pass", dots=False
+        ),
+        "rate": line_chart([series("answers per second", 3)], height=140, y_label="answers per second", x_label="seconds into the pass", dots=False),
     }
 
 
@@ -287,16 +289,30 @@ def compare(request, benchmark):
         return render(request, "evals/compare.html", {"benchmark": benchmark, "unknown": True}, status=404)
     evals = list(
         Eval.objects.for_user(request.user, request.project)
-        .filter(benchmark=benchmark, score__isnull=False)
+        .filter(benchmark=benchmark, status__in=(Eval.Status.SUCCEEDED, Eval.Status.FAILED))
         .select_related("deployment")
         .order_by("created_at")
     )
     by_deployment, first_on_rows = defaultdict(list), {}
     for ev in evals:
-        by_deployment[ev.deployment.name].append((f"#{ev.pk} {ev.created_at:%Y-%m-%d}", ev.score))
-        # Each eval is offered a paired comparison with the first eval that scored the same rows.
-        ev.paired_with = first_on_rows.setdefault(ev.source_key(), ev)
-    chart = line_chart([Series(name, points) for name, points in by_deployment.items()], y_label=benchmarks.get(benchmark).metric)
+        ev.paired_with = None
+        # A failed eval is listed, in red, but not drawn: its score is of the rows that answered.
+        if ev.status == Eval.Status.SUCCEEDED and ev.score is not None:
+            by_deployment[ev.deployment.name].append(ev)
+            # Each eval is offered a paired comparison with the first eval that scored the same rows.
+            ev.paired_with = first_on_rows.setdefault(ev.source_key(), ev)
+    chart = line_chart(
+        [
+            Series(
+                name,
+                [(ev.created_at, ev.score) for ev in done],
+                intervals=[tuple(ev.score_interval or (ev.score, ev.score)) for ev in done],
+                labels=[f"#{ev.pk}" for ev in done],
+            )
+            for name, done in by_deployment.items()
+        ],
+        y_label=benchmarks.get(benchmark).metric,
+    )
     return render(request, "evals/compare.html", {"benchmark": benchmark, "evals": evals, "chart": chart})
 
 

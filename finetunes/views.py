@@ -33,8 +33,8 @@ def model_list(request):
 def benchmarks_chart(runs):
     by_harness = defaultdict(list)
     for run in sorted(runs, key=lambda r: r.created_at):
-        by_harness[run.harness.name].append((f"#{run.pk} {run.created_at:%Y-%m-%d}", run.score))
-    return line_chart([Series(name, points) for name, points in by_harness.items()])
+        by_harness[run.harness.name].append(run)
+    return line_chart([Series(name, [(r.created_at, r.score) for r in done], labels=[f"#{r.pk}" for r in done]) for name, done in by_harness.items()])
 
 
 @login_required

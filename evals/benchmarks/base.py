@@ -94,6 +94,9 @@ class Benchmark:
     judged: ClassVar[bool] = False
     # The range of a row's score: (0, 1) for right/wrong and rates, (1, 10) for MT-Bench's ratings.
     scale: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    # What guessing scores, shown beside every score (one over the choices; 0 where the answer is free-form and checked
+    # exactly); None where no guess has a known score (a judge's rating, instructions followed in part).
+    chance: ClassVar[float | None] = None
 
     def load(self) -> Sequence[Row]:
         raise NotImplementedError

@@ -24,6 +24,7 @@ def gsm8k_answer(output: str) -> str | None:
 
 class GSM8K(Benchmark):
     name = "gsm8k"
+    chance = 0.0
     description = "Grade-school math word problems (test split, 1,319). The answer is the last number, or the one after '####'."
     metric = "accuracy"
     licence = "MIT"

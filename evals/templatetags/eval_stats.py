@@ -2,6 +2,8 @@
 
 from django import template
 
+from belvedir.core import charts
+
 register = template.Library()
 
 
@@ -23,6 +25,26 @@ def pvalue(value) -> str:
     if value is None:
         return "—"
     return "< 0.0001" if value < 0.0001 else f"{value:.4f}"
+
+
+@register.filter
+def p_is(value) -> str:
+    """A p-value in a sentence: 'p < 0.0001' or 'p = 0.0123' (never 'p = < 0.0001')."""
+    if value is None:
+        return "p —"
+    return "p < 0.0001" if value < 0.0001 else f"p = {value:.4f}"
+
+
+@register.simple_tag
+def score_bar(value, bounds, chance=None, scale=(0.0, 1.0)):
+    """The score card's drawing: the score and its 95% interval on its scale, chance marked where it is known."""
+    return charts.interval_bar(value, bounds, scale=scale, mark=chance, mark_label="chance")
+
+
+@register.simple_tag
+def delta_bar(delta, bounds, verdict):
+    """A comparison's delta and its 95% interval drawn against zero, coloured by the verdict."""
+    return charts.delta_bar(delta, bounds, verdict)
 
 
 @register.filter
