@@ -1,7 +1,7 @@
 """Belvedir settings.
 
 Every environment variable the platform reads is parsed here, through the
-small typed helpers below, and listed in README.md ("Configuration").
+small typed helpers below, and listed in docs/running/configuration.md.
 A value that cannot be parsed falls back to its default and is recorded in
 CONFIG_ERRORS, which the system check `belvedir.E001` reports, so a typo
 surfaces as a named error instead of a traceback at import time.
@@ -102,6 +102,8 @@ def env_networks(name: str) -> tuple:
 DEBUG = env_bool("DEBUG", False)
 VAR_DIR = Path(env_str("BELVEDIR_VAR_DIR", str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+# The documentation site's build (mkdocs.yml's site_dir), served at /docs/.
+DOCS_SITE_DIR = BASE_DIR / "var" / "docs-site"
 
 
 def _secret_key() -> str:

@@ -6,7 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from agent_tasks import api as agent_tasks_api
 from agent_tasks import job_api
-from belvedir.core import email_views, team_api, team_views
+from belvedir.core import docs_views, email_views, team_api, team_views
 from belvedir.core import views as core_views
 from billing import api as billing_api
 from evals import api as evals_api
@@ -92,6 +92,8 @@ urlpatterns = [
     path("", include("evals.urls")),
     path("", include("finetunes.urls")),
     path("", include("agent_tasks.urls")),
+    path("docs/", docs_views.docs, name="docs"),
+    path("docs/<path:path>", docs_views.docs),
     path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

@@ -32,6 +32,8 @@ if [[ $BELVEDIR_LOCAL_MODEL_URL =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)(/|$
     local_model_host=${BASH_REMATCH[1]} local_model_port=${BASH_REMATCH[2]}
 fi
 $py manage.py migrate --noinput
+# The documentation site, served at /docs/ (a second or so).
+.venv/bin/mkdocs build --strict --quiet
 $py manage.py build_sandbox_image
 $py manage.py demo_setup
 # Runs and evals a previous worker left behind are reaped before a new worker starts.

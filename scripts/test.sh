@@ -58,6 +58,8 @@ if [ "$fast" = 1 ]; then
   # Style first: a formatting or lint error fails in seconds, not after the suite.
   .venv/bin/ruff format --check .
   .venv/bin/ruff check .
+  # The documentation site: a broken link or a page out of its navigation fails here (mkdocs.yml: strict).
+  .venv/bin/mkdocs build --strict --quiet
   export BELVEDIR_TEST_SANDBOX_BACKEND=fake DOCKER_HOST=unix:///nonexistent/the-fast-tier-has-no-docker.sock
   status=0
   # One worker per core (pytest-xdist), each on its own test database; an idle
@@ -92,6 +94,8 @@ echo "setup: all but the sandbox image took $((SECONDS - started)) s"
 # Style first: a formatting or lint error fails in seconds, not after the suite.
 .venv/bin/ruff format --check .
 .venv/bin/ruff check .
+# The documentation site: a broken link or a page out of its navigation fails here (mkdocs.yml: strict).
+.venv/bin/mkdocs build --strict --quiet
 # Three runs that split the suite by marker, every test in exactly one:
 # 1. the in-process tests (the fast tier's, less those marked sandbox, which
 #    run on Docker here): one pytest-xdist worker per core, as in the fast

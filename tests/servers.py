@@ -1,7 +1,7 @@
 """The web servers Belvedir is served with, started for real on a free port.
 
 `production`: gunicorn with the repository's gunicorn.conf.py and DEBUG=0, as
-README's Production section runs it. `make-run`: scripts/web.sh, the command
+docs/running/production.md runs it. `make-run`: scripts/web.sh, the command
 `make run` starts, with DEBUG=1 as scripts/run.sh sets it. And the local
 model server (`manage.py serve_local_model`), which `make run` starts beside it.
 """

@@ -1,8 +1,8 @@
 """Worker machines for tests and benches: real `manage.py qcluster` processes, one process group per machine.
 
 A machine runs the cluster of each queue it is given (`belvedir`: paid runs,
-the default cluster; `evals`: `Q_CLUSTER_NAME=evals`), as README's
-Production section runs them. Killing the group with SIGKILL is what a
+the default cluster; `evals`: `Q_CLUSTER_NAME=evals`), as
+docs/running/production.md runs them. Killing the group with SIGKILL is what a
 machine that loses its power does: every cluster process and worker dies at
 once, with whatever tasks they had taken from Redis.
 """

@@ -7,7 +7,7 @@ from django.db import DatabaseError
 
 @register(Tags.compatibility)
 def check_configuration(app_configs, **kwargs):
-    errors = [Error(message, hint="See README.md, section Configuration.", id="belvedir.E001") for message in settings.CONFIG_ERRORS]
+    errors = [Error(message, hint="See docs/running/configuration.md.", id="belvedir.E001") for message in settings.CONFIG_ERRORS]
     try:
         settings.SECRET_KEY  # noqa: B018  (reading it is the check: it raises when unset)
     except ImproperlyConfigured:

@@ -50,7 +50,7 @@ def check_sandbox_host_tls(app_configs, **kwargs):
     return [
         Warning(
             f"Sandbox host {name!r} reaches its Docker engine over TCP without a TLS client certificate.",
-            hint="Run the engine with --tlsverify and give the host its CA, client certificate and key (README, Many sandbox hosts).",
+            hint="Run the engine with --tlsverify and give the host its CA, client certificate and key (docs/running/sandbox-hosts.md).",
             id="belvedir.W003",
         )
         for name, cert, key in hosts
