@@ -285,11 +285,8 @@ def _check_mode(mode, benchmark: str, deployment: Deployment, generation):
     if mode not in modes:
         what = f"Benchmark {benchmark}" if benchmark else "A dataset eval"
         raise EvalConfigError(f"{what} runs in generative mode only: log-likelihood mode is for multiple-choice benchmarks.")
-    if deployment.api_style != Deployment.Style.COMPLETIONS:
-        raise EvalConfigError(
-            f"Log-likelihood mode needs a deployment with api_style=completions that returns prompt logprobs (echo + logprobs, as vLLM serves); "
-            f"{deployment.name} is a {deployment.get_api_style_display().lower()} deployment."
-        )
+    # Whatever its api_style: log-likelihood asks the server's /completions (echo + logprobs), which vLLM and the
+    # local model's server serve beside /chat/completions. A server without it errors each row, saying so.
     if generation:
         raise EvalConfigError("Log-likelihood mode generates nothing: leave generation settings unset.")
 

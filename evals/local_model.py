@@ -34,6 +34,27 @@ PRIVATE_REFUSED = (
 )
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
+# The quick suite on the local model: what gives a 135M model a real signal, within about five minutes on two cores.
+# Multiple choice by log-likelihood (the model cannot refuse to answer), and gsm8k asked in the user turn, which the
+# model answers rather than ending its turn at once. HellaSwag's long contexts take 0.9 s a row here, so 100 of them
+# (bench/local_quick_suite.py: 358 s with 200, the rest as below).
+QUICK_SUITE = [
+    {"benchmark": "hellaswag", "sample_limit": 100, "mode": "loglikelihood", "options": {}},
+    {"benchmark": "arc_challenge", "sample_limit": 200, "mode": "loglikelihood", "options": {}},
+    {"benchmark": "winogrande", "sample_limit": 200, "mode": "loglikelihood", "options": {}},
+    {"benchmark": "gsm8k", "sample_limit": 50, "mode": "generative", "options": {"instruction_in_user": True}},
+]
+# Every other catalog benchmark, and why the quick suite leaves it out (shown on the run's page).
+QUICK_SUITE_LEAVES_OUT = {
+    "mmlu": "57 subjects: a few rows of each say little, and all of them take longer than the quick suite's five minutes",
+    "humaneval": "each answer runs in a sandbox, and a 135M model passes next to none",
+    "mbpp": "each answer runs in a sandbox, and a 135M model passes next to none",
+    "math500": "the model ends its turn at once under its prompt, so every score would be 0 of nothing",
+    "ifbench": "the model ends its turn at once under its prompt, so every score would be 0 of nothing",
+    "bfcl": "it calls tools, which the local model's server does not take",
+    "mt_bench": "it needs a judge model, which this machine does not have",
+}
+
 
 def deployment_fields() -> dict:
     """What the project's local deployment holds: free (the tokens cost nothing), and chat, which every generative benchmark takes."""

@@ -1,4 +1,6 @@
-"""Log-likelihood mode: how likely a completions deployment finds each option, as lm-eval scores multiple choice.
+"""Log-likelihood mode: how likely a deployment finds each option, as lm-eval scores multiple choice, asked of its
+server's /completions whatever the deployment's api_style (vLLM and the local model's server serve it beside
+/chat/completions).
 
 Each option is one /completions request: its context and continuation sent
 as one prompt with `echo: true, logprobs: 1, max_tokens: 1`, as lm-eval's
@@ -27,7 +29,10 @@ from dataclasses import dataclass
 
 import orjson
 
-NO_PROMPT_LOGPROBS = "the deployment returned no prompt logprobs: it must support echo + logprobs, as vLLM does"
+NO_PROMPT_LOGPROBS = (
+    "the deployment's /completions returned no prompt logprobs: log-likelihood mode needs a server that serves echo + logprobs, "
+    "as vLLM and the local model's server do"
+)
 # Every request's generation settings: only the prompt's logprobs are read, the one token generated is left out.
 MAX_TOKENS = 1
 

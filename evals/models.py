@@ -319,18 +319,26 @@ class Eval(models.Model):
         return found.scale if found is not None else (0.0, 1.0)
 
     @property
-    def against_chance(self) -> str:
-        """Its interval against chance, in words: a 135M model's 0.26 on a four-choice test is not skill."""
+    def chance_verdict(self) -> str:
+        """Where its 95% interval lies against chance: "above", "within", "below", or "" where either is unknown."""
         chance, bounds = self.chance, self.score_interval
         if chance is None or not bounds:
             return ""
-        if bounds[0] <= chance <= bounds[1]:
+        return "within" if bounds[0] <= chance <= bounds[1] else "above" if bounds[0] > chance else "below"
+
+    @property
+    def against_chance(self) -> str:
+        """Its interval against chance, in words: a 135M model's 0.26 on a four-choice test is not skill."""
+        chance, verdict = self.chance, self.chance_verdict
+        if verdict == "within":
             if chance == 0:
                 return "Its 95% interval includes 0: on these rows the model is not shown to get any right."
             return f"Its 95% interval includes chance ({chance:g}): on these rows the model is not shown to do better than guessing."
-        if bounds[0] > chance:
+        if verdict == "above":
             return f"Above chance ({chance:g}) by its whole 95% interval."
-        return f"Below chance ({chance:g}) by its whole 95% interval: worse than guessing, often a format the model does not follow."
+        if verdict == "below":
+            return f"Below chance ({chance:g}) by its whole 95% interval: worse than guessing, often a format the model does not follow."
+        return ""
 
     @property
     def judged_by_itself(self) -> bool:

@@ -103,3 +103,16 @@ def test_the_benchmarks_history_draws_intervals_and_lists_a_failed_eval_without_
     page = owner_client.get("/evals/compare/gsm8k/").content.decode()
     assert page.count("<circle ") == 2 and page.count('stroke-width="3" opacity="0.35"') == 2
     assert page.count('<span class="status failed">Failed</span>') == 1 and '<td class="error">30</td>' in page
+
+
+def test_a_suite_run_shows_each_score_against_its_chance(owner_client, project, owner):
+    from evals.suites.actions import create_suite_run
+
+    deployment = Deployment.objects.create(project=project, name="d", base_url="http://127.0.0.1:9/v1", model="m")
+    entries = [{"benchmark": name, "sample_limit": 200, "mode": "loglikelihood", "options": {}} for name in ("hellaswag", "winogrande")]
+    run = create_suite_run(project, owner, deployments=[deployment], suite_name="quick", entries=entries)
+    run.evals.filter(benchmark="hellaswag").update(status="succeeded", score=0.31, score_low=0.26, score_high=0.37)
+    run.evals.filter(benchmark="winogrande").update(status="succeeded", score=0.48, score_low=0.41, score_high=0.55)
+    page = owner_client.get(f"/evals/suite-runs/{run.pk}/").content.decode()
+    assert '<span class="chance above" title="Above chance (0.25) by its whole 95% interval.">above chance (0.25)</span>' in page
+    assert ">not above chance (0.50)</span>" in page and "includes chance (0.5)" in page

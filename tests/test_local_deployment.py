@@ -20,7 +20,6 @@ from billing.models import Account, LedgerEntry
 from evals import benchmarks, local_model, loglikelihood, queue
 from evals.actions import EvalConfigError, create_eval
 from evals.models import Deployment, Eval, SuiteRun
-from evals.suites.actions import builtin_entries
 from evals.tasks import run_eval
 from harnesses.actions import start_run
 from harnesses.models import Harness
@@ -118,17 +117,22 @@ def test_the_button_registers_the_local_deployment_and_starts_the_quick_suite(of
     assert response.status_code == 302 and response["Location"] == f"/evals/suite-runs/{run.pk}/"
     deployment = Deployment.objects.get(project=project)
     assert deployment.name == local_model.NAME and deployment.base_url == django_settings.LOCAL_MODEL_URL
-    assert (run.project, run.suite_name, run.created_by, list(run.deployments.all())) == (project, "quick", owner, [deployment])
-    # Every benchmark of the quick suite but the judged ones (no judge was chosen) and those calling tools (the local
-    # server takes none: bfcl would have errored on every row), at most 100 rows each, waiting their turn.
-    quick = builtin_entries("quick")
-    expected = {e["benchmark"] for e in quick if not benchmarks.get(e["benchmark"]).judged and not benchmarks.get(e["benchmark"]).calls_tools}
-    evals = list(run.evals.all())
-    assert {ev.benchmark for ev in evals} == expected and len(evals) == len(expected) and "bfcl" not in expected
+    assert (run.project, run.suite_name, run.created_by, list(run.deployments.all())) == (project, "quick on the local model", owner, [deployment])
+    # What gives a 135M model a signal: three multiple-choice benchmarks by log-likelihood, from the same chat
+    # deployment, and gsm8k asked in the user turn; every other catalog benchmark is named with why it was left out.
+    evals = {ev.benchmark: ev for ev in run.evals.all()}
+    chosen = {name: (ev.mode, ev.sample_limit, {k: v for k, v in ev.benchmark_options.items() if v}) for name, ev in evals.items()}
+    assert chosen == {
+        "hellaswag": ("loglikelihood", 100, {}),
+        "arc_challenge": ("loglikelihood", 200, {}),
+        "winogrande": ("loglikelihood", 200, {}),
+        "gsm8k": ("generative", 50, {"instruction_in_user": True}),
+    }
+    assert set(evals) | set(local_model.QUICK_SUITE_LEAVES_OUT) == set(benchmarks.CATALOG)
     assert "bfcl left out: it calls tools, which the local model's server does not take." in run.notes
-    assert "bfcl left out" in owner_client.get(response["Location"]).content.decode()
-    assert all(ev.deployment == deployment and ev.sample_limit == 100 for ev in evals)
-    assert {ev.status for ev in evals} == {Eval.Status.PENDING}
+    page = owner_client.get(response["Location"]).content.decode()
+    assert all(f"{name} left out" in page for name in local_model.QUICK_SUITE_LEAVES_OUT)
+    assert all(ev.deployment == deployment for ev in evals.values()) and {ev.status for ev in evals.values()} == {Eval.Status.PENDING}
 
 
 def test_pressing_it_again_starts_another_run_on_the_same_deployment(offered, owner_client, project):
@@ -316,8 +320,9 @@ def test_the_real_model_is_asked_once_and_its_answers_served_again_from_the_cach
 
 @processes
 @pytest.mark.django_db(transaction=True)
-def test_the_real_model_scores_arc_challenge_by_log_likelihood(server, loopback_deployments, enqueued, project, owner):
-    deployment = deployment_at(project, server, "completions")
+def test_the_real_model_scores_arc_challenge_by_log_likelihood_from_its_chat_deployment(server, loopback_deployments, enqueued, project, owner):
+    # The demo's deployment is a chat one: log-likelihood asks the same server's /completions.
+    deployment = deployment_at(project, server, "chat")
     ev = create_eval(project, owner, deployment=deployment, benchmark="arc_challenge", sample_limit=6, mode="loglikelihood")
     run_eval(ev.pk)
     ev.refresh_from_db()
@@ -331,3 +336,20 @@ def test_the_real_model_scores_arc_challenge_by_log_likelihood(server, loopback_
         asked = [requests.post(f"{server}/completions", json=loglikelihood.payload(files.MODEL_ID, o), timeout=120) for o in options]
         direct = [loglikelihood.parse(r.content, o, 0) for r, o in zip(asked, options, strict=True)]
         assert loglikelihood.summary(options, direct) == sample.output
+
+
+@processes
+@pytest.mark.django_db(transaction=True)
+def test_the_real_model_answers_gsm8k_asked_in_the_user_turn(server, loopback_deployments, enqueued, project, owner):
+    """The quick suite's generative benchmark: under the system prompt the model ends its turn at once on most rows (43
+    of 50 measured); asked in the user turn it answers most (37 of 50), so its score is of answers of its own."""
+    deployment = deployment_at(project, server, "chat")
+    answered = {}
+    for options in ({}, {"instruction_in_user": True}):
+        ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=20, seed=0, benchmark_options=options)
+        run_eval(ev.pk)
+        ev.refresh_from_db()
+        assert (ev.status, ev.error_count, ev.done_count) == ("succeeded", 0, 20), ev.status_message
+        assert all(s.completion_tokens <= (256 if options else 512) for s in ev.samples.all())
+        answered[bool(options)] = sum(1 for s in ev.samples.all() if s.output.strip())
+    assert answered[True] >= 12 and answered[True] >= 3 * answered[False], answered

@@ -86,7 +86,7 @@ def test_the_generated_token_is_left_out_by_the_usages_prompt_count_or_as_the_la
     ],
 )
 def test_a_response_without_prompt_logprobs_is_unusable_not_a_score(body):
-    with pytest.raises(Unusable, match="no prompt logprobs: it must support echo"):
+    with pytest.raises(Unusable, match="returned no prompt logprobs: log-likelihood mode needs a server that serves echo"):
         parsed(body)
 
 
@@ -243,8 +243,9 @@ def test_a_deployment_returning_no_prompt_logprobs_gives_row_errors_not_wrong_an
     ev = create_eval(project, owner, deployment=completions, benchmark="mmlu", sample_limit=3, mode="loglikelihood")
     run_eval(ev.pk)
     ev.refresh_from_db()
-    assert (ev.done_count, ev.error_count, ev.score) == (3, 3, None)
+    assert (ev.status, ev.done_count, ev.error_count, ev.score) == ("failed", 3, 3, None)
     assert set(Sample.objects.filter(eval=ev).values_list("error", flat=True)) == {NO_PROMPT_LOGPROBS}
+    assert NO_PROMPT_LOGPROBS in ev.status_message  # the eval says why, as a chat-only server's would
     assert len(vllm.requests) == 3  # the first option's answer decides the row: not retried, no other option asked
 
 
@@ -287,7 +288,6 @@ def test_the_in_flight_limit_holds_across_the_options_of_every_row(project, owne
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"benchmark": "mmlu", "deployment": "chat", "mode": "loglikelihood"}, "needs a deployment with api_style=completions that returns prompt logprobs"),
         ({"benchmark": "gsm8k", "deployment": "base", "mode": "loglikelihood"}, "Benchmark gsm8k runs in generative mode only"),
         ({"benchmark": "mmlu", "deployment": "base", "mode": "greedy"}, "Unknown mode 'greedy'; choose generative or loglikelihood."),
         ({"benchmark": "mmlu", "deployment": "base", "mode": "loglikelihood", "generation": {"temperature": 1}}, "leave generation settings unset"),
@@ -309,26 +309,34 @@ def test_a_dataset_eval_is_generative_only(api, project, owner, completions):
     assert not Eval.objects.exists()
 
 
-def test_the_new_eval_page_refuses_it_as_a_form_error_and_the_eval_page_shows_the_mode(owner_client, chat, completions):
+def test_the_new_eval_page_refuses_a_generative_benchmark_as_a_form_error_and_the_eval_page_shows_the_mode(owner_client, chat, completions):
     page = owner_client.get("/evals/new/benchmark/").content.decode()
     assert 'value="loglikelihood"' in page
-    refused = owner_client.post("/evals/new/benchmark/", {"benchmark": "hellaswag", "deployment": chat.pk, "mode": "loglikelihood"})
-    assert refused.status_code == 200 and "needs a deployment with api_style=completions" in refused.content.decode()
+    refused = owner_client.post("/evals/new/benchmark/", {"benchmark": "gsm8k", "deployment": chat.pk, "mode": "loglikelihood"})
+    assert refused.status_code == 200 and "Benchmark gsm8k runs in generative mode only" in refused.content.decode()
     assert not Eval.objects.exists()
-    created = owner_client.post("/evals/new/benchmark/", {"benchmark": "hellaswag", "deployment": completions.pk, "mode": "loglikelihood", "sample_limit": 2})
+    # A chat deployment serves log-likelihood too: its server's /completions is asked.
+    created = owner_client.post("/evals/new/benchmark/", {"benchmark": "hellaswag", "deployment": chat.pk, "mode": "loglikelihood", "sample_limit": 2})
     ev = Eval.objects.get()
     assert created.status_code == 302 and ev.mode == "loglikelihood"
     assert "log-likelihood mode" in owner_client.get(f"/evals/{ev.pk}/").content.decode()
 
 
-def test_a_rerun_on_the_same_rows_keeps_the_mode_and_is_refused_on_a_chat_deployment(project, owner, chat, completions):
-    from evals.actions import EvalConfigError
-
+def test_a_rerun_on_the_same_rows_keeps_the_mode_on_any_deployment(project, owner, chat, completions):
     ev = create_eval(project, owner, deployment=completions, benchmark="mmlu", sample_limit=2, mode="loglikelihood")
     assert create_eval(project, owner, deployment=completions, same_rows_as=ev).mode == "loglikelihood"
-    with pytest.raises(EvalConfigError, match="api_style=completions"):
-        create_eval(project, owner, deployment=chat, same_rows_as=ev)
+    assert create_eval(project, owner, deployment=chat, same_rows_as=ev).mode == "loglikelihood"
     assert create_eval(project, owner, deployment=chat, same_rows_as=ev, mode="generative").mode == "generative"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_deployment_is_scored_by_log_likelihood_through_its_servers_completions(project, owner, vllm, chat):
+    right = right_prompts("winogrande", 4, seed=9)
+    vllm.prompt_logprob = lambda prompt: -0.1 if prompt in right else -2.0
+    ev = create_eval(project, owner, deployment=chat, benchmark="winogrande", sample_limit=4, seed=9, mode="loglikelihood")
+    run_eval(ev.pk)
+    ev.refresh_from_db()
+    assert (ev.status, ev.error_count, ev.score) == ("succeeded", 0, 1.0)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -346,9 +354,8 @@ def test_the_api_page_and_bv_show_the_mode_and_both_metrics(api, owner_client, p
     env = {"BELVEDIR_API_KEY": api_key, "BELVEDIR_BASE_URL": live_server.url}
     printed = CliRunner().invoke(cli, ["evals", "show", str(ev.pk)], env=env, obj={})
     assert printed.exit_code == 0 and "mode: loglikelihood" in printed.output and "acc_norm (headline)" in printed.output
-    Deployment.objects.create(project=project, name="chat", base_url=vllm.url, model="m")
-    refused = CliRunner().invoke(cli, ["evals", "run", "mmlu", "--deployment", "chat", "--mode", "loglikelihood", "--json"], env=env, obj={})
-    assert refused.exit_code == 2 and "api_style=completions" in refused.output
+    refused = CliRunner().invoke(cli, ["evals", "run", "gsm8k", "--deployment", "base", "--mode", "loglikelihood", "--json"], env=env, obj={})
+    assert refused.exit_code == 2 and "runs in generative mode only" in refused.output
     ran = CliRunner().invoke(cli, ["evals", "run", "winogrande", "--deployment", "base", "--n", "2", "--mode", "loglikelihood", "--json"], env=env, obj={})
     assert ran.exit_code == 0 and json.loads(ran.stdout)["mode"] == "loglikelihood"
     listed = CliRunner().invoke(cli, ["benchmarks", "list"], env={**env, "COLUMNS": "300"}, obj={})

@@ -166,7 +166,7 @@ def test_bad_suites_are_refused_with_nothing_created(api, project, owner, deploy
     refused({"suite": "quick", "deployments": ["strong", "strong"]}, "listed twice")
     refused({"suite": "quick", "deployments": ["nobody"]}, "No deployment 'nobody'")
     refused({"name": "x", "benchmarks": [{"benchmark": "gsm8k", "sample_limit": 0}], "deployments": ["strong"]}, "positive whole number")
-    refused({"name": "x", "benchmarks": [{"benchmark": "mmlu", "mode": "loglikelihood"}], "deployments": ["strong"]}, "Log-likelihood mode needs")
+    refused({"name": "x", "benchmarks": [{"benchmark": "gsm8k", "mode": "loglikelihood"}], "deployments": ["strong"]}, "runs in generative mode only")
     settings.EVAL_RETRY_BASE_SECONDS = 0.01
     Deployment.objects.create(project=project, name="down", base_url="http://127.0.0.1:9/v1", model="judge")  # nothing listens there
     refused({"name": "x", "benchmarks": ["mt_bench"], "deployments": ["strong"], "judge": "down"}, "The judge deployment down cannot be reached")

@@ -269,11 +269,9 @@ def run_quick_suite_on_local_model(project, user) -> SuiteRun:
     # One transaction: a suite run refused (a debt, the project's limit of active evals) leaves no deployment behind either.
     with transaction.atomic():
         deployment = register_local_deployment(project)
-        entries = builtin_entries("quick")
-        left_out = [e["benchmark"] for e in entries if local_model.benchmark_problem(benchmarks.get(e["benchmark"]), deployment)]
-        notes = [f"{name} left out: it calls tools, which the local model's server does not take." for name in left_out]
-        entries = [e for e in entries if e["benchmark"] not in left_out]
-        return create_suite_run(project, user, deployments=[deployment], suite_name="quick", entries=entries, notes=notes)
+        entries = [dict(entry) for entry in local_model.QUICK_SUITE]
+        notes = [f"{name} left out: {why}." for name, why in local_model.QUICK_SUITE_LEAVES_OUT.items()]
+        return create_suite_run(project, user, deployments=[deployment], suite_name="quick on the local model", entries=entries, notes=notes)
 
 
 def _sources(project, same_rows_as: SuiteRun | None, entries: list[dict]) -> dict[str, Eval]:
