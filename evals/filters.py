@@ -1,11 +1,11 @@
-"""The evals list's filters and sorts (belvedir/core/listing.py)."""
+"""The evals and suite runs lists' filters and sorts (belvedir/core/listing.py)."""
 
 import django_filters
 
 from belvedir.core.listing import Ordering
 
 from . import benchmarks
-from .models import Deployment, Eval
+from .models import Deployment, Eval, SuiteRun
 
 
 def _deployments(request):
@@ -32,3 +32,13 @@ class EvalFilter(django_filters.FilterSet):
 
     def with_errors(self, queryset, name, value):
         return queryset.filter(error_count__gt=0) if value == "yes" else queryset.filter(error_count=0)
+
+
+class SuiteRunFilter(django_filters.FilterSet):
+    suite_name = django_filters.CharFilter(lookup_expr="icontains", label="Suite", max_length=100)
+    deployment = django_filters.ModelChoiceFilter(field_name="deployments", queryset=_deployments, empty_label="Any deployment", distinct=True)
+    order = Ordering(fields=(("created_at", "created"),), field_labels={"created_at": "Oldest first"}, empty_label="Newest first", label="Sort")
+
+    class Meta:
+        model = SuiteRun
+        fields = ["suite_name", "deployment"]

@@ -107,3 +107,19 @@ def test_the_jobs_list_filters_by_status_and_pages_with_its_total(owner_client, 
         "60 jobs · page 1 of 2" in first
         and first.count('<span class="status finished">Finished</span>') + first.count('<span class="status failed">Failed</span>') == 50
     )
+
+
+def test_the_suite_runs_list_pages_and_filters_by_suite_and_deployment(owner_client, project, owner):
+    from evals.models import SuiteRun
+
+    a = Deployment.objects.create(project=project, name="alpha", base_url="http://127.0.0.1:9/v1", model="m")
+    b = Deployment.objects.create(project=project, name="beta", base_url="http://127.0.0.1:9/v1", model="m")
+    for i in range(30):
+        run = SuiteRun.objects.create(project=project, suite_name="quick" if i % 3 else "core", entries=[], created_by=owner)
+        run.deployments.set([a, b] if i % 2 else [a])
+    first = owner_client.get("/evals/suites/").content.decode()
+    assert "30 suite runs · page 1 of 2" in first
+    core = owner_client.get("/evals/suites/?suite_name=core").content.decode()
+    assert "10 suite runs" in core and "page 1 of" not in core
+    both = owner_client.get(f"/evals/suites/?deployment={b.pk}").content.decode()
+    assert "15 suite runs" in both  # each run once, though it has two deployments

@@ -8,10 +8,12 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from belvedir.core.htmx import polled
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
 from .. import benchmarks
+from ..filters import SuiteRunFilter
 from ..forms import SuiteCompareForm, SuiteForm, SuiteRunForm, posted_budget
 from ..models import Suite, SuiteRun
 from ..scoring.calibration import card, judge_keys_of
@@ -72,11 +74,11 @@ def suites(request):
     own = Suite.objects.for_user(request.user, project)
     listed = [{"name": name, "description": BUILTIN_DESCRIPTIONS[name], "entries": builtin_entries(name), "builtin": True} for name in BUILTIN]
     listed += [{"name": s.name, "description": s.description, "entries": s.entries, "builtin": False, "pk": s.pk} for s in own]
-    runs = SuiteRun.objects.for_user(request.user, project).prefetch_related("deployments")[:50]
-    for run in runs:
+    runs = listing(request, SuiteRunFilter, SuiteRun.objects.for_user(request.user, project).prefetch_related("deployments"), per_page=25)
+    for run in runs["page"]:
         run.stats = progress(run)
         run.status = status_of(run.stats)
-    context = {"suites": listed, "runs": runs, "run_form": run_form, "suite_form": suite_form}
+    context = {"suites": listed, **runs, "run_form": run_form, "suite_form": suite_form}
     return render(request, "evals/suites.html", context, status=status)
 
 
