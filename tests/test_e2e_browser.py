@@ -150,7 +150,8 @@ def test_a_person_uses_the_platform(browser, live_server, settings, tmp_path, wo
         shot(page, "08-eval-progress")
         page.wait_for_selector("#progress:has-text('20/20')", timeout=120_000)
         page.wait_for_selector("#progress:has-text('Succeeded')")
-        assert "1.0000" in page.inner_text("#progress")
+        card = page.inner_text("#score-card")
+        assert "1.000" in card and "95% CI 0.839–1.000" in card and "20 of 20" in card
         shot(page, "09-eval-done")
 
     # A model's benchmarks panel shows the run whose results named it.
