@@ -39,9 +39,10 @@ pytestmark = pytest.mark.django_db
 
 HELLO_TASK = Path(__file__).resolve().parent.parent / "examples" / "harbor-format" / "hello"
 # The shipped driver repos are public, read-only and nobody's project (tests/test_driver_repos.py).
-SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/")
+SKIP_PREFIXES = ("admin/", "static/", "api/schema", "api/docs", "drivers/", "docs/")
 # Values for non-id URL parts; ids are filled with the owner's primary keys.
 PLACEHOLDERS = {
+    "path": "using/evals/",
     "fmt": "csv",
     "benchmark": "gsm8k",
     "token": "not-a-valid-token",
@@ -303,6 +304,8 @@ PUBLIC = {
     "drivers/<slug:name>.git/<path:rest>": "the shipped driver repos: public and read-only",
     "api/schema/": "describes the API, holds no data",
     "api/docs/": "describes the API, holds no data",
+    "docs/": "the documentation site: what the repository's docs/ says",
+    "docs/<path:path>": "the documentation site: what the repository's docs/ says",
     "verify-email/<str:token>/": "a mailed link: its signed token names the account and address",
     "password-reset/": "the way back in: says the same whether an address is known",
     "password-reset/sent/": "the way back in",
