@@ -101,6 +101,7 @@ def model_setup(task, deployment) -> Setup:
         "LLM_API": "openai",
         "LLM_MAX_TOKENS": str(settings.AGENT_MAX_TOKENS),
         "AGENT_MAX_STEPS": str(settings.AGENT_MAX_STEPS),
+        **({"LLM_TEMPERATURE": str(settings.AGENT_TEMPERATURE)} if settings.AGENT_TEMPERATURE is not None else {}),
     }
     host = (urlsplit(deployment.base_url).hostname or "").lower()
     return Setup(

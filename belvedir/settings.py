@@ -77,6 +77,22 @@ def env_float(name: str, default: float) -> float:
     return value
 
 
+def env_optional_float(name: str, low: float, high: float) -> float | None:
+    """A number in [low, high] when set, None when not (what it governs is then left to its default elsewhere)."""
+    raw = _env(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        CONFIG_ERRORS.append(f"{name}={raw!r} is not a number.")
+        return None
+    if not low <= value <= high:
+        CONFIG_ERRORS.append(f"{name}={value} must be from {low:g} to {high:g}.")
+        return None
+    return value
+
+
 def env_int_list(name: str, default: list[int]) -> list[int]:
     raw = _env(name)
     if raw is None or raw.strip() == "":
@@ -514,6 +530,9 @@ AGENT_MAX_TOKENS = env_int("BELVEDIR_AGENT_MAX_TOKENS", 2048, minimum=16)
 # And an agent that takes it (AGENT_MAX_STEPS: the reference agent does) stops after this many model turns, within
 # its task's time limit: a task set's cost per trial then has a ceiling in turns as well as seconds.
 AGENT_MAX_STEPS = env_int("BELVEDIR_AGENT_MAX_STEPS", 20, minimum=1)
+# Each model turn's sampling temperature (LLM_TEMPERATURE) when set: 0 for greedy, repeatable trials. Unset, the
+# endpoint's own default (the local model's is 1: a trial's turns are then a draw).
+AGENT_TEMPERATURE = env_optional_float("BELVEDIR_AGENT_TEMPERATURE", 0.0, 2.0)
 # The most of an agent's trajectory file a trial keeps.
 TRIAL_TRAJECTORY_MAX_BYTES = env_int("BELVEDIR_TRIAL_TRAJECTORY_MAX_KB", 1024, minimum=1) * 1024
 # The most of the outputs a task declares that a trial copies out and keeps (agent_tasks/outputs.py): past it the

@@ -107,6 +107,9 @@ def test_the_reference_agent_runs_as_a_jobs_trial_on_the_local_model(proxied, pr
     settings.EVAL_ALLOW_PRIVATE_URLS = True  # the deployment is the local model, on loopback
     settings.AGENT_MAX_TOKENS = 256  # a 135M model's turn, bounded as the demo's harness bounds it
     settings.AGENT_MAX_STEPS = 2  # what the test asserts needs one turn, and a second to show the cap holds
+    # Greedy, as the demo's harness asks: at the server's default of 1 the first turn was a draw, and an empty one
+    # (the model ending its turn at once, CI on 2026-12-07) failed the count of its output tokens below.
+    settings.AGENT_TEMPERATURE = 0
     fund(project, 1000)
     sent = []
     monkeypatch.setattr(jobs, "async_task", lambda name, trial_id, **kw: sent.append(trial_id))
