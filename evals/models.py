@@ -304,18 +304,21 @@ class Eval(models.Model):
         return [self.score_low, self.score_high] if self.score_low is not None else None
 
     @property
-    def chance(self) -> float | None:
-        """What guessing scores on its benchmark (evals/benchmarks/base.py); None for a dataset or where unknown."""
+    def catalog_entry(self):
+        """Its benchmark in the catalog, or None for a dataset eval (or a benchmark since removed)."""
         from . import benchmarks
 
-        found = benchmarks.get(self.benchmark) if self.benchmark else None
+        return benchmarks.get(self.benchmark) if self.benchmark else None
+
+    @property
+    def chance(self) -> float | None:
+        """What guessing scores on its benchmark (evals/benchmarks/base.py); None for a dataset or where unknown."""
+        found = self.catalog_entry
         return found.chance if found is not None else None
 
     @property
     def scale(self) -> tuple[float, float]:
-        from . import benchmarks
-
-        found = benchmarks.get(self.benchmark) if self.benchmark else None
+        found = self.catalog_entry
         return found.scale if found is not None else (0.0, 1.0)
 
     @property
