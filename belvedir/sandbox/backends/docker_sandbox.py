@@ -73,6 +73,9 @@ CLEAN_ROUNDS = 20
 # How long the killer may take to get started: a fork bomb at its limit frees a place now and then, which an exec
 # takes when it comes at the right moment.
 KILLER_SECONDS = 30
+# How long a started killer may take to finish its rounds: under gVisor, against a fork bomb, tens of seconds; past this
+# it is taken as stuck (the sandbox kept making processes) rather than waited on without end.
+KILLER_RUN_SECONDS = 120
 # How long a sandbox's removal is waited for, past one engine call's timeout (API_TIMEOUT): see _remove_container.
 REMOVE_SECONDS = 300
 # The engine's exit code for an exec it could not start.
@@ -476,12 +479,33 @@ class DockerSandbox(Sandbox):
                 exec_id = api.exec_create(
                     self.container.id, ["/bin/sh", "-c", KILLER, "killer", uid], user=user, environment={"PATH": SYSTEM_PATH}, workdir="/"
                 )["Id"]
-                api.exec_start(exec_id)
-                code = api.exec_inspect(exec_id)["ExitCode"]
+                # Detached, its end polled up to the deadline: attached, a killer that never got going under a fork
+                # bomb (gVisor) held the call on the engine's socket with no deadline (a trial stuck past 300 s in CI).
+                try:
+                    api.exec_start(exec_id, detach=True)
+                except docker_errors.APIError as exc:
+                    # The runtime could not start the killer's process: the processes it would kill hold every
+                    # place (EAGAIN). Another round takes one when one frees; anything else is the engine's.
+                    if "try again" not in str(exc):
+                        raise
+                    code = None
+                else:
+                    code = self._exit_code(exec_id, time.monotonic() + KILLER_RUN_SECONDS)
             if code not in (EXEC_FAILED, SIGKILLED, None):
                 return code == 0
             time.sleep(0.02)
         return False
+
+    def _exit_code(self, exec_id: str, deadline: float) -> int | None:
+        """The exec's exit code once it ended, or None if it had not by the deadline."""
+        api = self.client.api
+        while True:
+            info = api.exec_inspect(exec_id)
+            if not info["Running"] and info["ExitCode"] is not None:
+                return info["ExitCode"]
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
 
     def fetch(self, path: str, max_bytes: int) -> bytes:
         """A regular file of an `outside` folder, read by the engine (its archive API): nothing inside the sandbox runs."""
