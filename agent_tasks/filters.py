@@ -1,8 +1,8 @@
-"""The jobs list's filters and sorts (belvedir/core/listing.py)."""
+"""The jobs and task sets lists' filters and sorts (belvedir/core/listing.py)."""
 
 import django_filters
 
-from belvedir.core.listing import Ordering
+from belvedir.core.listing import ByName, sort
 
 from .models import Job, TaskSet
 
@@ -15,13 +15,14 @@ class JobFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=Job.Status.choices, empty_label="Any status")
     task_set = django_filters.ModelChoiceFilter(field_name="version__task_set", queryset=_task_sets, empty_label="Any task set", label="Task set")
     purpose = django_filters.ChoiceFilter(choices=Job.Purpose.choices, empty_label="Jobs and audits")
-    order = Ordering(
-        fields=(("created_at", "created"), ("charged_cents", "charged")),
-        field_labels={"created_at": "Created", "charged_cents": "Charged"},
-        empty_label="Newest first",
-        label="Sort",
-    )
+    order = sort(created=("created_at", "Created"), charged=("charged_cents", "Charged"))
 
     class Meta:
         model = Job
         fields = ["status", "task_set", "purpose"]
+
+
+class TaskSetFilter(ByName):
+    class Meta:
+        model = TaskSet
+        fields = ["name"]

@@ -6,6 +6,7 @@ from django.db.models import Max, Prefetch
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
@@ -13,6 +14,7 @@ from . import audits
 from .actions import import_archive
 from .agents import ATTACKS
 from .archive import ArchiveError
+from .filters import TaskSetFilter
 from .forms import TaskSetUploadForm
 from .harbor_format import TaskFormatError
 from .jobs import JobError
@@ -31,8 +33,8 @@ def task_sets(request):
             said = "imported as" if created else "already held, unchanged, as"
             messages.success(request, f"{version.tasks.count()} tasks {said} version {version.number} of {version.task_set.name}.")
             return redirect(version.task_set)
-    sets = TaskSet.objects.for_user(request.user, request.project).annotate(latest=Max("versions__number"))
-    return render(request, "agent_tasks/task_sets.html", {"form": form, "task_sets": sets})
+    sets = TaskSet.objects.for_user(request.user, request.project).annotate(latest=Max("versions__number")).order_by("-created_at", "-pk")
+    return render(request, "agent_tasks/task_sets.html", {"form": form, **listing(request, TaskSetFilter, sets)})
 
 
 @login_required

@@ -1,11 +1,11 @@
-"""The evals and suite runs lists' filters and sorts (belvedir/core/listing.py)."""
+"""The evals, suite runs, deployments and datasets lists' filters and sorts (belvedir/core/listing.py)."""
 
 import django_filters
 
-from belvedir.core.listing import Ordering
+from belvedir.core.listing import ByName, sort
 
 from . import benchmarks
-from .models import Deployment, Eval, SuiteRun
+from .models import Dataset, Deployment, Eval, SuiteRun
 
 
 def _deployments(request):
@@ -19,12 +19,7 @@ class EvalFilter(django_filters.FilterSet):
     errors = django_filters.ChoiceFilter(
         choices=[("yes", "With errors"), ("no", "Without errors")], empty_label="With or without", method="with_errors", label="Errors"
     )
-    order = Ordering(
-        fields=(("created_at", "created"), ("score", "score"), ("error_count", "errors"), ("cost", "cost")),
-        field_labels={"created_at": "Created", "score": "Score", "error_count": "Errors", "cost": "Cost"},
-        empty_label="Newest first",
-        label="Sort",
-    )
+    order = sort(created=("created_at", "Created"), score=("score", "Score"), errors=("error_count", "Errors"), cost=("cost", "Cost"))
 
     class Meta:
         model = Eval
@@ -37,8 +32,24 @@ class EvalFilter(django_filters.FilterSet):
 class SuiteRunFilter(django_filters.FilterSet):
     suite_name = django_filters.CharFilter(lookup_expr="icontains", label="Suite", max_length=100)
     deployment = django_filters.ModelChoiceFilter(field_name="deployments", queryset=_deployments, empty_label="Any deployment", distinct=True)
-    order = Ordering(fields=(("created_at", "created"),), field_labels={"created_at": "Oldest first"}, empty_label="Newest first", label="Sort")
+    order = sort(created=("created_at", "Created"))
 
     class Meta:
         model = SuiteRun
         fields = ["suite_name", "deployment"]
+
+
+class DeploymentFilter(ByName):
+    api_style = django_filters.ChoiceFilter(choices=Deployment.Style.choices, empty_label="Any style", label="Style")
+
+    class Meta:
+        model = Deployment
+        fields = ["name", "api_style"]
+
+
+class DatasetFilter(ByName):
+    order = sort(name=("name", "Name"), created=("created_at", "Created"), rows=("row_count", "Rows"))
+
+    class Meta:
+        model = Dataset
+        fields = ["name"]

@@ -21,7 +21,7 @@ from .categories import category_scores
 from .comparison import NotPaired, compare_evals, decision_alpha
 from .connection import try_connection
 from .downloads import samples_file
-from .filters import EvalFilter
+from .filters import DeploymentFilter, EvalFilter
 from .forms import BenchmarkEvalForm, DatasetEvalForm, DeploymentForm, RerunForm, SampleSizeForm, posted_budget
 from .metrics import metrics
 from .models import CacheMode, Deployment, Eval
@@ -325,14 +325,18 @@ def deployments(request):
         deployment.save()
         messages.success(request, f"Deployment {deployment.name} added. Test its connection below.")
         return redirect("evals:deployments")
-    items = list(Deployment.objects.for_user(request.user, request.project).annotate(cached=Count("cached_responses")))
-    sources = {d.pk: source_of(d) for d in items}
-    for deployment in items:
+    mine = Deployment.objects.for_user(request.user, request.project)
+    shown = listing(request, DeploymentFilter, mine.annotate(cached=Count("cached_responses")).order_by("-created_at", "-pk"))
+    # Served the same answers (same URL, model and key): Clear on either clears them for both, as the button says. The
+    # others may be on another page or filtered out, so all of the project's are read (their three fields, one query).
+    names_by_source = {}
+    for name, base_url, model, api_key in mine.values_list("name", "base_url", "model", "api_key"):
+        names_by_source.setdefault(source_of(Deployment(base_url=base_url, model=model, api_key=api_key)), []).append(name)
+    for deployment in shown["page"]:
         deployment.problem = local_model.deployment_problem(deployment)
-        # Served the same answers (same URL, model and key): Clear on either clears them for both, as the button says.
-        deployment.shares_cache_with = [d.name for d in items if d.pk != deployment.pk and sources[d.pk] == sources[deployment.pk]]
+        deployment.shares_cache_with = [name for name in names_by_source[source_of(deployment)] if name != deployment.name]
     # A refused form answers 400 with its errors beside each field, as the API does (a max_in_flight out of 1-1,024).
-    return render(request, "evals/deployments.html", {"form": form, "deployments": items}, status=400 if form.errors else 200)
+    return render(request, "evals/deployments.html", {"form": form, **shown}, status=400 if form.errors else 200)
 
 
 @login_required

@@ -6,6 +6,7 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.htmx import polled
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 from belvedir.sandbox.errors import NoCapacity
 from billing.errors import InsufficientBalance
@@ -14,6 +15,7 @@ from traces import trajectory
 from traces.models import TraceSession
 
 from .actions import MAX_REPEATS, RUNS, cancel_run, save_harness, start_runs
+from .filters import HarnessFilter, RunFilter
 from .forms import EnvVarFormSet, HarnessForm, env_var_formset, preset_initial
 from .models import Harness, Preset, Run
 from .scores import compare_labels, compared_runs, scores_by_label, summary
@@ -24,9 +26,11 @@ RUNS_ON_HARNESS_PAGE = 50
 @login_required
 def harness_list(request):
     harnesses = (
-        Harness.objects.for_user(request.user, request.project).annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at")).order_by("-created_at")
+        Harness.objects.for_user(request.user, request.project)
+        .annotate(run_count=Count("runs"), last_run_at=Max("runs__created_at"))
+        .order_by("-created_at", "-pk")
     )
-    return render(request, "harnesses/list.html", {"harnesses": harnesses})
+    return render(request, "harnesses/list.html", listing(request, HarnessFilter, harnesses))
 
 
 @login_required
@@ -83,14 +87,15 @@ def harness_detail(request, pk, *, status=200):
     harness = get_scoped_or_404(request, Harness.objects.for_user(request.user, request.project).prefetch_related("env_vars"), pk=pk)
     # Whether each run traced anything: its row links to its trajectory (in the same query).
     traced = TraceSession.objects.filter(run=OuterRef("pk"))
-    runs = list(harness.runs.select_related("host").annotate(traced=Exists(traced))[:RUNS_ON_HARNESS_PAGE])
-    scored = [r for r in reversed(runs) if r.score is not None]
-    chart = line_chart([Series(harness.name, [(r.created_at, r.score) for r in scored], labels=[f"#{r.pk}" for r in scored])])
+    runs = listing(request, RunFilter, harness.runs.select_related("host").annotate(traced=Exists(traced)))
+    # The chart draws the latest scored runs whatever page or filter the table shows.
+    scored = list(harness.runs.filter(score__isnull=False).values_list("pk", "created_at", "score")[:RUNS_ON_HARNESS_PAGE])[::-1]
+    chart = line_chart([Series(harness.name, [(at, score) for _, at, score in scored], labels=[f"#{pk}" for pk, _, _ in scored])])
     groups = scores_by_label(harness)
     a, b = request.GET.get("a"), request.GET.get("b")
     context = {
         "harness": harness,
-        "runs": runs,
+        **runs,
         "chart": chart,
         "balance_cents": Account.balance_for(harness.project),
         "labels": summary(groups),

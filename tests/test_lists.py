@@ -123,3 +123,120 @@ def test_the_suite_runs_list_pages_and_filters_by_suite_and_deployment(owner_cli
     assert "10 suite runs" in core and "page 1 of" not in core
     both = owner_client.get(f"/evals/suites/?deployment={b.pk}").content.decode()
     assert "15 suite runs" in both  # each run once, though it has two deployments
+
+
+def _deployments(project, owner, n):
+    Deployment.objects.bulk_create(
+        Deployment(project=project, name=f"{'blue' if i % 3 else 'green'}-{i}", base_url=f"http://127.0.0.{i % 4 + 1}:9/v1", model="m") for i in range(n)
+    )
+
+
+def _datasets(project, owner, n):
+    from evals.models import Dataset
+
+    Dataset.objects.bulk_create(Dataset(project=project, name=f"{'blue' if i % 3 else 'green'}-{i}", row_count=i, created_by=owner) for i in range(n))
+
+
+def _task_sets(project, owner, n):
+    from agent_tasks.models import TaskSet
+
+    TaskSet.objects.bulk_create(TaskSet(project=project, name=f"{'blue' if i % 3 else 'green'}-{i}", created_by=owner) for i in range(n))
+
+
+def _harnesses(project, owner, n):
+    from harnesses.models import Harness
+
+    Harness.objects.bulk_create(
+        Harness(project=project, name=f"{'blue' if i % 3 else 'green'}-{i}", repo_url="https://example.com/r.git", install_command="true", run_command="true")
+        for i in range(n)
+    )
+
+
+def _task_groups(project, owner, n):
+    from traces.models import TaskGroup
+
+    TaskGroup.objects.bulk_create(TaskGroup(project=project, key=f"workflow:{i}", name=f"{'blue' if i % 3 else 'green'}-{i}") for i in range(n))
+
+
+def _evaluators(project, owner, n):
+    from traces.models import Evaluator
+
+    Evaluator.objects.bulk_create(
+        Evaluator(project=project, name=f"{'blue' if i % 3 else 'green'}-{i}", enabled=bool(i % 2), scorer={"name": "exact_match"}) for i in range(n)
+    )
+
+
+LISTS = {
+    "deployments": ("/evals/deployments/", _deployments, "deployment", "api_style=telepathy"),
+    "datasets": ("/evals/datasets/", _datasets, "dataset", "order=secret"),
+    "task sets": ("/tasks/", _task_sets, "task set", "order=secret"),
+    "harnesses": ("/harnesses/", _harnesses, "harness", "compute_type=tpu"),
+    "task groups": ("/traces/groups/", _task_groups, "task group", "order=secret"),
+    "evaluators": ("/traces/evaluators/", _evaluators, "evaluator", "target=everything"),
+}
+
+
+def names(page: str) -> list[str]:
+    return re.findall(r">((?:blue|green)-\d+)<", page)
+
+
+@pytest.mark.parametrize("which", LISTS)
+def test_every_list_pages_with_its_total_filters_by_name_sorts_and_names_a_bad_value(owner_client, project, owner, which):
+    url, create, noun, bad = LISTS[which]
+    create(project, owner, 60)
+    counts = []
+    seen = []
+    for number in (1, 2):
+        with CaptureQueriesContext(connection) as queries:
+            page = owner_client.get(f"{url}?page={number}").content.decode()
+        counts.append(len(queries))
+        seen += names(page)
+    assert f"60 {noun}s · page 1 of 2" in owner_client.get(url).content.decode()
+    assert len(seen) == 60 and len(set(seen)) == 60  # each row once across the two pages
+    assert seen[0] == "blue-59" and seen[-1] == "green-0"  # newest first
+    assert counts[0] == counts[1], counts  # the second page asks what the first did
+    green = owner_client.get(f"{url}?name=GREEN").content.decode()
+    assert f"20 {noun}s" in green and set(n.split("-")[0] for n in names(green)) == {"green"}
+    by_name = names(owner_client.get(f"{url}?order=name").content.decode())
+    assert by_name == sorted(by_name) and by_name[0] == "blue-1"
+    refused = owner_client.get(f"{url}?{bad}")
+    assert refused.status_code == 200 and "Select a valid choice." in refused.content.decode() and names(refused.content.decode()) == []
+    assert f"No {noun} matches these filters." in refused.content.decode()
+
+
+def test_a_harness_pages_its_runs_and_filters_them_while_its_chart_keeps_the_latest_scores(owner_client, project, owner):
+    from harnesses.models import Harness, Run
+
+    harness = Harness.objects.create(project=project, name="h", repo_url="https://example.com/r.git", install_command="true", run_command="true")
+    Run.objects.bulk_create(
+        Run(
+            project=project,
+            harness=harness,
+            status="failed" if i % 4 == 0 else "succeeded",
+            score=None if i % 4 == 0 else i / 100,
+            compute_type="cpu",
+            price_cents=1,
+        )
+        for i in range(70)
+    )
+    first = owner_client.get(f"/harnesses/{harness.pk}/").content.decode()
+    assert "70 runs · page 1 of 2" in first and first.count('<span class="status succeeded">') + first.count('<span class="status failed">') == 50
+    failed = owner_client.get(f"/harnesses/{harness.pk}/?status=failed").content.decode()
+    assert "18 runs" in failed and '<span class="status succeeded">' not in failed
+    latest_scored = Run.objects.filter(harness=harness).exclude(score=None).order_by("-pk").first()
+    assert "<svg" in failed and f"#{latest_scored.pk}" in failed  # the chart still draws the latest scored run, which the filter hides
+    best = owner_client.get(f"/harnesses/{harness.pk}/?order=-score").content.decode()
+    top = Run.objects.filter(harness=harness).exclude(score=None).order_by("-score").first()
+    assert re.search(r'href="/runs/(\d+)/"', best[best.index("<h2>Runs</h2>") :]).group(1) == str(top.pk)
+
+
+def test_the_judges_cards_come_ten_to_a_page(owner_client, project, owner):
+    judges = Deployment.objects.bulk_create(Deployment(project=project, name=f"judge-{i}", base_url="http://127.0.0.1:9/v1", model="m") for i in range(12))
+    Eval.objects.bulk_create(
+        Eval(project=project, deployment=judges[0], judge=judge, benchmark="mt_bench", status="succeeded", seed=1, created_by=owner) for judge in judges
+    )
+    first = owner_client.get("/evals/judges/").content.decode()
+    second = owner_client.get("/evals/judges/?page=2").content.decode()
+    assert "12 judges · page 1 of 2" in first and first.count('class="card judge-card"') == 10 and second.count('class="card judge-card"') == 2
+    shown = re.findall(r"<h2>(judge-\d+) ", first + second)
+    assert sorted(shown) == sorted(f"judge-{i}" for i in range(12))

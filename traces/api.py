@@ -1,7 +1,8 @@
 import math
 
 from django.conf import settings
-from django.db.models import Count, Q
+from django.db.models import Count, FloatField, Q
+from django.db.models.functions import Cast, NullIf
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -292,14 +293,14 @@ class TaskGroupSerializer(serializers.ModelSerializer):
 
 
 def task_groups_with_stats(user, project):
-    groups = TaskGroup.objects.for_user(user, project).annotate(
+    """The groups with their task count and success rate (None before any session has an outcome), in SQL so that a
+    list can sort and page by them."""
+    return TaskGroup.objects.for_user(user, project).annotate(
         task_count=Count("tasks"),
         success_count=Count("tasks", filter=Q(tasks__session__outcome="success")),
         judged_count=Count("tasks", filter=~Q(tasks__session__outcome="")),
+        success_rate=Cast("success_count", FloatField()) / NullIf("judged_count", 0),
     )
-    for group in groups:
-        group.success_rate = group.success_count / group.judged_count if group.judged_count else None
-        yield group
 
 
 @extend_schema(responses=TaskGroupSerializer(many=True))

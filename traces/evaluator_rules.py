@@ -5,7 +5,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -105,24 +105,44 @@ def scorer_given(data: dict):
 
 
 def summary(evaluator: Evaluator) -> dict:
-    """Counts by status, the mean score with its interval, and today's judge spend."""
-    scores = EvaluatorScore.objects.filter(evaluator=evaluator, version=evaluator.version)
-    counts = scores.aggregate(
-        scored=Count("pk", filter=Q(status=EvaluatorScore.Status.SCORED)),
-        errors=Count("pk", filter=Q(status=EvaluatorScore.Status.ERROR)),
-        skipped=Count("pk", filter=Q(status=EvaluatorScore.Status.SKIPPED)),
-        cost=Sum("cost"),
-    )
-    values = list(scores.filter(status=EvaluatorScore.Status.SCORED).values_list("value", flat=True))
-    interval = statistics.score_interval(values) if values else None
-    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
-    today = EvaluatorScore.objects.filter(evaluator=evaluator, scored_at__gte=midnight).aggregate(s=Sum("cost"))["s"]
-    return {
-        **counts,
-        "mean": statistics.mean(values) if values else None,
-        "mean_ci": interval.as_list() if interval else None,
-        "spent_today": today,
+    """Counts by status (of its current version's scores), the mean score with its interval, and today's judge spend."""
+    return summaries([evaluator])[evaluator.pk]
+
+
+def summaries(evaluators) -> dict[int, dict]:
+    """summary() of each evaluator by id, in three queries however many there are (a list's page)."""
+    ids = [evaluator.pk for evaluator in evaluators]
+    current = EvaluatorScore.objects.filter(evaluator__in=ids, version=F("evaluator__version")).order_by()
+    counts = {
+        row.pop("evaluator"): row
+        for row in current.values("evaluator").annotate(
+            scored=Count("pk", filter=Q(status=EvaluatorScore.Status.SCORED)),
+            errors=Count("pk", filter=Q(status=EvaluatorScore.Status.ERROR)),
+            skipped=Count("pk", filter=Q(status=EvaluatorScore.Status.SKIPPED)),
+            cost=Sum("cost"),
+        )
     }
+    values = defaultdict(list)
+    for pk, value in current.filter(status=EvaluatorScore.Status.SCORED).values_list("evaluator", "value"):
+        values[pk].append(value)
+    midnight = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    today = dict(
+        EvaluatorScore.objects.filter(evaluator__in=ids, scored_at__gte=midnight)
+        .order_by()
+        .values("evaluator")
+        .annotate(s=Sum("cost"))
+        .values_list("evaluator", "s")
+    )
+    found = {}
+    for pk in ids:
+        interval = statistics.score_interval(values[pk]) if values[pk] else None
+        found[pk] = {
+            **counts.get(pk, {"scored": 0, "errors": 0, "skipped": 0, "cost": None}),
+            "mean": statistics.mean(values[pk]) if values[pk] else None,
+            "mean_ci": interval.as_list() if interval else None,
+            "spent_today": today.get(pk),
+        }
+    return found
 
 
 def daily(evaluator: Evaluator, days: int = 30) -> dict[str, list[dict]]:

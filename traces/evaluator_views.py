@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import Series, line_chart
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 from evals.models import Deployment
@@ -17,8 +18,9 @@ from evals.scoring.calibration import posted_grade
 from evals.scoring.judge import SCALES, WITHOUT_REFERENCE
 from evals.scoring.scorers import SCORERS
 
-from .evaluator_rules import daily, label_score, save_evaluator, summary
+from .evaluator_rules import daily, label_score, save_evaluator, summaries, summary
 from .evaluators import EvaluatorError, backfill_estimate, start_backfill
+from .filters import EvaluatorFilter
 from .models import JUDGE_SCORER, Evaluator, EvaluatorScore, TaskGroup
 from .training import BadFilter, parse_bound
 
@@ -118,9 +120,11 @@ def evaluators(request):
         else:
             messages.success(request, f"Evaluator {evaluator.name} scores sessions that begin from now on; backfill older ones from its page.")
             return redirect(evaluator)
-    listed = Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group")
-    rows = [(evaluator, summary(evaluator)) for evaluator in listed]
-    return render(request, "traces/evaluators.html", {"form": form, "rows": rows}, status=status)
+    listed = Evaluator.objects.for_user(request.user, request.project).select_related("judge", "task_group").order_by("-created_at", "-pk")
+    shown = listing(request, EvaluatorFilter, listed)
+    found = summaries(shown["page"])
+    rows = [(evaluator, found[evaluator.pk]) for evaluator in shown["page"]]
+    return render(request, "traces/evaluators.html", {"form": form, "rows": rows, **shown}, status=status)
 
 
 def _refused_status(exc) -> int:

@@ -1,4 +1,11 @@
-"""Filters the Traces page and the sessions API share: who (user) and what (metadata)."""
+"""Filters the Traces page and the sessions API share (who: user; what: metadata), and the task groups' and
+evaluators' lists' filters and sorts (belvedir/core/listing.py)."""
+
+import django_filters
+
+from belvedir.core.listing import ByName, sort
+
+from .models import Evaluator, TaskGroup
 
 # Each metadata pair is one more containment test: a few are plenty.
 MAX_METADATA_FILTERS = 5
@@ -21,3 +28,20 @@ def by_user_and_metadata(sessions, params):
     for key, value in metadata_pairs(params.getlist("metadata")):
         sessions = sessions.with_metadata(key, value)
     return sessions
+
+
+class TaskGroupFilter(ByName):
+    order = sort(name=("name", "Name"), created=("created_at", "Created"), tasks=("task_count", "Tasks"), success=("success_rate", "Success rate"))
+
+    class Meta:
+        model = TaskGroup
+        fields = ["name"]
+
+
+class EvaluatorFilter(ByName):
+    enabled = django_filters.BooleanFilter(widget=django_filters.widgets.BooleanWidget(), label="On")
+    target = django_filters.ChoiceFilter(choices=Evaluator.Target.choices, empty_label="Sessions or tasks", label="Of")
+
+    class Meta:
+        model = Evaluator
+        fields = ["name", "enabled", "target"]

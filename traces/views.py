@@ -11,6 +11,7 @@ from django.utils.dateparse import parse_datetime
 
 from belvedir.core.error_views import bad_request
 from belvedir.core.ids import parse_id
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 from evals.contamination import IndexUnavailable
 
@@ -18,7 +19,7 @@ from . import diff, trajectory
 from .api import task_groups_with_stats
 from .evaluator_rules import session_scores
 from .evaluators import filter_by_score
-from .filters import by_user_and_metadata
+from .filters import TaskGroupFilter, by_user_and_metadata
 from .models import Evaluator, TaskGroup, TraceSession
 from .training import BadFilter, overlap_report, training_data_response
 
@@ -115,7 +116,8 @@ def session_diff(request):
 
 @login_required
 def groups(request):
-    return render(request, "traces/groups.html", {"groups": list(task_groups_with_stats(request.user, request.project))})
+    groups = task_groups_with_stats(request.user, request.project).order_by("-created_at", "-pk")
+    return render(request, "traces/groups.html", listing(request, TaskGroupFilter, groups))
 
 
 @login_required

@@ -23,6 +23,25 @@ class Ordering(django_filters.OrderingFilter):
         return qs.order_by(*[F(f.lstrip("-")).desc(nulls_last=True) if f.startswith("-") else F(f).asc(nulls_last=True) for f in fields], "-pk")
 
 
+def sort(**params) -> Ordering:
+    """A list's Sort: each query parameter named for what it sorts (`?order=score`, `?order=-score`) as (model field or
+    annotation, label); without one, the list keeps its queryset's order, newest first."""
+    return Ordering(
+        fields=[(field, param) for param, (field, _) in params.items()],
+        field_labels={field: label for field, label in params.values()},
+        empty_label="Newest first",
+        label="Sort",
+    )
+
+
+class ByName(django_filters.FilterSet):
+    """A list whose rows are known by their name: a search on it, and a sort by it or by age (newest first unless
+    asked). A list subclasses it with its Meta (model and fields) and its own filters, and gives it its rows newest first."""
+
+    name = django_filters.CharFilter(lookup_expr="icontains", label="Name", max_length=100)
+    order = sort(name=("name", "Name"), created=("created_at", "Created"))
+
+
 def listing(request, filterset_class, queryset, *, per_page: int = PER_PAGE) -> dict:
     """The template's context for one page: `filters` (the form), `page` (its rows, number and total) and `query` (the
     filters and sort, for the page links)."""
@@ -32,3 +51,9 @@ def listing(request, filterset_class, queryset, *, per_page: int = PER_PAGE) -> 
     params = request.GET.copy()
     params.pop("page", None)
     return {"filters": filters, "page": page, "query": params.urlencode()}
+
+
+def paged(request, rows, *, per_page: int = PER_PAGE) -> dict:
+    """A page of a list with nothing to filter (a list built in Python, such as the judges' cards): the same `page` and
+    `query` as listing() gives, for _pager.html."""
+    return {"page": Paginator(rows, per_page).get_page(request.GET.get("page")), "query": ""}

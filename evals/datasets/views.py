@@ -8,8 +8,10 @@ from django.db.models import Count
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from belvedir.core.listing import listing
 from belvedir.core.scoping import get_scoped_or_404
 
+from ..filters import DatasetFilter
 from ..forms import DatasetRowForm, DatasetRowsUploadForm, DatasetUploadForm
 from ..models import Dataset, Eval
 from .rows import DatasetError, clean_row
@@ -32,7 +34,8 @@ def datasets(request):
         else:
             messages.success(request, f"Dataset {dataset.name} uploaded with {dataset.row_count} rows: its version 1.")
             return redirect(dataset)
-    return render(request, "evals/datasets.html", {"form": form, "datasets": Dataset.objects.for_user(request.user, request.project)})
+    mine = Dataset.objects.for_user(request.user, request.project).order_by("-created_at", "-pk")
+    return render(request, "evals/datasets.html", {"form": form, **listing(request, DatasetFilter, mine)})
 
 
 def _dataset(request, pk) -> Dataset:

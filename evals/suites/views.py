@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 
 from belvedir.core.charts import PALETTE, Estimate, interval_chart
 from belvedir.core.htmx import polled
-from belvedir.core.listing import listing
+from belvedir.core.listing import listing, paged
 from belvedir.core.scoping import get_scoped_or_404
 from billing.errors import InsufficientBalance
 
@@ -83,6 +83,9 @@ def suites(request):
 
 
 # Where the button sends its refusal back to: the pages that offer it, by name (never a URL the post names).
+# A calibration card reads its judge's labels and verdicts: ten to a page keeps the page quick.
+JUDGES_PER_PAGE = 10
+
 LOCAL_MODEL_BUTTON_PAGES = {"home": "home", "eval_form": "evals:create_benchmark"}
 
 
@@ -179,5 +182,5 @@ def suite_compare(request, pk, other):
 @login_required
 def judges(request):
     """Every judge's calibration card."""
-    cards = [card(request.project, key) for key in judge_keys_of(request.project)]
-    return render(request, "evals/judges.html", {"cards": cards})
+    shown = paged(request, judge_keys_of(request.project), per_page=JUDGES_PER_PAGE)
+    return render(request, "evals/judges.html", {"cards": [card(request.project, key) for key in shown["page"]], **shown})
