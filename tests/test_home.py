@@ -66,6 +66,17 @@ def test_it_shows_the_project_at_a_glance(owner_client, project, owner):
     assert "<svg" in body and 'aria-label="spend (USD) over time"' in body
 
 
+def test_a_newer_failed_eval_replaces_the_older_score_in_red(owner_client, project, owner):
+    activity(project, owner)
+    deployment = Deployment.objects.get(name="prod-gpt")
+    failed = Eval.objects.create(
+        project=project, deployment=deployment, benchmark="gsm8k", seed=4, status="failed", error_count=5, finished_at=timezone.now() + timedelta(minutes=1)
+    )
+    scores = owner_client.get("/").content.decode().split('id="latest-scores"')[1]
+    assert "0.7200" not in scores and f"#{failed.pk}" in scores
+    assert '<span class="status failed">Failed</span> <span class="error">5 errors</span>' in scores
+
+
 def test_running_evals_poll_until_none_is_left(owner_client, project, owner):
     activity(project, owner)
     response = owner_client.get("/?part=evals", HTTP_HX_REQUEST="true")

@@ -42,10 +42,11 @@ def running_evals(project):
 
 
 def latest_scores(project):
-    """The newest finished score per (benchmark or dataset, deployment)."""
+    """The newest finished eval per (benchmark or dataset, deployment): its score, or its failure when the newest
+    failed (an older score would say the deployment still scores so, when it no longer answers)."""
     pair = [F("benchmark"), F("dataset_id"), F("deployment_id")]
     evals = (
-        Eval.objects.filter(project=project, status=Eval.Status.SUCCEEDED, score__isnull=False)
+        Eval.objects.filter(Q(status=Eval.Status.SUCCEEDED, score__isnull=False) | Q(status__in=[Eval.Status.FAILED, Eval.Status.ERROR]), project=project)
         .select_related("deployment", "dataset")
         # A window, not PostgreSQL's DISTINCT ON: `make run` serves from SQLite, where DISTINCT ON is refused (the home page was a 500).
         .annotate(newest=Window(RowNumber(), partition_by=pair, order_by=[F("finished_at").desc(), F("pk").desc()]))
