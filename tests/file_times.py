@@ -1,4 +1,4 @@
-"""Each test file's time at the end of every run, CI's included: where the suite's budget goes (bench/README.md).
+"""Each test file's time at the end of every run, CI's included: where the suite's budget goes (docs/developing/bench/make-test.md).
 
 A file's time sums its tests' setup, call and teardown, so a module fixture that starts a server counts once,
 in its file. Under pytest-xdist the controller receives every worker's reports and sums them; files running

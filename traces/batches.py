@@ -297,7 +297,7 @@ def lag_past_limit() -> float | None:
 
     Refused at once, never held: holding a request up to 0.2 s past the
     limit for storage to catch up stored no more once the processors
-    published their rates, and tripled the request p99 (bench/README.md,
+    published their rates, and tripled the request p99 (docs/developing/bench/ingest.md,
     2026-12-05).
     """
     if settings.TRACE_INGEST_INLINE:

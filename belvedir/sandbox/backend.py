@@ -264,7 +264,7 @@ def concurrency_per_sandbox(runtime: str, concurrency: int) -> int:
     wait on each other to fork and to fault pages in. With the same CPU,
     4 sandboxes of one slot scored ~1.4 times as fast as one of 4 slots
     (45.8 against 65 ms a sample on one core in all, 21-23 against 30.4 on
-    two; bench/README.md). Under runc (and the fake's plain processes) the
+    two; docs/developing/bench/humaneval-sandbox.md). Under runc (and the fake's plain processes) the
     kernel runs a sandbox's processes side by side, and one sandbox is cheapest.
     """
     return 1 if is_gvisor(runtime) else concurrency
