@@ -1,6 +1,7 @@
-"""Every page of the navigation in Debian's Chromium, at 1440 and 390 px: nothing scrolls sideways on a phone, axe-core
-finds no serious or critical violation, the current area is marked, and the phone's menu opens. Screenshots land in
-var/screenshots/pages/ (kept by CI)."""
+"""Every page of the navigation, and one of each result page (eval, comparison, job, trial, harness, run, transcript,
+diff), in Debian's Chromium at 1440 and 390 px: nothing scrolls sideways on a phone, axe-core finds no serious or
+critical violation, the current area is marked, and the phone's menu opens. Screenshots land in var/screenshots/pages/
+(kept by CI)."""
 
 import os
 from pathlib import Path
@@ -96,3 +97,64 @@ def test_the_phone_menu_opens_to_every_area(signed_in):
     page.locator("#main-nav").get_by_role("link", name="Jobs", exact=True).click()
     page.wait_for_url(f"{base}/jobs/")
     assert page.locator('#main-nav a[aria-current="true"]').all_inner_texts() == ["Jobs"]
+
+
+def detail_pages(project, owner, api) -> list[str]:
+    """One of each result page, holding what stretches a phone: long unbroken outputs, wide tables, a transcript and
+    a step-by-step diff."""
+    from agent_tasks.models import Job, Trial
+    from evals.models import Sample
+    from harnesses.models import Harness, Run
+    from traces.models import TraceSession
+
+    from .test_agent_job_rules import task_set
+    from .test_trajectory import agent_session, post
+
+    deployment = Deployment.objects.get(project=project, name="local")
+    a, b = Eval.objects.filter(project=project).order_by("pk")
+    for ev, right in ((a, 0.0), (b, 1.0)):
+        ev.status, ev.score = "succeeded", right * 0.5
+        ev.save()
+        Sample.objects.bulk_create(
+            Sample(eval=ev, row_index=i, input="Natalia sold clips to " + "forty-eight friends " * 20, output="x" * 400, reference="72", score=right * (i % 2))
+            for i in range(5)
+        )
+    version = task_set(project, owner, ["wide"])
+    job = Job.objects.create(project=project, version=version, agents=["nop"], budget_cents=100, status="finished", created_by=owner)
+    trial = Trial.objects.create(
+        job=job, task=version.tasks.get(), agent="nop", deployment=deployment, status="succeeded", reward=1.0, agent_output="y" * 3000, verifier_output="ok"
+    )
+    harness = Harness.objects.create(project=project, name="wide", repo_url="https://example.com/" + "r" * 120 + ".git", install_command="true", run_command="true")
+    run = Run.objects.create(project=project, harness=harness, status="succeeded", score=0.5, compute_type="cpu", price_cents=1, status_message="z" * 300)
+    post(api, agent_session("phone-a"))
+    post(api, agent_session("phone-b", result="Rain, " + "9" * 200))
+    assert TraceSession.objects.filter(session_id__in=["phone-a", "phone-b"]).count() == 2
+    return [
+        f"/evals/{a.pk}/",
+        f"/evals/{b.pk}/compare/{a.pk}/",
+        f"/jobs/{job.pk}/",
+        f"/trials/{trial.pk}/",
+        f"/harnesses/{harness.pk}/",
+        f"/runs/{run.pk}/",
+        "/traces/sessions/phone-b/",
+        "/traces/diff/?s=phone-a&s=phone-b",
+    ]
+
+
+def test_result_pages_fit_a_phone_and_pass_axe(signed_in, project, owner, api):
+    base, contexts = signed_in
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    paths = detail_pages(project, owner, api)
+    problems = []
+    for width, context in contexts.items():
+        page = context.new_page()
+        for path in paths:
+            answer = page.goto(base + path)
+            assert answer.status == 200, path
+            page.screenshot(path=str(SHOTS / f"{width}{path.replace('/', '_').replace('?', '_')}.png"), full_page=True)
+            sideways = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if sideways > 0:
+                problems.append(f"{width} {path}: scrolls {sideways} px sideways")
+            problems += [f"{width} {path}: {v}" for v in audit(page)]
+        page.close()
+    assert not problems, "\n".join(problems)

@@ -107,7 +107,7 @@ def test_the_session_page_previews_the_row_and_saves_the_edited_answer(owner_cli
     session_page = shown(owner_client.get("/traces/sessions/ok/"))
     assert "/traces/sessions/ok/to-dataset/" in session_page and "input=conversation&amp;span=" in session_page
     preview = shown(owner_client.get("/traces/sessions/ok/to-dataset/"))
-    assert '<pre id="row-input">order 1</pre>' in preview and "Let me look at order 1</textarea>" in preview
+    assert '<pre tabindex="0" id="row-input">order 1</pre>' in preview and "Let me look at order 1</textarea>" in preview
     saved = owner_client.post(
         "/traces/sessions/ok/to-dataset/", {"input": "first_user_message", "new_name": "support", "expected": "Order 1 shipped on Monday."}
     )

@@ -17,10 +17,10 @@ def fold(text):
         return ""
     text = str(text)
     if len(text) <= FOLD_CHARS:
-        return format_html("<pre>{}</pre>", text)
+        return format_html('<pre tabindex="0">{}</pre>', text)
     preview = text[:PREVIEW_CHARS].rstrip() + "…"
     return format_html(
-        '<details class="fold"><summary><span class="muted">{} characters, folded:</span> <code>{}</code></summary><pre>{}</pre></details>',
+        '<details class="fold"><summary><span class="muted">{} characters, folded:</span> <code>{}</code></summary><pre tabindex="0">{}</pre></details>',
         len(text),
         preview,
         text,
