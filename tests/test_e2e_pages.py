@@ -124,7 +124,9 @@ def detail_pages(project, owner, api) -> list[str]:
     trial = Trial.objects.create(
         job=job, task=version.tasks.get(), agent="nop", deployment=deployment, status="succeeded", reward=1.0, agent_output="y" * 3000, verifier_output="ok"
     )
-    harness = Harness.objects.create(project=project, name="wide", repo_url="https://example.com/" + "r" * 120 + ".git", install_command="true", run_command="true")
+    harness = Harness.objects.create(
+        project=project, name="wide", repo_url="https://example.com/" + "r" * 120 + ".git", install_command="true", run_command="true"
+    )
     run = Run.objects.create(project=project, harness=harness, status="succeeded", score=0.5, compute_type="cpu", price_cents=1, status_message="z" * 300)
     post(api, agent_session("phone-a"))
     post(api, agent_session("phone-b", result="Rain, " + "9" * 200))
