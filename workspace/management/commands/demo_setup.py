@@ -2,6 +2,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -24,8 +25,18 @@ DEMO_CREDIT_CENTS = 1000
 class Command(BaseCommand):
     help = "Create or refresh the demo login, its API key, its project's local deployment and agent harness, and print them (development only)."
 
-    @transaction.atomic
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--migrate", action="store_true", help="Migrate the database first, in the same process (`make run`: one Python start, not two)."
+        )
+
     def handle(self, *args, **options):
+        if options["migrate"]:
+            call_command("migrate", interactive=False, verbosity=options["verbosity"])
+        self.make_demo()
+
+    @transaction.atomic
+    def make_demo(self):
         password = secrets.token_urlsafe(12)
         user = get_user_model().objects.filter(username=DEMO_USERNAME).first()
         if user is None:
