@@ -28,6 +28,7 @@ def when_ready(server):
     get_resolver().url_patterns  # noqa: B018  (the import is the point)
     # The MCP server, which its view imports on its first call (workspace/mcp/view.py).
     import workspace.mcp.server  # noqa: F401
+
     # Nothing above should have connected, but a connection opened in the
     # master must never be shared by the forked workers.
     connections.close_all()

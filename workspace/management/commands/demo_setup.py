@@ -26,9 +26,7 @@ class Command(BaseCommand):
     help = "Create or refresh the demo login, its API key, its project's local deployment and agent harness, and print them (development only)."
 
     def add_arguments(self, parser):
-        parser.add_argument(
-            "--migrate", action="store_true", help="Migrate the database first, in the same process (`make run`: one Python start, not two)."
-        )
+        parser.add_argument("--migrate", action="store_true", help="Migrate the database first, in the same process (`make run`: one Python start, not two).")
 
     def handle(self, *args, **options):
         if options["migrate"]:
