@@ -113,3 +113,27 @@ def test_lease_less_sandboxes_open_side_by_side_and_close_together():
         assert len(backend.managed("standalone")) == 4
         assert {box.runtime for box in boxes} == {"fake"}
     assert backend.managed() == []
+
+
+class Closing:
+    """A sandbox whose end waits for its siblings' (a barrier of all of them): ended one after another, the first would
+    wait alone and break the barrier."""
+
+    def __init__(self, barrier, fails=False):
+        self.barrier, self.fails, self.ended = barrier, fails, False
+
+    def __exit__(self, *exc_info):
+        self.barrier.wait()
+        self.ended = True
+        if self.fails:
+            raise LaunchFailed("could not remove it")
+
+
+def test_a_layouts_sandboxes_end_side_by_side_and_each_is_ended_though_one_fails():
+    import threading
+
+    barrier = threading.Barrier(3, timeout=10)
+    boxes = [Closing(barrier, fails=True), Closing(barrier), Closing(barrier)]
+    with pytest.raises(LaunchFailed, match="could not remove it"):
+        launch.close(boxes)
+    assert all(box.ended for box in boxes) and not barrier.broken
