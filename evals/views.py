@@ -1,4 +1,5 @@
 from collections import defaultdict
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -121,7 +122,15 @@ def eval_detail(request, pk):
         .exclude(pk=ev.pk)
         .select_related("deployment")[:20]
     )
-    context = {"ev": ev, "samples": samples, "which": which, "same_rows": same_rows, "rerun_form": RerunForm(project=ev.project)}
+    context = {
+        "ev": ev,
+        "samples": samples,
+        "which": which,
+        # The shared pager's links keep the filter.
+        "samples_query": urlencode({"filter": which}) if which else "",
+        "same_rows": same_rows,
+        "rerun_form": RerunForm(project=ev.project),
+    }
     benchmark = benchmarks.get(ev.benchmark) if ev.benchmark else None
     scale = benchmark.scale if benchmark is not None else (0.0, 1.0)
     context["categories"] = [

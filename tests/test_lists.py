@@ -240,3 +240,15 @@ def test_the_judges_cards_come_ten_to_a_page(owner_client, project, owner):
     assert "12 judges · page 1 of 2" in first and first.count('class="card judge-card"') == 10 and second.count('class="card judge-card"') == 2
     shown = re.findall(r"<h2>(judge-\d+) ", first + second)
     assert sorted(shown) == sorted(f"judge-{i}" for i in range(12))
+
+
+def test_an_evals_samples_page_with_their_total_and_the_filter_kept(owner_client, project, owner):
+    from evals.models import Sample
+
+    deployment = Deployment.objects.create(project=project, name="alpha", base_url="http://127.0.0.1:9/v1", model="m")
+    ev = Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", status="succeeded", seed=1, created_by=owner, total=120)
+    Sample.objects.bulk_create(Sample(eval=ev, row_index=i, input=f"q{i}", output="a", score=float(i % 2)) for i in range(120))
+    first = owner_client.get(f"/evals/{ev.pk}/").content.decode()
+    assert "120 samples · page 1 of 3" in first
+    wrong = owner_client.get(f"/evals/{ev.pk}/?filter=wrong").content.decode()
+    assert "60 samples · page 1 of 2" in wrong and 'href="?filter=wrong&amp;page=2"' in wrong
