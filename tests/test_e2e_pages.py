@@ -57,10 +57,15 @@ def signed_in(live_server, owner, project):
 
 
 def audit(page) -> list[str]:
-    """axe-core's serious and critical violations on the page, each as "rule: first offending element"."""
+    """axe-core's serious and critical violations on the page, each as "rule: first offending element", and every id
+    used twice (a list's filter and a form on one page both had `id_name`: a label, a script or a test then finds the
+    wrong field)."""
     page.add_script_tag(path=str(AXE))
     found = page.evaluate("async () => (await axe.run(document, {resultTypes: ['violations']})).violations")
-    return [f"{v['id']}: {v['nodes'][0]['html'][:120]}" for v in found if v["impact"] in ("serious", "critical")]
+    twice = page.evaluate(
+        "() => { const seen = new Set(); return [...document.querySelectorAll('[id]')].map(e => e.id).filter(id => seen.has(id) || !seen.add(id)); }"
+    )
+    return [f"{v['id']}: {v['nodes'][0]['html'][:120]}" for v in found if v["impact"] in ("serious", "critical")] + [f"id used twice: {i}" for i in twice]
 
 
 def test_every_page_of_the_navigation_fits_a_phone_passes_axe_and_marks_its_area(signed_in):

@@ -46,6 +46,8 @@ def listing(request, filterset_class, queryset, *, per_page: int = PER_PAGE) -> 
     """The template's context for one page: `filters` (the form), `page` (its rows, number and total) and `query` (the
     filters and sort, for the page links)."""
     filters = filterset_class(request.GET or None, queryset=queryset, request=request)
+    # Its fields' ids apart from a form on the same page (the deployments page's own `name`): one id, one element.
+    filters.form.auto_id = "filter_%s"
     rows = queryset if not filters.is_bound else filters.qs if filters.is_valid() else queryset.none()
     page = Paginator(rows, per_page).get_page(request.GET.get("page"))
     params = request.GET.copy()
