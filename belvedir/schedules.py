@@ -39,6 +39,8 @@ SCHEDULES = (
     Job("store pending trace batches", "traces.tasks.process_trace_batches"),
     Job("segment quiet trace sessions", "traces.tasks.process_sessions"),
     Job("retry evaluator errors", "traces.evaluators.retry_errors"),
+    Job("run due monitors", "monitors.runs.tick"),
+    Job("deliver alerts", "monitors.deliveries.deliver_due"),
     Job("trace partitions and retention", "traces.tasks.maintain_trace_partitions", schedule_type="H", minutes=None),
 )
 

@@ -175,6 +175,7 @@ INSTALLED_APPS = [
     "finetunes",
     "agent_tasks",
     "workspace",
+    "monitors",
 ]
 
 MIDDLEWARE = [

@@ -14,6 +14,7 @@ from evals.datasets import api as dataset_api
 from evals.suites import api as suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
+from monitors import api as monitors_api
 from traces import api as traces_api
 from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
@@ -39,6 +40,8 @@ router.register("regrades", job_api.RegradeViewSet, basename="regrade")
 router.register("members", team_api.MemberViewSet, basename="member")
 router.register("invitations", team_api.InvitationViewSet, basename="invitation")
 router.register("secrets", team_api.SecretViewSet, basename="secret")
+router.register("monitors", monitors_api.MonitorViewSet, basename="monitor")
+router.register("alerts", monitors_api.AlertViewSet, basename="alert")
 
 api_v1 = [
     path("me", workspace_api.me, name="api-me"),
@@ -92,6 +95,7 @@ urlpatterns = [
     path("", include("evals.urls")),
     path("", include("finetunes.urls")),
     path("", include("agent_tasks.urls")),
+    path("", include("monitors.urls")),
     path("docs/", docs_views.docs, name="docs"),
     path("docs/<path:path>", docs_views.docs),
     path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from django.utils import timezone
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from rest_framework.test import APIClient
@@ -23,6 +24,7 @@ from belvedir.core.models import ApiKey
 from evals.datasets.versions import create_dataset
 from evals.models import DatasetRow, Deployment, Eval, Sample, SuiteRun
 from harnesses.models import Harness, Run
+from monitors.models import Alert, Monitor, MonitorRun
 from traces.models import Evaluator, TraceSession
 from workspace.mcp import sizing
 from workspace.mcp.tools import TOOLS
@@ -69,6 +71,11 @@ def world(project, owner, settings, tmp_path, api):
     suite_run = SuiteRun.objects.create(project=project, suite_name="quick", entries=[])
     suite_run.deployments.add(deployment)
     evaluator = Evaluator.objects.create(project=project, name="e", scorer={"name": "contains", "options": {"expected": "x"}})
+    monitor = Monitor.objects.create(project=project, name="m", suite_name="quick", deployment=deployment, cron="0 3 * * *", next_run_at=timezone.now())
+    monitor_run = MonitorRun.objects.create(monitor=monitor, due_at=timezone.now(), suite_run=suite_run, verdict="regressed", reason="Worse on gsm8k.")
+    Alert.objects.create(
+        project=project, monitor=monitor, kind="regressed", title="m: regressed", message="Worse.", first_run=monitor_run, last_run=monitor_run
+    )
     post(api, many_spans("s-1", 3) + many_spans("s-2", 2))
     session = TraceSession.objects.get(session_id="s-1")
     hello = {p.relative_to(HELLO).as_posix(): p.read_bytes() for p in HELLO.rglob("*") if p.is_file()}
@@ -76,7 +83,7 @@ def world(project, owner, settings, tmp_path, api):
     job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
     return {
         "harness": harness, "run": run, "deployment": deployment, "dataset": dataset, "eval": ev, "suite_run": suite_run,
-        "evaluator": evaluator, "session": session, "job": job, "trial": job.trials.get(), "version": version,
+        "evaluator": evaluator, "monitor": monitor, "session": session, "job": job, "trial": job.trials.get(), "version": version,
     }  # fmt: skip
 
 
@@ -99,6 +106,10 @@ def examples(w) -> dict[str, dict]:
         "list_suite_runs": {},
         "get_suite_run": {"suite_run_id": w["suite_run"].pk},
         "compare_suite_runs": {"a": w["suite_run"].pk, "b": w["suite_run"].pk},
+        "list_monitors": {},
+        "get_monitor": {"monitor_id": w["monitor"].pk},
+        "list_monitor_runs": {"monitor_id": w["monitor"].pk},
+        "list_alerts": {"state": "open"},
         "list_task_sets": {},
         "list_jobs": {},
         "get_job": {"job_id": w["job"].pk},

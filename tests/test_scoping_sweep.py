@@ -21,6 +21,7 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.utils import timezone
 
 from agent_tasks.actions import import_task_set
 from agent_tasks.jobs import create_job
@@ -33,6 +34,7 @@ from evals.datasets.versions import create_dataset
 from evals.models import Deployment, Eval, Suite, SuiteRun
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
+from monitors.models import Alert, Monitor
 from traces.models import Evaluator, TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
@@ -188,6 +190,8 @@ def owners_objects(project, owner, settings, tmp_path):
     create_job(project, owner, version=version, agents=["nop"], budget_cents=100, purpose=Job.Purpose.AUDIT)
     regrade = Regrade.objects.create(job=job, version=version, created_by=owner)
     Grade.objects.create(regrade=regrade, trial=trial, task=trial.task)
+    monitor = Monitor.objects.create(project=project, name="m", suite_name="mine", deployment=deployment, cron="0 3 * * *", next_run_at=timezone.now())
+    alert = Alert.objects.create(project=project, monitor=monitor, kind="regressed", title="m: regressed", message="Worse on gsm8k.")
     objects = [
         harness,
         run,
@@ -208,6 +212,8 @@ def owners_objects(project, owner, settings, tmp_path):
         job,
         trial,
         regrade,
+        monitor,
+        alert,
     ]
     assert {o.pk for o in objects} == {start}, {type(o).__name__: o.pk for o in objects}
     return {start}

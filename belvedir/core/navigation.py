@@ -34,6 +34,7 @@ AREAS = [
             Link("Judges", "evals:judges", ("/evals/judges/",)),
         ],
     ),
+    Link("Monitors", "monitors:list", ("/monitors/", "/alerts/")),
     Link("Models", "models:list", ("/models/",)),
     Link("Tasks", "agent_tasks:list", ("/tasks/",)),
     Link("Jobs", "agent_tasks:jobs", ("/jobs/", "/trials/", "/regrades/")),

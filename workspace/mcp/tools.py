@@ -89,6 +89,32 @@ TOOLS: tuple[Tool, ...] = (
             _text("deployment_b", "B's deployment when it ran several."),
         ),
     ),
+    Tool(
+        "list_monitors",
+        "Monitors: suites run on a schedule against a deployment, with each one's last verdict and open alerts.",
+        "/api/v1/monitors",
+        paged=True,
+    ),
+    Tool(
+        "get_monitor",
+        "One monitor: its schedule, sensitivity (the per-run false-alarm rate that follows), budget and last verdict.",
+        "/api/v1/monitors/{monitor_id}",
+        (_id("monitor_id", "monitor"),),
+    ),
+    Tool(
+        "list_monitor_runs",
+        "A monitor's runs, newest first: each verdict (passed, regressed, improved, inconclusive, failed, skipped) with per-benchmark deltas.",
+        "/api/v1/monitors/{monitor_id}/runs",
+        (_id("monitor_id", "monitor"),),
+        paged=True,
+    ),
+    Tool(
+        "list_alerts",
+        "Alerts that monitors opened (a regression, a failed or skipped run); `state=open` for those not resolved.",
+        "/api/v1/alerts",
+        (_text("state", "open (not resolved), acknowledged or resolved.", max_length=20),),
+        paged=True,
+    ),
     Tool("list_task_sets", "Agent task sets (Harbor's format) with their latest version.", "/api/v1/task-sets"),
     Tool("list_jobs", "Agent jobs (agents × deployments × tasks × attempts), newest first, with progress.", "/api/v1/jobs", paged=True),
     Tool(
