@@ -16,14 +16,23 @@ def monitors():
     """Monitors: a suite on a cron schedule, each run compared with its baseline; alerts when it regresses."""
 
 
+def _live_state(monitor: dict) -> str:
+    if monitor["metric"] in ("tokens", "duration_p95"):
+        return f"held under {monitor['ceiling']:g}"
+    if monitor["cusum_h"] is None:
+        return "learning its pass rate"
+    return "dropped" if monitor["cusum"] > monitor["cusum_h"] else "holding"
+
+
 @monitors.command("list")
 @json_option
 def monitors_list():
     rows = []
     for m in client().all("monitors"):
         last = m["last_run"] or {}
-        rows.append({**m, "last_verdict": last.get("verdict", "no run yet")})
-    output(rows, ["id", "name", "deployment", "cron", "last_verdict", "open_alerts"])
+        verdict = last.get("verdict", "no run yet") if m["kind"] == "suite" else _live_state(m)
+        rows.append({**m, "last_verdict": verdict})
+    output(rows, ["id", "name", "kind", "cron", "last_verdict", "open_alerts"])
 
 
 @monitors.command("create")
@@ -47,6 +56,9 @@ def monitors_show(monitor):
     runs = client().get(f"monitors/{pk}/runs")
     if click.get_current_context().obj.get("json"):
         output({**found, "runs": runs["results"]})
+        return
+    if found["kind"] == "live":
+        output(found, ["id", "name", "metric", "evaluator", "reference_rate", "ceiling", "cusum", "cusum_h", "open_alerts"])
         return
     output(found, ["id", "name", "suite", "deployment", "cron", "alpha", "min_drop", "false_alarms_per_month", "spent_this_month", "open_alerts"])
     output(runs["results"], RUN_COLUMNS, title="Runs")

@@ -7,13 +7,16 @@ beside fixed-threshold monitors on the same data; and the scheduler's tick with 
    --runs scheduled runs of it unchanged, for each of --seeds seeds: false alarms per 100 runs; then a
    3-point drop from the first run on: runs until the monitor says regressed. Beside it, monitors that alert
    whenever a run scores 1, 2 or 3 points below the baseline's score, on the same runs.
-2. 10,000 monitors in PostgreSQL: the tick's claim when none is due, and when all are (batches of 500,
+2. A live monitor: an evaluator passing 80 % of --per-day scores a day, 0.3 false alarms a month accepted. The
+   CUSUM's threshold (monitors/cusum.py), then plain simulation: false alarms a month, and days until a 3-point
+   drop fires it; beside a fixed threshold on each day's pass rate (exact binomial chances).
+3. 10,000 monitors in PostgreSQL: the tick's claim when none is due, and when all are (batches of 500,
    their runs created and next times moved, no suite started): database time and queries.
 
 Targets (issue #58): false alarms <= 1 per 100 runs; a tick with 10,000 schedules <= 1 s of database time, one
 query per due batch.
 
-Usage: .venv/bin/python bench/monitors.py [--runs 200] [--seeds 10]   (~1 min here)
+Usage: .venv/bin/python bench/monitors.py [--runs 200] [--seeds 10] [--per-day 100]   (~2 min here)
 Creates and drops a database `belvedir_bench_monitors` (BENCH_DATABASE_NAME).
 """
 
@@ -80,6 +83,37 @@ def simulate(runs: int, seeds: int):
     print(f"({runs * seeds:,} unchanged runs over {seeds} seeds; the drop over {seeds} seeds)")
 
 
+def live(per_day: int, seeds: int):
+    """A live pass rate at 80 %, `per_day` scores a day, 0.3 false alarms a month accepted: the CUSUM's threshold, its
+    false alarms a month and days to catch a 3-point drop by plain simulation, beside a daily fixed threshold."""
+    import math
+
+    import numpy as np
+
+    from monitors import cusum
+
+    p0, p1 = 0.8, 0.8 - MIN_DROP
+    per_month = per_day * 30
+    h = cusum.threshold(p0, p1, per_month / FALSE_ALARMS_PER_MONTH)
+    rng = np.random.default_rng(0)
+    quiet = cusum.simulate_run_length(h, p0, p1, p0, rng, chains=200 * seeds, limit=per_month * 40)
+    dropped = cusum.simulate_run_length(h, p0, p1, p1, rng, chains=200 * seeds)
+    print(f"Live: pass rate {p0:.0%}, {per_day:,} scores a day, {FALSE_ALARMS_PER_MONTH} false alarms a month accepted; CUSUM threshold h = {h:.2f}")
+    print(f"{'monitor':<40} {'false alarms a month':>22} {'days to catch a 3-point drop (mean)':>38}")
+    print(f"{'CUSUM (threshold from the stated rate)':<40} {per_month / quiet.mean():>22.2f} {dropped.mean() / per_day:>38.1f}")
+
+    # A fixed daily threshold: the day's pass rate below a cutoff alerts; exact binomial chances per day. The last
+    # row's cutoff is the highest whose false alarms a month stay within the stated rate, the CUSUM's.
+    def below(p, cutoff):
+        return sum(math.comb(per_day, k) * p**k * (1 - p) ** (per_day - k) for k in range(cutoff))
+
+    matched = max(c for c in range(per_day + 1) if below(p0, c) * 30 <= FALSE_ALARMS_PER_MONTH)
+    for cutoff, label in ((math.ceil(p1 * per_day), f"fixed: a day under {p1:.0%}"), (matched, f"fixed: a day under {matched / per_day:.0%} (same rate)")):
+        quiet_day, drop_day = below(p0, cutoff), below(p1, cutoff)
+        print(f"{label:<40} {quiet_day * 30:>22.2f} {1 / drop_day if drop_day else float('inf'):>38.1f}")
+    print(f"({200 * seeds:,} simulated detectors each way; the stated rate's {FALSE_ALARMS_PER_MONTH} is the target)")
+
+
 def tick_database_time(count: int):
     from django.db import connection
     from django.utils import timezone
@@ -132,9 +166,12 @@ def main():
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--monitors", type=int, default=10_000)
+    parser.add_argument("--per-day", type=int, default=100)
     args = parser.parse_args()
     with throwaway_database("belvedir_bench_monitors"):
         simulate(args.runs, args.seeds)
+        print()
+        live(args.per_day, args.seeds)
         print()
         tick_database_time(args.monitors)
 

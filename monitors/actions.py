@@ -13,6 +13,7 @@ from django.utils import timezone
 from evals.models import Deployment, SuiteRun
 from evals.suites.actions import SuiteError, entries_of
 from evals.validation import validate_deployment_url
+from traces.models import Evaluator
 
 from . import schedule
 from .models import Monitor, MonitorRun
@@ -30,7 +31,15 @@ FIELDS = {
     "webhook_url",
     "email_members",
     "enabled",
+    "kind",
+    "evaluator",
+    "reference_rate",
+    "floor",
+    "metric",
+    "ceiling",
 }
+SUITE_ONLY = {"suite", "deployment", "judge", "cron", "baseline", "monthly_budget"}
+LIVE_ONLY = {"evaluator", "reference_rate", "floor", "metric", "ceiling"}
 
 
 class MonitorError(ValueError):
@@ -55,6 +64,17 @@ def _check(project, data: dict, monitor: Monitor | None) -> dict:
     if unknown := set(data) - FIELDS:
         raise MonitorError(sorted(unknown)[0], f"Unknown fields: {', '.join(sorted(unknown))}. Allowed: {', '.join(sorted(FIELDS))}.")
     checked = {}
+    kind = data.get("kind") or (monitor.kind if monitor else Monitor.Kind.SUITE)
+    if monitor is not None and kind != monitor.kind:
+        raise MonitorError("kind", "A monitor's kind cannot change: make a new monitor.")
+    if kind not in Monitor.Kind.values:
+        raise MonitorError("kind", f"Unknown kind {str(kind)[:40]!r}: suite (a suite on a schedule) or live (an evaluator's pass rate).")
+    checked["kind"] = kind
+    foreign = {name for name in data if data[name] not in (None, "")} & (LIVE_ONLY if kind == Monitor.Kind.SUITE else SUITE_ONLY)
+    if foreign:
+        raise MonitorError(sorted(foreign)[0], f"A {kind} monitor takes no {', '.join(sorted(foreign))}.")
+    if kind == Monitor.Kind.LIVE:
+        checked.update(_check_live(project, data, monitor))
     if "name" in data or monitor is None:
         name = (data.get("name") or "").strip()
         if not name or len(name) > 100:
@@ -62,18 +82,18 @@ def _check(project, data: dict, monitor: Monitor | None) -> dict:
         if Monitor.objects.filter(project=project, name=name).exclude(pk=monitor.pk if monitor else None).exists():
             raise MonitorError("name", f"This project already has a monitor named {name}.")
         checked["name"] = name
-    if "suite" in data or monitor is None:
+    if kind == Monitor.Kind.SUITE and ("suite" in data or monitor is None):
         suite = (data.get("suite") or "").strip()
         try:
             entries_of(project, suite)
         except SuiteError as exc:
             raise MonitorError("suite", str(exc)) from None
         checked["suite_name"] = suite
-    if "deployment" in data or monitor is None:
+    if kind == Monitor.Kind.SUITE and ("deployment" in data or monitor is None):
         checked["deployment"] = _deployment(project, data.get("deployment"), "deployment")
     if "judge" in data:
         checked["judge"] = _deployment(project, data["judge"], "judge") if data["judge"] not in (None, "") else None
-    if "cron" in data or monitor is None:
+    if kind == Monitor.Kind.SUITE and ("cron" in data or monitor is None):
         try:
             checked["cron"] = schedule.check(data.get("cron") or "")
         except schedule.CronError as exc:
@@ -95,6 +115,45 @@ def _check(project, data: dict, monitor: Monitor | None) -> dict:
             if not isinstance(data[flag], bool):
                 raise MonitorError(flag, f"{flag} is true or false.")
             checked[flag] = data[flag]
+    return checked
+
+
+def _check_live(project, data: dict, monitor: Monitor | None) -> dict:
+    """A live monitor's metric and what it needs: an evaluator for a pass rate, a ceiling for a session measure."""
+    checked = {}
+    metric = data.get("metric") or (monitor.metric if monitor else Monitor.Metric.PASS_RATE)
+    if metric not in Monitor.Metric.values:
+        raise MonitorError("metric", f"Unknown metric {str(metric)[:40]!r}: {', '.join(Monitor.Metric.values)}.")
+    if monitor is not None and metric != monitor.metric:
+        raise MonitorError("metric", "A monitor's metric cannot change: make a new monitor.")
+    checked["metric"] = metric
+    rate = metric in (Monitor.Metric.PASS_RATE, Monitor.Metric.SUCCESS_RATE)
+    wrong = {name for name in (("ceiling",) if rate else ("evaluator", "reference_rate", "floor")) if data.get(name) not in (None, "")}
+    if metric != Monitor.Metric.PASS_RATE and data.get("evaluator") not in (None, ""):
+        wrong.add("evaluator")
+    if wrong:
+        raise MonitorError(sorted(wrong)[0], f"The metric {metric} takes no {', '.join(sorted(wrong))}.")
+    if metric == Monitor.Metric.PASS_RATE and ("evaluator" in data or monitor is None):
+        value = data.get("evaluator")
+        if isinstance(value, Evaluator):
+            found = value if value.project_id == project.pk else None
+        else:
+            found = Evaluator.objects.filter(project=project, **({"pk": value} if str(value).isdigit() else {"name": value})).first() if value else None
+        if found is None:
+            raise MonitorError("evaluator", f"evaluator: no evaluator {value!r} in this project (a pass rate is an evaluator's).")
+        checked["evaluator"] = found
+    if data.get("reference_rate") not in (None, ""):
+        checked["reference_rate"] = _number(data["reference_rate"], "reference_rate", low=0.01, high=0.99, kind=float)
+    elif "reference_rate" in data:
+        checked["reference_rate"] = None
+    if data.get("floor") not in (None, ""):
+        checked["floor"] = _number(data["floor"], "floor", low=0.0, high=1.0, kind=float)
+    elif "floor" in data:
+        checked["floor"] = None
+    if data.get("ceiling") not in (None, ""):
+        checked["ceiling"] = _number(data["ceiling"], "ceiling", low=0.0, high=1e12, kind=float)
+    elif not rate and monitor is None:
+        raise MonitorError("ceiling", f"The metric {metric} is held to a hard limit: give its ceiling.")
     return checked
 
 
@@ -152,7 +211,8 @@ def _webhook_url(url: str) -> str:
 def create_monitor(project, user, data: dict) -> Monitor:
     checked = _check(project, data, None)
     monitor = Monitor(project=project, created_by=user, **checked)
-    monitor.next_run_at = schedule.following(monitor.cron, timezone.now())
+    if monitor.kind == Monitor.Kind.SUITE:
+        monitor.next_run_at = schedule.following(monitor.cron, timezone.now())
     try:
         monitor.save()
     except IntegrityError:
@@ -161,13 +221,23 @@ def create_monitor(project, user, data: dict) -> Monitor:
 
 
 def update_monitor(monitor: Monitor, data: dict) -> Monitor:
+    """Only the fields changed are written: the tick moves next_run_at (and a live monitor's detector) meanwhile,
+    and a whole-row save from a page loaded before would put a claimed time back, to be run twice."""
     checked = _check(monitor.project, data, monitor)
+    checked.pop("kind", None)
+    checked.pop("metric", None)
     for name, value in checked.items():
         setattr(monitor, name, value)
-    if "cron" in checked or checked.get("enabled"):
+    changed = set(checked)
+    if monitor.kind == Monitor.Kind.LIVE and {"reference_rate", "min_drop", "false_alarms_per_month"} & changed:
+        monitor.cusum = 0.0  # the evidence was for the old question: start again
+        changed.add("cusum")
+    if monitor.kind == Monitor.Kind.SUITE and ("cron" in changed or checked.get("enabled")):
         # A changed schedule, or one resumed, counts from now: what it missed while paused is not made up.
         monitor.next_run_at = schedule.following(monitor.cron, timezone.now())
-    monitor.save()
+        changed.add("next_run_at")
+    if changed:
+        monitor.save(update_fields=sorted(changed))
     return monitor
 
 
@@ -181,6 +251,8 @@ def run_now(monitor: Monitor) -> MonitorRun:
     """A run outside the schedule (the schedule itself is unchanged); refused while one is still running."""
     from .runs import start
 
+    if monitor.kind != Monitor.Kind.SUITE:
+        raise MonitorError("monitor", f"{monitor.name} watches live traffic: it has no runs to start.")
     with transaction.atomic():
         Monitor.objects.select_for_update().get(pk=monitor.pk)
         if busy := monitor.runs.filter(verdict=MonitorRun.Verdict.PENDING).first():

@@ -38,23 +38,36 @@ def comparison_url(run: MonitorRun) -> str:
 def after(run: MonitorRun):
     """Open or repeat the alert the run's verdict calls for, and resolve those it shows recovered (inside the caller's transaction)."""
     monitor = run.monitor
-    for kind in RESOLVES[run.verdict]:
-        for alert in Alert.objects.select_for_update().filter(monitor=monitor, kind=kind).open():
-            alert.state, alert.resolved_at, alert.last_run = Alert.State.RESOLVED, timezone.now(), run
-            alert.save(update_fields=["state", "resolved_at", "last_run"])
-            _deliver(alert, "resolved")
+    resolve_open(monitor, RESOLVES[run.verdict], run)
     if (kind := OPENS.get(run.verdict)) is None:
         return
+    title = f"{monitor.name}: {Kind(kind).label.lower()} on {monitor.watched}"
+    message = f"{run.reason}\n\nRun due {run.due_at:%Y-%m-%d %H:%M} UTC of the suite {monitor.suite_name}. Details: {comparison_url(run)}"
+    raise_alert(monitor, kind, title, message, run)
+
+
+def raise_alert(monitor, kind: str, title: str, message: str, run: MonitorRun | None = None) -> Alert:
+    """A new alert of this kind, delivered; or, while one is open, that one with a repeat counted and nothing sent."""
     open_alert = Alert.objects.select_for_update().filter(monitor=monitor, kind=kind).open().first()
     if open_alert is not None:
         open_alert.repeats += 1
-        open_alert.last_run = run
+        open_alert.last_run = run or open_alert.last_run
         open_alert.save(update_fields=["repeats", "last_run"])
-        return
-    title = f"{monitor.name}: {Kind(kind).label.lower()} on {monitor.deployment.name}"
-    message = f"{run.reason}\n\nRun due {run.due_at:%Y-%m-%d %H:%M} UTC of the suite {monitor.suite_name}. Details: {comparison_url(run)}"
+        return open_alert
     alert = Alert.objects.create(project_id=monitor.project_id, monitor=monitor, kind=kind, title=title[:300], message=message, first_run=run, last_run=run)
     _deliver(alert, "opened")
+    return alert
+
+
+def resolve_open(monitor, kinds, run: MonitorRun | None = None) -> int:
+    """Resolve the monitor's open alerts of these kinds (it recovered), each resolution delivered."""
+    resolved = 0
+    for alert in Alert.objects.select_for_update().filter(monitor=monitor, kind__in=kinds).open():
+        alert.state, alert.resolved_at, alert.last_run = Alert.State.RESOLVED, timezone.now(), run or alert.last_run
+        alert.save(update_fields=["state", "resolved_at", "last_run"])
+        _deliver(alert, "resolved")
+        resolved += 1
+    return resolved
 
 
 def _deliver(alert: Alert, event: str):

@@ -23,7 +23,8 @@ class MonitorRunSerializer(serializers.ModelSerializer):
 
 class MonitorSerializer(serializers.ModelSerializer):
     suite = serializers.CharField(source="suite_name")
-    deployment = serializers.CharField(source="deployment.name")
+    deployment = serializers.CharField(source="deployment.name", allow_null=True, default=None)
+    evaluator = serializers.CharField(source="evaluator.name", allow_null=True, default=None)
     judge = serializers.CharField(source="judge.name", allow_null=True, default=None)
     alpha = serializers.SerializerMethodField(help_text="Each run's false-alarm rate: false_alarms_per_month over the runs a month the cron makes.")
     runs_per_month = serializers.SerializerMethodField()
@@ -36,6 +37,7 @@ class MonitorSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "name",
+            "kind",
             "suite",
             "deployment",
             "judge",
@@ -46,6 +48,13 @@ class MonitorSerializer(serializers.ModelSerializer):
             "false_alarms_per_month",
             "alpha",
             "runs_per_month",
+            "metric",
+            "evaluator",
+            "reference_rate",
+            "floor",
+            "ceiling",
+            "cusum",
+            "cusum_h",
             "webhook_url",
             "email_members",
             "enabled",
@@ -56,11 +65,11 @@ class MonitorSerializer(serializers.ModelSerializer):
             "created_at",
         ]
 
-    def get_alpha(self, monitor) -> float:
-        return sensitivity.alpha(monitor.cron, monitor.false_alarms_per_month)
+    def get_alpha(self, monitor) -> float | None:
+        return sensitivity.alpha(monitor.cron, monitor.false_alarms_per_month) if monitor.cron else None
 
-    def get_runs_per_month(self, monitor) -> float:
-        return round(schedule.runs_per_month(monitor.cron), 2)
+    def get_runs_per_month(self, monitor) -> float | None:
+        return round(schedule.runs_per_month(monitor.cron), 2) if monitor.cron else None
 
     def get_spent_this_month(self, monitor) -> str:
         return str(spent_this_month(monitor, timezone.now()))
@@ -77,6 +86,12 @@ class MonitorWriteSerializer(serializers.Serializer):
     """Every field is checked by monitors.actions, which names the field it refuses (400)."""
 
     name = serializers.CharField(required=False, max_length=100)
+    kind = serializers.ChoiceField(choices=Monitor.Kind.choices, required=False, help_text="suite (default) or live.")
+    metric = serializers.ChoiceField(choices=Monitor.Metric.choices, required=False, help_text="Live: what is watched (default pass_rate).")
+    evaluator = serializers.CharField(required=False, max_length=100, help_text="A live pass rate's evaluator (name or id).")
+    ceiling = serializers.FloatField(required=False, allow_null=True, help_text="Live tokens or duration_p95: the hard limit.")
+    reference_rate = serializers.FloatField(required=False, allow_null=True, help_text="Live: the pass rate to hold; empty: learned from the first 200 scores.")
+    floor = serializers.FloatField(required=False, allow_null=True, help_text="Live: a hard limit on the last 24 hours' pass rate.")
     suite = serializers.CharField(required=False, max_length=100, help_text="quick, core, or one of the project's suites.")
     deployment = serializers.CharField(required=False, max_length=100, help_text="The deployment watched (name or id).")
     judge = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=100)
@@ -100,7 +115,7 @@ class MonitorViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
     queryset = Monitor.objects.none()
 
     def get_queryset(self):
-        return Monitor.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment", "judge")
+        return Monitor.objects.for_user(self.request.user, request_project(self.request)).select_related("deployment", "judge", "evaluator")
 
     def _data(self, request) -> dict:
         payload = MonitorWriteSerializer(data=request.data, partial=True)
@@ -115,8 +130,10 @@ class MonitorViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
 
     @extend_schema(request=MonitorWriteSerializer, responses={200: MonitorSerializer})
     def partial_update(self, request, pk=None):
-        monitor = actions.update_monitor(self.get_object(), self._data(request))
-        return Response(MonitorSerializer(monitor).data)
+        """Change some fields; setting a webhook answers its signing secret, as creating one does."""
+        data = self._data(request)
+        monitor = actions.update_monitor(self.get_object(), data)
+        return Response({**MonitorSerializer(monitor).data, **(_secret_fields(monitor) if data.get("webhook_url") else {})})
 
     @extend_schema(request=None, responses={201: MonitorRunSerializer})
     @action(detail=True, methods=["post"])

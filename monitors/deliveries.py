@@ -59,7 +59,7 @@ def payload(delivery: Delivery) -> dict:
             "kind": alert.kind,
             "state": alert.state,
             "monitor": alert.monitor.name,
-            "deployment": alert.monitor.deployment.name,
+            "watches": alert.monitor.watched,
             "title": alert.title,
             "message": alert.message,
             "url": link,
@@ -73,7 +73,7 @@ def claim(now, batch: int = BATCH) -> list[Delivery]:
         due = list(
             Delivery.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(state=Delivery.State.PENDING, next_attempt_at__lte=now)
-            .select_related("alert__monitor__deployment", "alert__project")[:batch]
+            .select_related("alert__monitor__deployment", "alert__monitor__evaluator", "alert__project")[:batch]
         )
         Delivery.objects.filter(pk__in=[d.pk for d in due]).update(next_attempt_at=now + LEASE, attempts=F("attempts") + 1)
     for delivery in due:

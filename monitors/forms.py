@@ -1,6 +1,9 @@
 from django import forms
 
 from evals.models import Deployment, Suite, SuiteRun
+from traces.models import Evaluator
+
+from .models import Monitor
 
 
 class MonitorForm(forms.Form):
@@ -32,4 +35,33 @@ class MonitorForm(forms.Form):
     def as_data(self) -> dict:
         data = dict(self.cleaned_data)
         data["min_drop"] = data["min_drop"] / 100
+        return data
+
+
+class LiveMonitorForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    metric = forms.ChoiceField(choices=Monitor.Metric.choices, initial=Monitor.Metric.PASS_RATE)
+    evaluator = forms.ModelChoiceField(queryset=Evaluator.objects.none(), required=False, help_text="For a pass rate: its scores on live traffic.")
+    reference_rate = forms.FloatField(
+        required=False, min_value=1, max_value=99, label="Pass rate to hold (%)", help_text="Empty: learned from its first 200 scores."
+    )
+    min_drop = forms.FloatField(min_value=0.1, max_value=100, initial=3, label="Smallest drop worth an alert (points)")
+    false_alarms_per_month = forms.FloatField(min_value=0.01, max_value=30, initial=0.3, label="False alarms a month you accept")
+    floor = forms.FloatField(
+        required=False, min_value=0, max_value=100, label="Floor (%)", help_text="A hard limit: the last 24 hours' pass rate below it alerts."
+    )
+    webhook_url = forms.CharField(required=False, max_length=500, label="Webhook URL", help_text="Slack-compatible JSON, signed (HMAC-SHA256).")
+    email_members = forms.BooleanField(required=False, initial=True, label="Email the project's members")
+
+    def __init__(self, *args, project=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["evaluator"].queryset = Evaluator.objects.filter(project=project)
+        # Two forms on one page: their fields need ids of their own.
+        self.auto_id = "live_%s"
+
+    def as_data(self) -> dict:
+        data = dict(self.cleaned_data, kind="live")
+        data["min_drop"] = data["min_drop"] / 100
+        for name in ("reference_rate", "floor"):
+            data[name] = None if data[name] is None else data[name] / 100
         return data

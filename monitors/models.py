@@ -12,13 +12,20 @@ from belvedir.core.models import ProjectScopedQuerySet
 
 
 class Monitor(models.Model):
+    """A suite on a schedule against a deployment (`suite`), or an evaluator's pass rate on live traffic (`live`)."""
+
+    class Kind(models.TextChoices):
+        SUITE = "suite", "Suite on a schedule"
+        LIVE = "live", "Live pass rate"
+
     project = models.ForeignKey("core.Project", on_delete=models.CASCADE, related_name="monitors")
     name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=5, choices=Kind.choices, default=Kind.SUITE)
     # A built-in suite (quick, core) or one of the project's own, read when each run starts.
-    suite_name = models.CharField(max_length=100)
-    deployment = models.ForeignKey("evals.Deployment", on_delete=models.CASCADE, related_name="monitors")
+    suite_name = models.CharField(max_length=100, blank=True)
+    deployment = models.ForeignKey("evals.Deployment", null=True, blank=True, on_delete=models.CASCADE, related_name="monitors")
     judge = models.ForeignKey("evals.Deployment", null=True, blank=True, on_delete=models.PROTECT, related_name="judged_monitors")
-    cron = models.CharField(max_length=100, help_text="Five fields, minute to weekday, in UTC: 0 3 * * * is every night at 03:00.")
+    cron = models.CharField(max_length=100, blank=True, help_text="Five fields, minute to weekday, in UTC: 0 3 * * * is every night at 03:00.")
     # None: each run is compared with the last run that passed (the first run becomes the baseline).
     baseline = models.ForeignKey("evals.SuiteRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     monthly_budget = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True, validators=[MinValueValidator(0)])
@@ -31,7 +38,28 @@ class Monitor(models.Model):
     webhook_secret_version = models.PositiveIntegerField(default=1)
     email_members = models.BooleanField(default=True)
     enabled = models.BooleanField(default=True)
-    next_run_at = models.DateTimeField(db_index=True)
+    next_run_at = models.DateTimeField(null=True, blank=True)
+
+    # A live monitor (monitors/live.py): a rate watched with a CUSUM (an evaluator's pass rate, or the sessions'
+    # reported success rate), its reference given or learned from the first scores, the threshold following from
+    # it and the false alarms a month; or a session measure held to a hard `ceiling` over the last 24 hours.
+    class Metric(models.TextChoices):
+        PASS_RATE = "pass_rate", "An evaluator's pass rate"
+        SUCCESS_RATE = "success_rate", "Sessions' reported success rate"
+        TOKENS = "tokens", "Tokens per session (last 24 h mean)"
+        DURATION_P95 = "duration_p95", "Session duration p95 (last 24 h, seconds)"
+
+    metric = models.CharField(max_length=12, choices=Metric.choices, blank=True)
+    evaluator = models.ForeignKey("traces.Evaluator", null=True, blank=True, on_delete=models.CASCADE, related_name="monitors")
+    ceiling = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0)], help_text="A hard limit on a session measure.")
+    checked_at = models.DateTimeField(null=True, blank=True)  # the success rate's cursor: the last outcome taken
+    reference_rate = models.FloatField(null=True, blank=True, validators=[MinValueValidator(0.01), MaxValueValidator(0.99)])
+    floor = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0), MaxValueValidator(1)], help_text="A hard limit: a day's pass rate below it alerts."
+    )
+    cusum = models.FloatField(default=0.0)
+    cusum_h = models.FloatField(null=True, blank=True)
+    checked_pk = models.BigIntegerField(default=0)  # the last evaluator score the detector has taken
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -47,6 +75,15 @@ class Monitor(models.Model):
 
     def get_absolute_url(self):
         return reverse("monitors:detail", args=[self.pk])
+
+    @property
+    def watched(self) -> str:
+        """What it watches, as its alerts name it: the deployment, or the evaluator on live traffic."""
+        if self.kind == self.Kind.LIVE:
+            if self.metric != self.Metric.PASS_RATE:
+                return "this project's sessions"
+            return f"the evaluator {self.evaluator.name}" if self.evaluator_id else "a deleted evaluator"
+        return self.deployment.name if self.deployment_id else "a deleted deployment"
 
 
 class MonitorRunQuerySet(ProjectScopedQuerySet):
@@ -98,6 +135,7 @@ class Alert(models.Model):
         REGRESSED = "regressed", "Regressed"
         FAILED = "failed", "Run failed"
         SKIPPED = "skipped", "Run skipped"
+        LIMIT = "limit", "Past its limit"
 
     class State(models.TextChoices):
         OPEN = "open", "Open"

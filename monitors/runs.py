@@ -29,6 +29,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from billing.errors import InsufficientBalance
+from evals.actions import EvalConfigError, EvalLimitReached
 from evals.models import CacheMode, Eval
 from evals.suites.actions import SuiteError, create_suite_run, progress
 from evals.suites.comparison import compare_suite_runs
@@ -97,7 +98,9 @@ def start(run: MonitorRun):
         )
     except InsufficientBalance:
         return _end(run, Verdict.SKIPPED, "Skipped: the project is in debt. Top up its balance and the next run goes ahead.")
-    except SuiteError as exc:
+    except EvalLimitReached as exc:
+        return _end(run, Verdict.SKIPPED, f"Skipped: {exc}")
+    except EvalConfigError as exc:  # SuiteError among them: the suite, its baseline's rows, a judge that does not answer
         return _end(run, Verdict.FAILED, f"Could not start: {exc}")
     MonitorRun.objects.filter(pk=run.pk).update(suite_run=suite_run, baseline=baseline)
 
@@ -173,4 +176,6 @@ def tick(now: datetime | None = None) -> dict:
             started += 1
         if len(runs) < BATCH:
             break
-    return {"started": started, "decided": decide_ended(), "open_alerts": Alert.objects.open().count()}
+    from . import live
+
+    return {"started": started, "decided": decide_ended(), "live": live.check_all(now), "open_alerts": Alert.objects.open().count()}

@@ -14,8 +14,8 @@ from belvedir.core.charts import Series, line_chart
 from belvedir.core.listing import paged
 from belvedir.core.scoping import get_scoped_or_404
 
-from . import actions, alerts, schedule, sensitivity
-from .forms import MonitorForm
+from . import actions, alerts, live, schedule, sensitivity
+from .forms import LiveMonitorForm, MonitorForm
 from .models import Alert, Monitor, MonitorRun
 from .runs import spent_this_month
 
@@ -25,25 +25,32 @@ RUNS_PER_PAGE = 25
 @login_required
 def monitor_list(request):
     project = request.project
-    form = MonitorForm(request.POST or None, project=project)
-    if request.method == "POST" and form.is_valid():
+    form = MonitorForm(request.POST if "suite_monitor" in request.POST else None, project=project)
+    live_form = LiveMonitorForm(request.POST if "live_monitor" in request.POST else None, project=project)
+    posted = form if form.is_bound else live_form if live_form.is_bound else None
+    if posted is not None and posted.is_valid():
         try:
-            monitor = actions.create_monitor(project, request.user, form.as_data())
+            monitor = actions.create_monitor(project, request.user, posted.as_data())
         except actions.MonitorError as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            posted.add_error(exc.field if exc.field in posted.fields else None, str(exc))
         else:
-            note = f"Monitor {monitor.name} saved: its first run is due {monitor.next_run_at:%Y-%m-%d %H:%M} UTC."
+            note = (
+                f"Monitor {monitor.name} saved: its first run is due {monitor.next_run_at:%Y-%m-%d %H:%M} UTC."
+                if monitor.next_run_at
+                else f"Monitor {monitor.name} saved: it watches {monitor.watched}'s scores from now on."
+            )
             if monitor.webhook_url:
                 note += f" Webhook signing secret (shown once): {actions.webhook_secret(monitor)}"
             messages.success(request, note)
             return redirect(monitor)
     latest = MonitorRun.objects.filter(monitor=OuterRef("pk")).order_by("-due_at").values("pk")[:1]
-    monitors = list(Monitor.objects.for_user(request.user, project).select_related("deployment").annotate(last_run_id=Subquery(latest)))
+    monitors = list(Monitor.objects.for_user(request.user, project).select_related("deployment", "evaluator").annotate(last_run_id=Subquery(latest)))
     last = MonitorRun.objects.in_bulk([m.last_run_id for m in monitors if m.last_run_id])
     for monitor in monitors:
         monitor.last = last.get(monitor.last_run_id)
     open_alerts = _shown(Alert.objects.for_user(request.user, project).open().select_related("monitor"))
-    return render(request, "monitors/list.html", {"monitors": monitors, "open_alerts": open_alerts, "form": form}, status=400 if form.errors else 200)
+    context = {"monitors": monitors, "open_alerts": open_alerts, "form": form, "live_form": live_form}
+    return render(request, "monitors/list.html", context, status=400 if posted is not None and posted.errors else 200)
 
 
 def _shown(alerts_qs):
@@ -55,9 +62,13 @@ def _shown(alerts_qs):
 
 @login_required
 def monitor_detail(request, pk):
-    monitor = get_scoped_or_404(request, Monitor.objects.for_user(request.user, request.project).select_related("deployment", "judge", "baseline"), pk=pk)
+    monitor = get_scoped_or_404(
+        request, Monitor.objects.for_user(request.user, request.project).select_related("deployment", "judge", "baseline", "evaluator"), pk=pk
+    )
+    if monitor.kind == Monitor.Kind.LIVE:
+        return live_detail(request, monitor)
     runs = paged(request, monitor.runs.select_related("suite_run"), per_page=RUNS_PER_PAGE)
-    decided = list(monitor.runs.exclude(benchmarks=[]).order_by("-due_at")[:60])[::-1]
+    decided = list(monitor.runs.exclude(benchmarks=[]).select_related("suite_run").order_by("-due_at")[:60])[::-1]
     at_alpha = sensitivity.alpha(monitor.cron, monitor.false_alarms_per_month)
     context = {
         "monitor": monitor,
@@ -72,12 +83,52 @@ def monitor_detail(request, pk):
     return render(request, "monitors/detail.html", context)
 
 
+def live_detail(request, monitor: Monitor):
+    """A live monitor: its reference and threshold, the detector's sum now, and the pass rate per day with intervals."""
+    now = timezone.now()
+    days = live.daily(monitor)
+    chart = None
+    if days:
+        rates = Series(
+            "pass rate", [(d["day"], d["rate"]) for d in days], intervals=[tuple(d["interval"]) for d in days], labels=[f"{d['n']:,} scores" for d in days]
+        )
+        shown = [rates]
+        if monitor.reference_rate is not None:
+            shown.append(Series("reference", [(days[0]["day"], monitor.reference_rate), (days[-1]["day"], monitor.reference_rate)]))
+        chart = line_chart(shown, y_label="pass rate")
+    context = {
+        "monitor": monitor,
+        "found": live.settings_of(monitor, now),
+        "measured": _measured(monitor, now),
+        "warmup": live.WARMUP,
+        "days": days,
+        "chart": chart,
+        "alerts": list(monitor.alerts.all()[:50]),
+    }
+    return render(request, "monitors/live.html", context)
+
+
+def _measured(monitor: Monitor, now) -> dict | None:
+    if monitor.metric in live.RATES:
+        return None
+    value, n = live.measure(monitor, now)
+    return {"value": value, "n": n} if value is not None else None
+
+
 def plan(monitor: Monitor, last: MonitorRun | None, at_alpha: float) -> list[dict]:
-    """Per benchmark of the last decided run: the rows it had, the drop they catch at this alpha, and the rows min_drop needs."""
+    """Per benchmark of the last decided run: the rows it had, the drop they catch at this alpha, the rows min_drop
+    needs, and what a run at those rows would cost at the last run's cost a row (None for an unpriced deployment)."""
     if last is None:
         n = sensitivity.rows_needed(monitor.min_drop, sensitivity.WORST_CASE_SD, at_alpha)
         return [{"benchmark": "any (before a first comparison, at the worst-case spread)", "n": None, "detectable_drop": None, "rows_needed": n}]
-    return last.benchmarks
+    costs = {}
+    if last.suite_run_id:
+        for ev in last.suite_run.evals.filter(cost__isnull=False, done_count__gt=0):
+            costs[ev.benchmark] = ev.cost / ev.done_count
+    return [
+        {**entry, "cost_at_rows_needed": costs[entry["benchmark"]] * entry["rows_needed"] if entry["benchmark"] in costs and entry["rows_needed"] else None}
+        for entry in last.benchmarks
+    ]
 
 
 def history_chart(decided: list[MonitorRun]):

@@ -113,7 +113,7 @@ def detail_pages(project, owner, api) -> list[str]:
     from traces.models import TraceSession
 
     from .test_agent_job_rules import task_set
-    from .test_monitors import decided_monitor
+    from .test_monitors import decided_monitor, live_monitor
     from .test_trajectory import agent_session, post
 
     deployment = Deployment.objects.get(project=project, name="local")
@@ -138,8 +138,10 @@ def detail_pages(project, owner, api) -> list[str]:
     post(api, agent_session("phone-b", result="Rain, " + "9" * 200))
     assert TraceSession.objects.filter(session_id__in=["phone-a", "phone-b"]).count() == 2
     monitor = decided_monitor(project, owner)
+    live = live_monitor(project, owner)
     return [
         f"/monitors/{monitor.pk}/",
+        f"/monitors/{live.pk}/",
         f"/evals/{a.pk}/",
         f"/evals/{b.pk}/compare/{a.pk}/",
         f"/jobs/{job.pk}/",

@@ -9,18 +9,22 @@ import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import numpy as np
 import pytest
 import time_machine
 from django.core import mail
 from django.db import connection
 from django.utils import timezone
 
+from billing.actions import post_entry
+from billing.models import Account, LedgerEntry
 from evals.benchmarks import gsm8k
-from evals.models import Deployment, Eval
+from evals.models import Deployment, Eval, SuiteRun
 from evals.suites.actions import save_suite
-from monitors import deliveries, runs, schedule, sensitivity, simulation, verdicts
+from monitors import actions, cusum, deliveries, live, runs, schedule, sensitivity, simulation, verdicts
 from monitors.actions import create_monitor, webhook_secret
 from monitors.models import Alert, Delivery, Monitor, MonitorRun
+from traces.models import Evaluator, EvaluatorScore, TraceSession
 
 from .fakes.openai_server import FakeOpenAI
 from .harness_fixtures import wait_for
@@ -152,6 +156,10 @@ def test_bad_monitors_are_refused_naming_the_field(api, project, owner, outsider
     assert created.status_code == 201 and "webhook_secret" not in created.json() and created.json()["alpha"] == pytest.approx(0.01)
     assert api.post("/api/v1/monitors", good, format="json").json()["field"] == "name"
     pk = created.json()["id"]
+    patched = api.patch(f"/api/v1/monitors/{pk}", {"webhook_url": "https://93.184.215.14/hook", "min_drop": 0.05}, format="json")
+    assert patched.status_code == 200 and patched.json()["webhook_secret"].startswith("whsec_") and patched.json()["min_drop"] == 0.05
+    assert api.patch(f"/api/v1/monitors/{pk}", {"cron": "0 0 31 2 *"}, format="json").json()["field"] == "cron"
+    assert Monitor.objects.get().cron == "0 3 * * *"
     assert outsider_api.get(f"/api/v1/monitors/{pk}").status_code == 404 and outsider_api.post(f"/api/v1/monitors/{pk}/run").status_code == 404
 
 
@@ -273,6 +281,15 @@ def test_a_schedule_over_its_monthly_budget_is_skipped_with_an_alert(project, ow
     assert run.verdict == "skipped" and "monthly budget" in run.reason and run.suite_run is None
     alert = Alert.objects.get()
     assert alert.kind == "skipped" and Delivery.objects.filter(alert=alert, channel="email").count() == 1
+    # The next night the project owes a disputed dollar: skipped again, named, the open alert repeated.
+    actions.update_monitor(monitor, {"monthly_budget": None})
+    post_entry(Account.for_project(project), kind=LedgerEntry.Kind.DISPUTE, amount_cents=-100, reference="txn_debt", memo="disputed")
+    with time_machine.travel(NIGHT + timedelta(days=1), tick=False):
+        runs.tick()
+    night = monitor.runs.first()
+    assert night.verdict == "skipped" and "in debt" in night.reason and not SuiteRun.objects.exists()
+    alert.refresh_from_db()
+    assert alert.repeats == 1 and Delivery.objects.count() == 1
 
 
 # -- deliveries ---------------------------------------------------------------------------------------------------------
@@ -335,6 +352,14 @@ def test_the_monitor_page_draws_its_history_with_intervals_and_its_alert_is_ackn
     # Two decided runs on the chart (the baseline has no delta), each with its interval; 0 is the baseline.
     assert page.count("<title>") >= 2 and "delta vs baseline (points)" in page and "95 % interval" in page
     assert "tested at a false-alarm rate of <strong>0.01</strong>" in page and "regressed night" in page
+    # What the rows that catch min_drop would cost, at the last run's cost a row: 400 rows for $0.40, 3,000 needed.
+    last = monitor.runs.first()
+    last.suite_run = SuiteRun.objects.create(project=project, suite_name="quick", entries=[])
+    Eval.objects.create(project=project, deployment=monitor.deployment, suite_run=last.suite_run, benchmark="gsm8k", seed=1, done_count=400, cost="0.40")
+    last.benchmarks = [{**last.benchmarks[0], "rows_needed": 3000, "detectable_drop": 0.05}]
+    last.save()
+    page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
+    assert "<td>3,000</td><td>$3.00</td>" in page and "<td>5 points</td>" in page
     alert = Alert.objects.get()
     response = owner_client.post(f"/alerts/{alert.pk}/ack/", {"next": "list"})
     assert response.status_code == 302 and response["Location"] == "/monitors/"
@@ -342,7 +367,15 @@ def test_the_monitor_page_draws_its_history_with_intervals_and_its_alert_is_ackn
     assert alert.state == "acknowledged" and alert.acknowledged_by == owner
     created = owner_client.post(
         "/monitors/",
-        {"name": "every minute", "suite": "quick", "deployment": monitor.deployment_id, "cron": "* * * * * *", "min_drop": 3, "false_alarms_per_month": 0.3},
+        {
+            "suite_monitor": "1",
+            "name": "every minute",
+            "suite": "quick",
+            "deployment": monitor.deployment_id,
+            "cron": "* * * * * *",
+            "min_drop": 3,
+            "false_alarms_per_month": 0.3,
+        },
     )
     assert created.status_code == 400 and "at most once a minute" in created.content.decode() and Monitor.objects.count() == 1
 
@@ -360,3 +393,145 @@ def test_bv_lists_shows_and_acknowledges(bv, project, owner):
     assert bv("monitors", "ack", str(alerts[0]["id"])).exit_code == 0 and Alert.objects.get().state == "acknowledged"
     refused = bv("monitors", "run", "nope")
     assert refused.exit_code != 0 and "No monitor named 'nope'" in refused.output
+
+
+# -- live monitors ------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p0", [0.8, 0.95])
+def test_the_cusum_threshold_keeps_the_false_alarm_rate_it_states_against_simulation(p0):
+    # Plain simulation of the detector, not its Markov chain: 1,000 run lengths under p0 have a standard error of
+    # about 3 % of their mean, so a mean below 0.85 x the target would be a rate over the stated one, not chance.
+    target = 2000
+    h = cusum.threshold(p0, p0 - 0.03, target)
+    quiet = cusum.simulate_run_length(h, p0, p0 - 0.03, p0, np.random.default_rng(11), chains=1000)
+    assert quiet.mean() >= 0.85 * target
+    dropped = cusum.simulate_run_length(h, p0, p0 - 0.03, p0 - 0.03, np.random.default_rng(12), chains=1000)
+    assert dropped.mean() < target / 3  # and it does fire when the rate falls
+
+
+def add_scores(evaluator, pattern: str, when) -> None:
+    """Scores of live sessions in this order: "1" a pass, "0" a fail (what the evaluator pipeline stores)."""
+    project = evaluator.project
+    start = TraceSession.objects.count()
+    sessions = TraceSession.objects.bulk_create(
+        TraceSession(project=project, session_id=f"s{start + i}", first_span_at=when, last_span_at=when) for i in range(len(pattern))
+    )
+    EvaluatorScore.objects.bulk_create(
+        EvaluatorScore(evaluator=evaluator, version=1, project=project, session=session, status="scored", value=float(mark), session_at=when, scored_at=when)
+        for session, mark in zip(sessions, pattern, strict=True)
+    )
+
+
+def live_monitor(project, owner) -> Monitor:
+    """A live monitor past its warm-up, two days of scores charted."""
+    evaluator = Evaluator.objects.create(project=project, name="grounded", scorer={"name": "contains", "options": {"expected": "x"}})
+    monitor = create_monitor(project, owner, {"kind": "live", "name": "grounded live", "evaluator": evaluator, "floor": 0.5})
+    add_scores(evaluator, "11110" * 40, timezone.now() - timedelta(days=1))
+    add_scores(evaluator, "11100" * 20, timezone.now())
+    live.check(monitor.pk, timezone.now())
+    return monitor
+
+
+@pytest.mark.django_db
+def test_a_live_pass_rate_that_falls_alerts_once_with_its_floor_and_resolves_when_it_recovers(api, owner_client, project, owner):
+    evaluator = Evaluator.objects.create(project=project, name="grounded", scorer={"name": "contains", "options": {"expected": "x"}})
+    for payload, field in [
+        ({"kind": "live", "name": "l"}, "evaluator"),
+        ({"kind": "live", "name": "l", "evaluator": "grounded", "cron": "0 3 * * *"}, "cron"),
+        ({"kind": "live", "name": "l", "evaluator": "grounded", "reference_rate": 1.5}, "reference_rate"),
+        ({"name": "s", "suite": "quick", "deployment": "x", "cron": "0 3 * * *", "evaluator": "grounded"}, "evaluator"),
+        ({"kind": "live", "name": "l", "metric": "tokens"}, "ceiling"),
+        ({"kind": "live", "name": "l", "metric": "tokens", "ceiling": 5000, "evaluator": "grounded"}, "evaluator"),
+        ({"kind": "live", "name": "l", "metric": "success_rate", "ceiling": 5}, "ceiling"),
+    ]:
+        refused = api.post("/api/v1/monitors", payload, format="json")
+        assert refused.status_code == 400 and refused.json()["field"] == field, refused.json()
+    created = api.post("/api/v1/monitors", {"kind": "live", "name": "grounded live", "evaluator": "grounded", "min_drop": 0.05, "floor": 0.7}, format="json")
+    assert created.status_code == 201, created.content
+    monitor = Monitor.objects.get()
+    earlier, now = timezone.now() - timedelta(days=2), timezone.now()
+
+    add_scores(evaluator, "11110" * 40, earlier)  # 200 scores at 80 %: the reference is learned from them
+    runs.tick()
+    monitor.refresh_from_db()
+    assert monitor.reference_rate == pytest.approx(0.8) and monitor.cusum == 0 and monitor.cusum_h > 0
+    add_scores(evaluator, "11110" * 200, earlier)  # a thousand more at the reference: no alert
+    runs.tick()
+    monitor.refresh_from_db()
+    assert monitor.cusum < monitor.cusum_h and not Alert.objects.exists()
+
+    add_scores(evaluator, "11100" * 40, now)  # 60 % today
+    runs.tick()
+    monitor.refresh_from_db()
+    assert monitor.cusum > monitor.cusum_h
+    assert sorted(Alert.objects.values_list("kind", flat=True)) == ["limit", "regressed"]
+    fell = Alert.objects.get(kind="regressed")
+    assert "reference 80.0%" in fell.message and "the last 24 hours passed 60.0% of 200 (95 % interval" in fell.message
+    add_scores(evaluator, "11100" * 10, now)
+    runs.tick()
+    assert Alert.objects.count() == 2 and Alert.objects.get(kind="regressed").repeats == 1  # deduplicated while open
+    assert Delivery.objects.filter(event="opened").count() == 2  # one email each, nothing for the repeat
+
+    add_scores(evaluator, "1" * 400, now)  # fixed: the evidence of a drop is cancelled, the day's rate back over the floor
+    runs.tick()
+    monitor.refresh_from_db()
+    assert monitor.cusum == 0 and not Alert.objects.open().exists()
+    body = api.get(f"/api/v1/monitors/{monitor.pk}").json()
+    assert body["kind"] == "live" and body["evaluator"] == "grounded" and body["cusum_h"] == pytest.approx(monitor.cusum_h)
+    page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
+    assert "Reference pass rate <strong>80 %</strong>" in page and "no evidence of a drop" in page and "pass rate by day" in page.lower()
+    assert api.post(f"/api/v1/monitors/{monitor.pk}/run").json()["field"] == "monitor"  # live traffic has no runs to start
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_due_while_the_project_is_at_its_limit_of_active_evals_is_skipped_saying_so(project, owner, settings):
+    settings.PROJECT_MAX_ACTIVE_EVALS = 1
+    deployment = Deployment.objects.create(project=project, name="d", base_url="https://api.example.com/v1", model="m")
+    Eval.objects.create(project=project, deployment=deployment, benchmark="gsm8k", seed=1, status="running")
+    with time_machine.travel(NIGHT - timedelta(hours=1), tick=False):
+        monitor = create_monitor(project, owner, {"name": "n", "suite": "quick", "deployment": "d", "cron": "0 3 * * *"})
+    with time_machine.travel(NIGHT, tick=False):
+        runs.tick()
+    run = monitor.runs.get()
+    assert run.verdict == "skipped" and "its limit" in run.reason and Alert.objects.get().kind == "skipped"
+
+
+def add_sessions(project, outcomes: str, when, tokens: int = 100, seconds: int = 60) -> None:
+    """Sessions whose outcomes arrive in this order ("1" success, "0" fail), with their tokens and length."""
+    start = TraceSession.objects.count()
+    TraceSession.objects.bulk_create(
+        TraceSession(
+            project=project,
+            session_id=f"o{start + i}",
+            first_span_at=when - timedelta(seconds=seconds),
+            last_span_at=when,
+            input_tokens=tokens,
+            outcome="success" if mark == "1" else "fail",
+            outcome_at=when + timedelta(microseconds=i),
+        )
+        for i, mark in enumerate(outcomes)
+    )
+
+
+@pytest.mark.django_db
+def test_the_sessions_success_rate_is_watched_by_outcome_and_a_token_ceiling_holds_a_hard_limit(project, owner):
+    rate = create_monitor(project, owner, {"kind": "live", "name": "success", "metric": "success_rate", "reference_rate": 0.9, "min_drop": 0.1})
+    tokens = create_monitor(project, owner, {"kind": "live", "name": "tokens", "metric": "tokens", "ceiling": 5000})
+    now = timezone.now()
+    add_sessions(project, "1111111110" * 1 * 1 + "1111111110" * 49, now - timedelta(hours=3), tokens=1000)  # 90 %: as given
+    runs.tick()
+    rate.refresh_from_db()
+    assert rate.checked_pk and rate.cusum < rate.cusum_h and not Alert.objects.exists()
+    add_sessions(project, "1110" * 60, now, tokens=20000)  # 75 % and twenty thousand tokens each
+    runs.tick()
+    assert set(Alert.objects.values_list("monitor__name", "kind")) == {("success", "regressed"), ("tokens", "limit")}
+    assert "success rate of this project's sessions is below its reference 90.0%" in Alert.objects.get(monitor=rate).message
+    limit = Alert.objects.get(monitor=tokens).message
+    assert "Tokens per session (last 24 h mean)" in limit and "past the limit of 5,000.0" in limit
+    # Each outcome is taken once: a tick with nothing new leaves the detector where it was.
+    rate.refresh_from_db()
+    before = (rate.cusum, rate.checked_pk)
+    runs.tick()
+    rate.refresh_from_db()
+    assert (rate.cusum, rate.checked_pk) == before
