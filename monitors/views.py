@@ -95,7 +95,7 @@ def live_detail(request, monitor: Monitor):
         shown = [rates]
         if monitor.reference_rate is not None:
             shown.append(Series("reference", [(days[0]["day"], monitor.reference_rate), (days[-1]["day"], monitor.reference_rate)]))
-        chart = line_chart(shown, y_label="pass rate")
+        chart = line_chart(shown, y_label="rate")
     context = {
         "monitor": monitor,
         "found": live.settings_of(monitor, now),

@@ -480,7 +480,8 @@ def test_a_live_pass_rate_that_falls_alerts_once_with_its_floor_and_resolves_whe
     body = api.get(f"/api/v1/monitors/{monitor.pk}").json()
     assert body["kind"] == "live" and body["evaluator"] == "grounded" and body["cusum_h"] == pytest.approx(monitor.cusum_h)
     page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
-    assert "Reference pass rate <strong>80 %</strong>" in page and "no evidence of a drop" in page and "pass rate by day" in page.lower()
+    assert "Reference rate <strong>80 %</strong>" in page and "at 1,850 a month" in page and "no evidence of a drop" in page
+    assert page.count("<title>") >= 3  # the days' rates on the chart, each with its interval
     assert api.post(f"/api/v1/monitors/{monitor.pk}/run").json()["field"] == "monitor"  # live traffic has no runs to start
 
 
