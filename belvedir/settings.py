@@ -312,6 +312,8 @@ SPECTACULAR_SETTINGS = {
         "LedgerEntryKindEnum": "billing.models.LedgerEntry.Kind",
         "JobStatusEnum": "agent_tasks.models.Job.Status",
         "TrialStatusEnum": "agent_tasks.models.Trial.Status",
+        "MonitorKindEnum": "monitors.models.Monitor.Kind",
+        "AlertKindEnum": "monitors.models.Alert.Kind",
     },
 }
 

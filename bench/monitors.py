@@ -73,6 +73,12 @@ def simulate(runs: int, seeds: int):
             name = f"fixed: {t * 100:.0f} point(s) below baseline"
             alarms[name] += sum(simulation.fixed_threshold(quiet.scores, base_quiet, t))
             catches[name].append(first_alert(simulation.fixed_threshold(drop.scores, base_drop, t)))
+    drifts = {name: [] for name in paired}
+    for seed in range(seeds):
+        for name, rolling in paired.items():
+            # A slow drift: half a point worse each run, to 3 points.
+            drift = simulation.monitor(30, rows, at_alpha, MIN_DROP, drop=MIN_DROP, drop_from=0, drift=0.005, seed=2000 + seed, rolling=rolling)
+            drifts[name].append(drift.first(verdicts.REGRESSED))
     for name in alarms:
         caught = [c for c in catches[name] if c is not None]
         missed = len(catches[name]) - len(caught)
@@ -81,6 +87,12 @@ def simulate(runs: int, seeds: int):
         rate = alarms[name] / (runs * seeds) * 100
         print(f"{name:<34} {rate:>18.2f} {median:>30}, {worst}{f' ({missed} of {seeds} never in 20 runs)' if missed else ''}")
     print(f"({runs * seeds:,} unchanged runs over {seeds} seeds; the drop over {seeds} seeds)")
+    print()
+    print("A drift of half a point a run, to 3 points (30 runs): runs until regressed")
+    for name, found in drifts.items():
+        caught = [c for c in found if c is not None]
+        median = f"{statistics.median(caught):.0f}" if caught else "never"
+        print(f"{name:<34} median {median}, caught in {len(caught)} of {seeds} deployments within 30 runs")
 
 
 def live(per_day: int, seeds: int):

@@ -3,6 +3,7 @@
 import base64
 import hashlib
 import hmac
+import logging
 from decimal import Decimal
 
 from django.conf import settings
@@ -15,8 +16,10 @@ from evals.suites.actions import SuiteError, entries_of
 from evals.validation import validate_deployment_url
 from traces.models import Evaluator
 
-from . import schedule
+from . import live, schedule
 from .models import Monitor, MonitorRun
+
+logger = logging.getLogger(__name__)
 
 FIELDS = {
     "name",
@@ -213,6 +216,8 @@ def create_monitor(project, user, data: dict) -> Monitor:
     monitor = Monitor(project=project, created_by=user, **checked)
     if monitor.kind == Monitor.Kind.SUITE:
         monitor.next_run_at = schedule.following(monitor.cron, timezone.now())
+    else:
+        live.start_from_now(monitor, timezone.now())
     try:
         monitor.save()
     except IntegrityError:
@@ -229,9 +234,17 @@ def update_monitor(monitor: Monitor, data: dict) -> Monitor:
     for name, value in checked.items():
         setattr(monitor, name, value)
     changed = set(checked)
-    if monitor.kind == Monitor.Kind.LIVE and {"reference_rate", "min_drop", "false_alarms_per_month"} & changed:
+    if monitor.kind == Monitor.Kind.LIVE and "evaluator" in changed:
+        live.start_from_now(monitor, timezone.now())  # another evaluator's past is not this monitor's evidence
+        monitor.reference_rate = checked.get("reference_rate")
+        changed |= {"checked_at", "checked_pk", "cusum", "reference_rate"}
+    elif monitor.kind == Monitor.Kind.LIVE and {"reference_rate", "min_drop", "false_alarms_per_month"} & changed:
         monitor.cusum = 0.0  # the evidence was for the old question: start again
         changed.add("cusum")
+    if monitor.kind == Monitor.Kind.SUITE and {"suite_name", "deployment"} & changed and "baseline" not in checked:
+        # Another suite or deployment: the pinned run is no yardstick for it; the next run that succeeds becomes one.
+        monitor.baseline = None
+        changed.add("baseline")
     if monitor.kind == Monitor.Kind.SUITE and ("cron" in changed or checked.get("enabled")):
         # A changed schedule, or one resumed, counts from now: what it missed while paused is not made up.
         monitor.next_run_at = schedule.following(monitor.cron, timezone.now())
@@ -258,6 +271,13 @@ def run_now(monitor: Monitor) -> MonitorRun:
         if busy := monitor.runs.filter(verdict=MonitorRun.Verdict.PENDING).first():
             raise MonitorError("monitor", f"{monitor.name} has a run in progress (due {busy.due_at:%Y-%m-%d %H:%M} UTC): wait for it to end.")
         run = MonitorRun.objects.create(monitor=monitor, due_at=timezone.now(), manual=True)
-    start(run)
+    try:
+        start(run)
+    except Exception:
+        # As the tick does: a run that cannot start ends failed, never pending forever (which would refuse every later one).
+        logger.exception("Monitor run %s could not start", run.pk)
+        MonitorRun.objects.filter(pk=run.pk).update(
+            verdict=MonitorRun.Verdict.FAILED, reason="Could not start: an internal error (logged).", decided_at=timezone.now()
+        )
     run.refresh_from_db()
     return run

@@ -34,10 +34,12 @@ def average_run_length(h: float, p0: float, p1: float, p: float | None = None) -
     """Scores until the sum first passes h, starting at 0, each passing with probability p (default p0)."""
     p = p0 if p is None else p
     up_pass, up_fail = increments(p0, p1)
-    unit = min(abs(up_pass), up_fail) / SUBSTEPS
-    states = int(h / unit) + 1
-    if states > MAX_STATES:  # coarser, rather than a solve of minutes
-        unit, states = h / (MAX_STATES - 1), MAX_STATES
+    smaller = min(abs(up_pass), up_fail)
+    # Coarser when the grid would pass MAX_STATES (a solve of minutes), but still a whole number of steps per
+    # smaller increment, so it stays exact; only the larger one is rounded, by at most half a step.
+    parts = min(SUBSTEPS, int((MAX_STATES - 1) * smaller / h))
+    unit = smaller / parts if parts >= 1 else h / (MAX_STATES - 1)
+    states = min(int(h / unit) + 1, MAX_STATES)
     down, up = round(abs(up_pass) / unit), round(up_fail / unit)
     index = np.arange(states)
     transitions = np.zeros((states, states))

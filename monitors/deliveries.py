@@ -36,7 +36,8 @@ from .models import Alert, Delivery
 logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 6
 FIRST_RETRY = timedelta(seconds=30)
-LEASE = timedelta(minutes=2)
+# Longer than a batch can take (its emails one at a time, each within EMAIL_TIMEOUT): no second worker resends it.
+LEASE = timedelta(minutes=30)
 TIMEOUT_SECONDS = 10
 BATCH = 100
 
@@ -113,7 +114,9 @@ async def _post_all(webhooks: list[Delivery]) -> list[str | None]:
     connector = aiohttp.TCPConnector(resolver=PolicyResolver(outbound_policy()))
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        return await asyncio.gather(*(_post(session, d) for d in webhooks))
+        found = await asyncio.gather(*(_post(session, d) for d in webhooks), return_exceptions=True)
+    # Whatever one webhook raised is its own failure, recorded and retried; the others' outcomes stand.
+    return [f"The webhook failed: {type(r).__name__}." if isinstance(r, BaseException) else r for r in found]
 
 
 async def _post(session: aiohttp.ClientSession, delivery: Delivery) -> str | None:
@@ -140,9 +143,11 @@ async def _post(session: aiohttp.ClientSession, delivery: Delivery) -> str | Non
 
 def _email(delivery: Delivery) -> str | None:
     alert: Alert = delivery.alert
-    to = sorted({email for email in alert.project.members.exclude(email="").values_list("email", flat=True)})
+    # Verified addresses only, as invitations and resets: an address someone merely typed is not told a project's news.
+    members = alert.project.members.exclude(email="").filter(verified_email__email__iexact=F("email"))
+    to = sorted(set(members.values_list("email", flat=True)))
     if not to:
-        return None  # nobody to tell: the in-app list still shows it
+        return None  # nobody verified to tell: the in-app list still shows it
     body = payload(delivery)
     subject = ("Resolved: " if delivery.event == "resolved" else "") + alert.title
     try:

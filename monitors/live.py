@@ -15,6 +15,7 @@ Measures (tokens per session, the sessions' p95 duration): the last 24 hours
 against a `ceiling`, the hard limits a team sets for cost and latency.
 """
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -31,6 +32,7 @@ from .models import Alert, Monitor
 
 WARMUP = 200
 BATCH = 20_000
+SETTLE = timedelta(seconds=10)
 FLOOR_MIN = 20  # outcomes in 24 hours before a floor or a ceiling is judged
 PASS = 0.5
 Metric = Monitor.Metric
@@ -53,16 +55,25 @@ def outcomes(monitor: Monitor):
     return found.annotate(passed=Q(outcome=TraceSession.Outcome.SUCCESS), at=F("last_span_at"), stored=F("outcome_at"))
 
 
-def new_outcomes(monitor: Monitor) -> list[Outcome]:
-    """What arrived since the detector last looked, in arrival order."""
-    found = outcomes(monitor)
-    if monitor.metric == Metric.PASS_RATE:
-        rows = found.filter(pk__gt=monitor.checked_pk).order_by("pk").values_list("passed", "pk")[:BATCH]
-        return [Outcome(passed, pk) for passed, pk in rows]
+def new_outcomes(monitor: Monitor, now) -> list[Outcome]:
+    """What was stored since the detector last looked, in the order it was stored.
+
+    The cursor is (when stored, id): a judge score retried later is stored again (its scored_at moves) and
+    counted then, once it has a value. Rows younger than SETTLE are left for the next tick: a row whose
+    transaction commits after a newer one's would otherwise fall behind the cursor unseen.
+    """
+    found = outcomes(monitor).filter(stored__lte=now - SETTLE)
     if monitor.checked_at is not None:
-        found = found.filter(Q(outcome_at__gt=monitor.checked_at) | Q(outcome_at=monitor.checked_at, pk__gt=monitor.checked_pk))
-    rows = found.order_by("outcome_at", "pk").values_list("passed", "pk", "outcome_at")[:BATCH]
+        found = found.filter(Q(stored__gt=monitor.checked_at) | Q(stored=monitor.checked_at, pk__gt=monitor.checked_pk))
+    rows = found.order_by("stored", "pk").values_list("passed", "pk", "stored")[:BATCH]
     return [Outcome(passed, pk, at) for passed, pk, at in rows]
+
+
+def start_from_now(monitor: Monitor, now):
+    """A new live monitor (or one given another evaluator) watches what is stored from now on, not the past."""
+    latest = outcomes(monitor).filter(stored__lte=now).order_by("-stored", "-pk").values_list("stored", "pk").first()
+    monitor.checked_at, monitor.checked_pk = latest if latest else (now, 0)
+    monitor.cusum = 0.0
 
 
 def per_month(monitor: Monitor, now) -> int:
@@ -96,7 +107,7 @@ def check(pk: int, now) -> bool:
         if monitor.metric not in RATES:
             _check_ceiling(monitor, now)
             return True
-        new = new_outcomes(monitor)
+        new = new_outcomes(monitor, now)
         if monitor.reference_rate is None:
             if len(new) < WARMUP:
                 return False  # still learning: nothing is taken until WARMUP outcomes are in
@@ -104,14 +115,17 @@ def check(pk: int, now) -> bool:
             monitor.reference_rate = min(max(sum(o.passed for o in learned) / WARMUP, 0.01), 0.99)
             _move_cursor(monitor, learned[-1])
         found = settings_of(monitor, now)
-        total = monitor.cusum
+        before = total = monitor.cusum
+        _, ceiling = cusum.increments(found["p0"], found["p1"])
         for outcome in new:
-            total = cusum.step(total, outcome.passed, found["p0"], found["p1"])
+            # Held just over h once past it: evidence piled up during a long drop must not take thousands
+            # of passes to cancel once the rate is back.
+            total = min(cusum.step(total, outcome.passed, found["p0"], found["p1"]), found["h"] + ceiling)
         if new:
             _move_cursor(monitor, new[-1])
         monitor.cusum, monitor.cusum_h = total, found["h"]
         monitor.save(update_fields=["reference_rate", "checked_pk", "checked_at", "cusum", "cusum_h"])
-        if total > found["h"]:
+        if before <= found["h"] < total:  # an alert when the evidence crosses the threshold, not every minute it stays over
             alerts.raise_alert(monitor, Alert.Kind.REGRESSED, f"{monitor.name}: {_rate_name(monitor)} fell on {monitor.watched}", _fell(monitor, found, now))
         elif total == 0:
             alerts.resolve_open(monitor, [Alert.Kind.REGRESSED])
@@ -120,7 +134,7 @@ def check(pk: int, now) -> bool:
 
 
 def _move_cursor(monitor: Monitor, last: Outcome):
-    monitor.checked_pk, monitor.checked_at = last.pk, last.at if monitor.metric == Metric.SUCCESS_RATE else monitor.checked_at
+    monitor.checked_pk, monitor.checked_at = last.pk, last.at
 
 
 def _rate_name(monitor: Monitor) -> str:
@@ -147,6 +161,12 @@ def _fell(monitor: Monitor, found: dict, now) -> str:
     )
 
 
+def _breached(monitor: Monitor, title: str, message: str):
+    """A hard limit passed: an alert, unless one is open already (the limit is checked every minute; a breach is one event)."""
+    if not Alert.objects.filter(monitor=monitor, kind=Alert.Kind.LIMIT).open().exists():
+        alerts.raise_alert(monitor, Alert.Kind.LIMIT, title, message)
+
+
 def _check_floor(monitor: Monitor, now):
     if monitor.floor is None:
         return
@@ -155,7 +175,7 @@ def _check_floor(monitor: Monitor, now):
         return
     if passed / n < monitor.floor:
         message = f"The last 24 hours passed {passed / n:.1%} of {n:,}, below the floor of {monitor.floor:.1%}."
-        alerts.raise_alert(monitor, Alert.Kind.LIMIT, f"{monitor.name}: below its floor on {monitor.watched}", message)
+        _breached(monitor, f"{monitor.name}: below its floor on {monitor.watched}", message)
     else:
         alerts.resolve_open(monitor, [Alert.Kind.LIMIT])
 
@@ -169,7 +189,7 @@ def measure(monitor: Monitor, now) -> tuple[float | None, int]:
     durations = sorted((last - first).total_seconds() for first, last in sessions.values_list("first_span_at", "last_span_at")[:100_000])
     if not durations:
         return None, 0
-    return durations[min(len(durations) - 1, int(0.95 * len(durations)))], len(durations)
+    return durations[math.ceil(0.95 * len(durations)) - 1], len(durations)
 
 
 def _check_ceiling(monitor: Monitor, now):
@@ -181,7 +201,7 @@ def _check_ceiling(monitor: Monitor, now):
     if value > monitor.ceiling:
         label = Metric(monitor.metric).label
         message = f"{label}: {value:,.1f} over {n:,} sessions, past the limit of {monitor.ceiling:,.1f}."
-        alerts.raise_alert(monitor, Alert.Kind.LIMIT, f"{monitor.name}: past its limit on {monitor.watched}", message)
+        _breached(monitor, f"{monitor.name}: past its limit on {monitor.watched}", message)
     else:
         alerts.resolve_open(monitor, [Alert.Kind.LIMIT])
 

@@ -22,7 +22,7 @@ looks worse (bench/monitors.py shows the first).
 
 import logging
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Sum
@@ -39,6 +39,7 @@ from .models import Alert, Monitor, MonitorRun
 
 logger = logging.getLogger(__name__)
 BATCH = 500
+NEVER_STARTED = timedelta(minutes=10)
 Verdict = MonitorRun.Verdict
 
 
@@ -114,7 +115,10 @@ def _end(run: MonitorRun, verdict: str, reason: str, *, alert: bool = True, benc
 
 
 def decide_ended(batch: int = 100) -> int:
-    """Judge every pending run whose suite run has ended; how many."""
+    """Judge every pending run whose suite run has ended, and end those claimed but never started; how many."""
+    # Claimed, then its worker died before the suite run was made: failed, saying so, so the next one is not refused.
+    lost = MonitorRun.objects.filter(verdict=Verdict.PENDING, suite_run__isnull=True, created_at__lt=timezone.now() - NEVER_STARTED)
+    lost.update(verdict=Verdict.FAILED, reason="Never started: its worker stopped before the suite run was made.", decided_at=timezone.now())
     ended = (
         MonitorRun.objects.filter(verdict=Verdict.PENDING, suite_run__isnull=False)
         .exclude(suite_run__evals__status__in=Eval.ACTIVE)

@@ -5,9 +5,10 @@ from datetime import UTC, datetime, timedelta
 from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 
 MAX_LENGTH = 100
-# A month of runs, counted; past this many the rest is extrapolated (an every-minute cron has 43,200).
+# A year of runs, counted; past this many the rest is extrapolated (an every-minute cron has 43,200 a month).
 COUNT_LIMIT = 2000
-MONTH = timedelta(days=30)
+YEAR = timedelta(days=365)
+MONTH = YEAR / 12
 
 
 class CronError(ValueError):
@@ -40,13 +41,14 @@ def following(expression: str, after: datetime) -> datetime:
 
 
 def runs_per_month(expression: str) -> float:
-    """How many times a month it fires (counted over 30 days from a fixed date, so every caller agrees)."""
+    """How many times a month it fires, averaged over a year from a fixed date (so every caller agrees, and a
+    schedule of some months only is counted by the months it runs in); past COUNT_LIMIT, extrapolated."""
     start = datetime(2026, 1, 1, tzinfo=UTC)
     it = croniter(expression, start, max_years_between_matches=5)
     count, when = 0, start
     while count < COUNT_LIMIT:
         when = it.get_next(datetime)
-        if when - start > MONTH:
-            return float(count) if count else MONTH / (when - start)
+        if when - start > YEAR:
+            return count / 12
         count += 1
     return count * (MONTH / (when - start))

@@ -46,16 +46,30 @@ class Outcome:
 
 
 def monitor(
-    runs: int, rows: int, at_alpha: float, min_drop: float, *, drop: float = 0.0, drop_from: int | None = None, seed: int = 0, rolling: bool = False
+    runs: int,
+    rows: int,
+    at_alpha: float,
+    min_drop: float,
+    *,
+    drop: float = 0.0,
+    drop_from: int | None = None,
+    drift: float | None = None,
+    seed: int = 0,
+    rolling: bool = False,
 ) -> Outcome:
     """`runs` scheduled runs after a baseline run, each judged against it (as monitors/runs.py does), or with
-    `rolling`, against the last run that passed (the baseline monitors/runs.py does not use, for the bench)."""
+    `rolling`, against the last run that passed (the baseline monitors/runs.py does not use, for the bench).
+    From run `drop_from` on the deployment is `drop` worse; with `drift`, it gets worse by that much a run
+    until it is `drop` worse."""
     rng = random.Random(seed)
     chances = abilities(rows, rng)
     baseline = answers(chances, 0.0, rng)
     found, scores = [], []
     for i in range(runs):
-        run = answers(chances, drop if drop_from is not None and i >= drop_from else 0.0, rng)
+        fallen = 0.0
+        if drop_from is not None and i >= drop_from:
+            fallen = drop if drift is None else min(drop, drift * (i - drop_from + 1))
+        run = answers(chances, fallen, rng)
         verdict = verdicts.decide([compared(baseline, run)], at_alpha, min_drop).verdict
         if rolling and verdict in (verdicts.PASSED, verdicts.IMPROVED):
             baseline = run

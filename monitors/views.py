@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from belvedir.core.charts import Series, line_chart
 from belvedir.core.listing import paged
 from belvedir.core.scoping import get_scoped_or_404
+from evals.suites.comparison import points
 
 from . import actions, alerts, live, schedule, sensitivity
 from .forms import LiveMonitorForm, MonitorForm
@@ -75,6 +76,7 @@ def monitor_detail(request, pk):
         **runs,
         "chart": history_chart(decided),
         "alpha_text": f"{at_alpha:.2g}",
+        "min_drop_points": f"{monitor.min_drop * 100:g}",
         "runs_per_month": schedule.runs_per_month(monitor.cron),
         "plan": plan(monitor, decided[-1] if decided else None, at_alpha),
         "spent": spent_this_month(monitor, timezone.now()),
@@ -96,9 +98,13 @@ def live_detail(request, monitor: Monitor):
         if monitor.reference_rate is not None:
             shown.append(Series("reference", [(days[0]["day"], monitor.reference_rate), (days[-1]["day"], monitor.reference_rate)]))
         chart = line_chart(shown, y_label="rate")
+    found = live.settings_of(monitor, now)
+    p0, p1 = (found["p0"], found["p1"]) if found else (None, None)
     context = {
         "monitor": monitor,
-        "found": live.settings_of(monitor, now),
+        "min_drop_points": f"{monitor.min_drop * 100:g}",
+        "found": found,
+        "rates": {name: f"{value:.1%}" for name, value in {"p0": p0, "p1": p1, "floor": monitor.floor}.items() if value is not None},
         "measured": _measured(monitor, now),
         "warmup": live.WARMUP,
         "days": days,
@@ -126,7 +132,12 @@ def plan(monitor: Monitor, last: MonitorRun | None, at_alpha: float) -> list[dic
         for ev in last.suite_run.evals.filter(cost__isnull=False, done_count__gt=0):
             costs[ev.benchmark] = ev.cost / ev.done_count
     return [
-        {**entry, "cost_at_rows_needed": costs[entry["benchmark"]] * entry["rows_needed"] if entry["benchmark"] in costs and entry["rows_needed"] else None}
+        {
+            **entry,
+            # On the benchmark's own scale, as the comparison says it (points on 0-1, MT-Bench's 1-10 as its own).
+            "detectable": points(entry["benchmark"], entry["detectable_drop"]).lstrip("+") if entry.get("detectable_drop") is not None else None,
+            "cost_at_rows_needed": costs[entry["benchmark"]] * entry["rows_needed"] if entry["benchmark"] in costs and entry["rows_needed"] else None,
+        }
         for entry in last.benchmarks
     ]
 
@@ -160,7 +171,8 @@ def monitor_action(request, pk, what):
             actions.update_monitor(monitor, {"enabled": what == "resume"})
             messages.success(request, f"{monitor.name} {'paused' if what == 'pause' else 'resumed'}.")
         elif what == "baseline":
-            run = monitor.runs.filter(pk=request.POST.get("run") or 0, suite_run__isnull=False).first()
+            chosen = request.POST.get("run", "")
+            run = monitor.runs.filter(pk=int(chosen), suite_run__isnull=False).first() if chosen.isdigit() else None
             if run is None:
                 raise actions.MonitorError("baseline", "Choose a run of this monitor whose suite run is kept.")
             actions.update_monitor(monitor, {"baseline": run.suite_run})

@@ -16,6 +16,8 @@ from django.core import mail
 from django.db import connection
 from django.utils import timezone
 
+from belvedir.core.actions import create_account
+from belvedir.core.models import Membership
 from billing.actions import post_entry
 from billing.models import Account, LedgerEntry
 from evals.benchmarks import gsm8k
@@ -32,6 +34,7 @@ from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
 
 GSM8K = {row.input: row.reference for row in gsm8k.rows()}
 NIGHT = datetime(2026, 12, 1, 3, 0, 30, tzinfo=UTC)
+NIGHTLY_ALPHA = 0.3 / (365 / 12)  # the default 0.3 false alarms a month over a nightly schedule's runs
 
 
 class Receiver:
@@ -122,7 +125,9 @@ def test_a_nightly_schedule_runs_once_a_night_once_after_three_missed_and_never_
 @pytest.mark.django_db
 def test_cron_expressions_are_checked():
     assert schedule.check(" 0  3 * * * ") == "0 3 * * *"
-    assert schedule.runs_per_month("0 3 * * *") == 30 and schedule.runs_per_month("0 * * * *") == 720
+    assert schedule.runs_per_month("0 3 * * *") == pytest.approx(365 / 12) and schedule.runs_per_month("0 * * * *") == pytest.approx(365 * 24 / 12)
+    # Counted over a year: a schedule of some months only is not judged by January's (it would be 0 runs there).
+    assert schedule.runs_per_month("0 3 * 3-12 *") == pytest.approx((365 - 31 - 28) / 12)
     for bad, says in [
         ("* * * * * *", "6 fields"),
         ("0 0 31 2 *", "never runs"),
@@ -153,7 +158,7 @@ def test_bad_monitors_are_refused_naming_the_field(api, project, owner, outsider
         assert response.status_code == 400 and response.json()["field"] == field and says in response.json()["detail"], (change, response.json())
     assert not Monitor.objects.exists()
     created = api.post("/api/v1/monitors", good, format="json")
-    assert created.status_code == 201 and "webhook_secret" not in created.json() and created.json()["alpha"] == pytest.approx(0.01)
+    assert created.status_code == 201 and "webhook_secret" not in created.json() and created.json()["alpha"] == pytest.approx(NIGHTLY_ALPHA)
     assert api.post("/api/v1/monitors", good, format="json").json()["field"] == "name"
     pk = created.json()["id"]
     patched = api.patch(f"/api/v1/monitors/{pk}", {"webhook_url": "https://93.184.215.14/hook", "min_drop": 0.05}, format="json")
@@ -190,12 +195,14 @@ def test_a_run_with_too_few_rows_is_inconclusive_and_says_how_many_would_decide(
 
 
 def test_an_unchanged_sampled_deployment_false_alarms_at_no_more_than_the_stated_rate_and_a_drop_is_caught():
-    # The stated rate: 0.01 a run. Over 600 runs Binomial(600, 0.01) exceeds 14 with probability below 0.1 %.
+    # The stated rate: 0.01 a run. 600 deployments, each its own baseline and one run, so the runs are independent:
+    # Binomial(600, 0.01) exceeds 14 with probability below 0.1 %.
     at_alpha, min_drop = 0.01, 0.05
     rows = sensitivity.rows_needed(min_drop, 0.5, at_alpha)
-    unchanged = simulation.monitor(600, rows, at_alpha, min_drop, seed=7)
-    assert unchanged.verdicts.count(verdicts.REGRESSED) <= 14
-    # The same deployment for 50 nights: with the per-run rate at 0.001 (0.03 a month), Binomial(50, 0.001) > 1 is 0.1 %.
+    unchanged = [simulation.monitor(1, rows, at_alpha, min_drop, seed=7000 + s).verdicts[0] for s in range(600)]
+    assert unchanged.count(verdicts.REGRESSED) <= 14
+    # One deployment for 50 nights against one baseline at 0.001 a run: 0.05 alarms expected, two or more at most
+    # 2.5 % of the time (Markov's inequality: the runs share a baseline, so the binomial does not apply).
     quiet = simulation.monitor(50, sensitivity.rows_needed(min_drop, 0.5, 0.001), 0.001, min_drop, seed=8)
     assert quiet.verdicts.count(verdicts.REGRESSED) <= 1
     # A drop of min_drop: rows sized for 80 % power catch it on the first run after it, for most baselines. Twenty
@@ -215,6 +222,8 @@ def test_a_three_point_drop_regresses_once_alerts_once_signed_and_emailed_and_re
     def reply(text: str) -> str:
         return "#### -1" if text in dropped else f"So\n#### {GSM8K.get(text, '0')}"
 
+    # Alice proved her address (the fixture's account is verified); Bob only typed his: he is not mailed a project's alerts.
+    Membership.objects.create(project=project, user=create_account(username="bob", password=None, email="bob@example.com", verified=False))
     with FakeOpenAI(answer=reply) as server:
         Deployment.objects.create(project=project, name="prod", base_url=server.url, model="prod", max_in_flight=50)
         save_suite(project, owner, "nightly", [{"benchmark": "gsm8k", "sample_limit": 400}])
@@ -226,7 +235,7 @@ def test_a_three_point_drop_regresses_once_alerts_once_signed_and_emailed_and_re
             )
         assert created.status_code == 201, created.content
         secret, monitor = created.json()["webhook_secret"], Monitor.objects.get()
-        assert secret == webhook_secret(monitor) and created.json()["alpha"] == pytest.approx(0.01)
+        assert secret == webhook_secret(monitor) and created.json()["alpha"] == pytest.approx(NIGHTLY_ALPHA)
 
         def night(n: int) -> MonitorRun:
             with time_machine.travel(NIGHT + timedelta(days=n), tick=True):
@@ -351,7 +360,7 @@ def test_the_monitor_page_draws_its_history_with_intervals_and_its_alert_is_ackn
     page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
     # Two decided runs on the chart (the baseline has no delta), each with its interval; 0 is the baseline.
     assert page.count("<title>") >= 2 and "delta vs baseline (points)" in page and "95 % interval" in page
-    assert "tested at a false-alarm rate of <strong>0.01</strong>" in page and "regressed night" in page
+    assert f"tested at a false-alarm rate of <strong>{NIGHTLY_ALPHA:.2g}</strong>" in page and "regressed night" in page
     # What the rows that catch min_drop would cost, at the last run's cost a row: 400 rows for $0.40, 3,000 needed.
     last = monitor.runs.first()
     last.suite_run = SuiteRun.objects.create(project=project, suite_name="quick", entries=[])
@@ -359,7 +368,7 @@ def test_the_monitor_page_draws_its_history_with_intervals_and_its_alert_is_ackn
     last.benchmarks = [{**last.benchmarks[0], "rows_needed": 3000, "detectable_drop": 0.05}]
     last.save()
     page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
-    assert "<td>3,000</td><td>$3.00</td>" in page and "<td>5 points</td>" in page
+    assert "<td>3,000</td><td>$3.00</td>" in page and "<td>5.0 points</td>" in page
     alert = Alert.objects.get()
     response = owner_client.post(f"/alerts/{alert.pk}/ack/", {"next": "list"})
     assert response.status_code == 302 and response["Location"] == "/monitors/"
@@ -398,38 +407,42 @@ def test_bv_lists_shows_and_acknowledges(bv, project, owner):
 # -- live monitors ------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("p0", [0.8, 0.95])
+@pytest.mark.parametrize("p0", [0.8, 0.95, 0.99])
 def test_the_cusum_threshold_keeps_the_false_alarm_rate_it_states_against_simulation(p0):
     # Plain simulation of the detector, not its Markov chain: 1,000 run lengths under p0 have a standard error of
     # about 3 % of their mean, so a mean below 0.85 x the target would be a rate over the stated one, not chance.
-    target = 2000
-    h = cusum.threshold(p0, p0 - 0.03, target)
-    quiet = cusum.simulate_run_length(h, p0, p0 - 0.03, p0, np.random.default_rng(11), chains=1000)
+    # 0.99 falling to 0.985: steps of 0.005 and 0.41, where a grid of fixed size rounds the small one away.
+    target, p1 = 2000, p0 - (0.005 if p0 == 0.99 else 0.03)
+    h = cusum.threshold(p0, p1, target)
+    quiet = cusum.simulate_run_length(h, p0, p1, p0, np.random.default_rng(11), chains=1000)
     assert quiet.mean() >= 0.85 * target
-    dropped = cusum.simulate_run_length(h, p0, p0 - 0.03, p0 - 0.03, np.random.default_rng(12), chains=1000)
+    dropped = cusum.simulate_run_length(h, p0, p1, p1, np.random.default_rng(12), chains=1000)
     assert dropped.mean() < target / 3  # and it does fire when the rate falls
 
 
-def add_scores(evaluator, pattern: str, when) -> None:
-    """Scores of live sessions in this order: "1" a pass, "0" a fail (what the evaluator pipeline stores)."""
+def add_scores(evaluator, pattern: str, when, session_at=None) -> None:
+    """Scores stored at `when`, in this order: "1" a pass, "0" a fail (what the evaluator pipeline stores)."""
     project = evaluator.project
     start = TraceSession.objects.count()
     sessions = TraceSession.objects.bulk_create(
         TraceSession(project=project, session_id=f"s{start + i}", first_span_at=when, last_span_at=when) for i in range(len(pattern))
     )
     EvaluatorScore.objects.bulk_create(
-        EvaluatorScore(evaluator=evaluator, version=1, project=project, session=session, status="scored", value=float(mark), session_at=when, scored_at=when)
+        EvaluatorScore(
+            evaluator=evaluator, version=1, project=project, session=session, status="scored", value=float(mark), session_at=session_at or when, scored_at=when
+        )
         for session, mark in zip(sessions, pattern, strict=True)
     )
 
 
 def live_monitor(project, owner) -> Monitor:
-    """A live monitor past its warm-up, two days of scores charted."""
+    """A live monitor past its warm-up, two days of traffic charted."""
     evaluator = Evaluator.objects.create(project=project, name="grounded", scorer={"name": "contains", "options": {"expected": "x"}})
     monitor = create_monitor(project, owner, {"kind": "live", "name": "grounded live", "evaluator": evaluator, "floor": 0.5})
-    add_scores(evaluator, "11110" * 40, timezone.now() - timedelta(days=1))
-    add_scores(evaluator, "11100" * 20, timezone.now())
-    live.check(monitor.pk, timezone.now())
+    now = timezone.now() + timedelta(seconds=1)
+    add_scores(evaluator, "11110" * 40, now, session_at=now - timedelta(days=1))
+    add_scores(evaluator, "11100" * 20, now)
+    live.check(monitor.pk, now + timedelta(minutes=1))
     return monitor
 
 
@@ -450,37 +463,47 @@ def test_a_live_pass_rate_that_falls_alerts_once_with_its_floor_and_resolves_whe
     created = api.post("/api/v1/monitors", {"kind": "live", "name": "grounded live", "evaluator": "grounded", "min_drop": 0.05, "floor": 0.7}, format="json")
     assert created.status_code == 201, created.content
     monitor = Monitor.objects.get()
-    earlier, now = timezone.now() - timedelta(days=2), timezone.now()
+    # What was scored before the monitor existed is not its evidence: it starts from now.
+    start = timezone.now()
+    add_scores(evaluator, "0" * 300, start - timedelta(days=2))
 
-    add_scores(evaluator, "11110" * 40, earlier)  # 200 scores at 80 %: the reference is learned from them
-    runs.tick()
+    def tick(at):
+        with time_machine.travel(at, tick=False):
+            return runs.tick()
+
+    day0 = start + timedelta(minutes=1)
+    add_scores(evaluator, "11110" * 40, day0)  # 200 scores at 80 %: the reference is learned from them
+    tick(day0 + timedelta(minutes=1))
     monitor.refresh_from_db()
     assert monitor.reference_rate == pytest.approx(0.8) and monitor.cusum == 0 and monitor.cusum_h > 0
-    add_scores(evaluator, "11110" * 200, earlier)  # a thousand more at the reference: no alert
-    runs.tick()
+    add_scores(evaluator, "11110" * 200, day0 + timedelta(minutes=2))  # a thousand more at the reference: no alert
+    tick(day0 + timedelta(minutes=3))
     monitor.refresh_from_db()
     assert monitor.cusum < monitor.cusum_h and not Alert.objects.exists()
 
-    add_scores(evaluator, "11100" * 40, now)  # 60 % today
-    runs.tick()
+    day2 = day0 + timedelta(days=2)
+    add_scores(evaluator, "11100" * 40, day2)  # 60 % two days later
+    tick(day2 + timedelta(minutes=1))
     monitor.refresh_from_db()
     assert monitor.cusum > monitor.cusum_h
     assert sorted(Alert.objects.values_list("kind", flat=True)) == ["limit", "regressed"]
     fell = Alert.objects.get(kind="regressed")
     assert "reference 80.0%" in fell.message and "the last 24 hours passed 60.0% of 200 (95 % interval" in fell.message
-    add_scores(evaluator, "11100" * 10, now)
-    runs.tick()
-    assert Alert.objects.count() == 2 and Alert.objects.get(kind="regressed").repeats == 1  # deduplicated while open
-    assert Delivery.objects.filter(event="opened").count() == 2  # one email each, nothing for the repeat
+    # More of the same, and minutes with nothing new: the open alerts stay as they are, nothing is sent again.
+    add_scores(evaluator, "11100" * 10, day2 + timedelta(minutes=2))
+    for minute in (3, 4, 5):
+        tick(day2 + timedelta(minutes=minute))
+    assert Alert.objects.count() == 2 and set(Alert.objects.values_list("repeats", flat=True)) == {0}
+    assert Delivery.objects.filter(event="opened").count() == 2  # one email each
 
-    add_scores(evaluator, "1" * 400, now)  # fixed: the evidence of a drop is cancelled, the day's rate back over the floor
-    runs.tick()
+    add_scores(evaluator, "1" * 400, day2 + timedelta(minutes=6))  # fixed: the evidence is cancelled, the day's rate over the floor
+    tick(day2 + timedelta(minutes=7))
     monitor.refresh_from_db()
     assert monitor.cusum == 0 and not Alert.objects.open().exists()
     body = api.get(f"/api/v1/monitors/{monitor.pk}").json()
     assert body["kind"] == "live" and body["evaluator"] == "grounded" and body["cusum_h"] == pytest.approx(monitor.cusum_h)
     page = owner_client.get(f"/monitors/{monitor.pk}/").content.decode()
-    assert "Reference rate <strong>80 %</strong>" in page and "at 1,850 a month" in page and "no evidence of a drop" in page
+    assert "Reference rate <strong>80.0%</strong>" in page and "at 2,150 a month" in page and "no evidence of a drop" in page
     assert page.count("<title>") >= 3  # the days' rates on the chart, each with its interval
     assert api.post(f"/api/v1/monitors/{monitor.pk}/run").json()["field"] == "monitor"  # live traffic has no runs to start
 
@@ -519,20 +542,30 @@ def add_sessions(project, outcomes: str, when, tokens: int = 100, seconds: int =
 def test_the_sessions_success_rate_is_watched_by_outcome_and_a_token_ceiling_holds_a_hard_limit(project, owner):
     rate = create_monitor(project, owner, {"kind": "live", "name": "success", "metric": "success_rate", "reference_rate": 0.9, "min_drop": 0.1})
     tokens = create_monitor(project, owner, {"kind": "live", "name": "tokens", "metric": "tokens", "ceiling": 5000})
-    now = timezone.now()
-    add_sessions(project, "1111111110" * 1 * 1 + "1111111110" * 49, now - timedelta(hours=3), tokens=1000)  # 90 %: as given
-    runs.tick()
+    first = timezone.now() + timedelta(minutes=1)
+    steady = "1111111110" * 50  # 90 %: as given
+    add_sessions(project, steady, first, tokens=1000)
+    with time_machine.travel(first + timedelta(minutes=1), tick=False):
+        runs.tick()
     rate.refresh_from_db()
-    assert rate.checked_pk and rate.cusum < rate.cusum_h and not Alert.objects.exists()
-    add_sessions(project, "1110" * 60, now, tokens=20000)  # 75 % and twenty thousand tokens each
-    runs.tick()
+    # Every outcome taken once, in the order reported: the sum is the detector's over exactly these 500.
+    p0, p1 = 0.9, 0.8
+    expected = 0.0
+    for mark in steady:
+        expected = cusum.step(expected, mark == "1", p0, p1)
+    assert rate.cusum == pytest.approx(expected) and rate.cusum < rate.cusum_h and not Alert.objects.exists()
+    later = first + timedelta(hours=2)
+    add_sessions(project, "1110" * 60, later, tokens=20000)  # 75 % and twenty thousand tokens each
+    with time_machine.travel(later + timedelta(minutes=1), tick=False):
+        runs.tick()
     assert set(Alert.objects.values_list("monitor__name", "kind")) == {("success", "regressed"), ("tokens", "limit")}
     assert "success rate of this project's sessions is below its reference 90.0%" in Alert.objects.get(monitor=rate).message
     limit = Alert.objects.get(monitor=tokens).message
     assert "Tokens per session (last 24 h mean)" in limit and "past the limit of 5,000.0" in limit
-    # Each outcome is taken once: a tick with nothing new leaves the detector where it was.
+    # A tick with nothing new leaves the detector where it was.
     rate.refresh_from_db()
     before = (rate.cusum, rate.checked_pk)
-    runs.tick()
+    with time_machine.travel(later + timedelta(minutes=2), tick=False):
+        runs.tick()
     rate.refresh_from_db()
-    assert (rate.cusum, rate.checked_pk) == before
+    assert (rate.cusum, rate.checked_pk) == before and Alert.objects.count() == 2
