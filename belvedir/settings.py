@@ -176,6 +176,7 @@ INSTALLED_APPS = [
     "agent_tasks",
     "workspace",
     "monitors",
+    "review",
 ]
 
 MIDDLEWARE = [
@@ -192,6 +193,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "belvedir.core.middleware.CurrentProjectMiddleware",
+    "belvedir.core.reviewers.ReviewerMiddleware",
 ]
 
 ROOT_URLCONF = "belvedir.urls"
@@ -314,6 +316,7 @@ SPECTACULAR_SETTINGS = {
         "TrialStatusEnum": "agent_tasks.models.Trial.Status",
         "MonitorKindEnum": "monitors.models.Monitor.Kind",
         "AlertKindEnum": "monitors.models.Alert.Kind",
+        "ReviewItemKindEnum": "review.models.Item.Kind",
     },
 }
 

@@ -15,6 +15,7 @@ from evals.suites import api as suite_api
 from finetunes import api as finetunes_api
 from harnesses import api as harnesses_api
 from monitors import api as monitors_api
+from review import api as review_api
 from traces import api as traces_api
 from traces import dataset_api as traces_dataset_api
 from traces import evaluator_api
@@ -42,6 +43,7 @@ router.register("invitations", team_api.InvitationViewSet, basename="invitation"
 router.register("secrets", team_api.SecretViewSet, basename="secret")
 router.register("monitors", monitors_api.MonitorViewSet, basename="monitor")
 router.register("alerts", monitors_api.AlertViewSet, basename="alert")
+router.register("review-queues", review_api.QueueViewSet, basename="review-queue")
 
 api_v1 = [
     path("me", workspace_api.me, name="api-me"),
@@ -83,6 +85,7 @@ urlpatterns = [
     path("settings/members/", team_views.members, name="members"),
     path("settings/members/<int:pk>/remove/", team_views.remove_member, name="remove_member"),
     path("settings/members/<int:pk>/make-owner/", team_views.make_owner, name="make_owner"),
+    path("settings/members/<int:pk>/role/", team_views.set_role, name="set_role"),
     path("settings/members/leave/", team_views.leave_project, name="leave_project"),
     path("settings/invitations/<int:pk>/revoke/", team_views.revoke_invitation, name="revoke_invitation"),
     path("settings/project/delete/", workspace_views.delete_project, name="delete_project"),
@@ -96,6 +99,7 @@ urlpatterns = [
     path("", include("finetunes.urls")),
     path("", include("agent_tasks.urls")),
     path("", include("monitors.urls")),
+    path("", include("review.urls")),
     path("docs/", docs_views.docs, name="docs"),
     path("docs/<path:path>", docs_views.docs),
     path("admin/login/", core_views.admin_login),  # ahead of the admin's own: throttled

@@ -16,7 +16,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from . import datasets, jobs, members, monitors, suites, tasks, traces
+from . import datasets, jobs, members, monitors, review, suites, tasks, traces
 from .client import DEFAULT_BASE_URL, ApiError, Client, save_config
 from .terminal import client, console, id_by_name, json_option, output, read_config_file
 from .upload import MultipartFile
@@ -658,6 +658,7 @@ cli.add_command(datasets.datasets)
 cli.add_command(tasks.tasks)
 cli.add_command(jobs.jobs)
 cli.add_command(monitors.monitors)
+cli.add_command(review.review)
 
 
 def main():

@@ -25,6 +25,7 @@ from evals.datasets.versions import create_dataset
 from evals.models import DatasetRow, Deployment, Eval, Sample, SuiteRun
 from harnesses.models import Harness, Run
 from monitors.models import Alert, Monitor, MonitorRun
+from review.queues import create_queue
 from traces.models import Evaluator, TraceSession
 from workspace.mcp import sizing
 from workspace.mcp.tools import TOOLS
@@ -73,6 +74,7 @@ def world(project, owner, settings, tmp_path, api):
     evaluator = Evaluator.objects.create(project=project, name="e", scorer={"name": "contains", "options": {"expected": "x"}})
     monitor = Monitor.objects.create(project=project, name="m", suite_name="quick", deployment=deployment, cron="0 3 * * *", next_run_at=timezone.now())
     monitor_run = MonitorRun.objects.create(monitor=monitor, due_at=timezone.now(), suite_run=suite_run, verdict="regressed", reason="Worse on gsm8k.")
+    queue = create_queue(project, owner, {"name": "q", "scores": [{"name": "ok", "kind": "boolean"}]})
     Alert.objects.create(
         project=project, monitor=monitor, kind="regressed", title="m: regressed", message="Worse.", first_run=monitor_run, last_run=monitor_run
     )
@@ -83,7 +85,7 @@ def world(project, owner, settings, tmp_path, api):
     job = create_job(project, owner, version=version, agents=["nop"], budget_cents=100)
     return {
         "harness": harness, "run": run, "deployment": deployment, "dataset": dataset, "eval": ev, "suite_run": suite_run,
-        "evaluator": evaluator, "monitor": monitor, "session": session, "job": job, "trial": job.trials.get(), "version": version,
+        "evaluator": evaluator, "monitor": monitor, "queue": queue, "session": session, "job": job, "trial": job.trials.get(), "version": version,
     }  # fmt: skip
 
 
@@ -110,6 +112,9 @@ def examples(w) -> dict[str, dict]:
         "get_monitor": {"monitor_id": w["monitor"].pk},
         "list_monitor_runs": {"monitor_id": w["monitor"].pk},
         "list_alerts": {"state": "open"},
+        "list_review_queues": {},
+        "get_review_progress": {"queue_id": w["queue"].pk},
+        "get_review_agreement": {"queue_id": w["queue"].pk},
         "list_task_sets": {},
         "list_jobs": {},
         "get_job": {"job_id": w["job"].pk},

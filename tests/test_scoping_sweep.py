@@ -35,6 +35,7 @@ from evals.models import Deployment, Eval, Suite, SuiteRun
 from finetunes.models import FineTunedModel
 from harnesses.models import Harness, Run
 from monitors.models import Alert, Monitor
+from review.queues import create_queue
 from traces.models import Evaluator, TaskGroup, TraceSession
 
 pytestmark = pytest.mark.django_db
@@ -192,6 +193,7 @@ def owners_objects(project, owner, settings, tmp_path):
     Grade.objects.create(regrade=regrade, trial=trial, task=trial.task)
     monitor = Monitor.objects.create(project=project, name="m", suite_name="mine", deployment=deployment, cron="0 3 * * *", next_run_at=timezone.now())
     alert = Alert.objects.create(project=project, monitor=monitor, kind="regressed", title="m: regressed", message="Worse on gsm8k.")
+    queue = create_queue(project, owner, {"name": "q", "scores": [{"name": "ok", "kind": "boolean"}]})
     objects = [
         harness,
         run,
@@ -214,6 +216,7 @@ def owners_objects(project, owner, settings, tmp_path):
         regrade,
         monitor,
         alert,
+        queue,
     ]
     assert {o.pk for o in objects} == {start}, {type(o).__name__: o.pk for o in objects}
     return {start}

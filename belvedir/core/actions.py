@@ -196,6 +196,24 @@ def remove_member(project: Project, user):
 
 
 @transaction.atomic
+def set_role(project: Project, by_user, to_user, role: str) -> Membership:
+    """An owner makes a member a reviewer (reads and labels review queues only) or a reviewer a member again."""
+    project.lock()
+    if not Membership.objects.filter(project=project, user=by_user, role=Membership.Role.OWNER).exists():
+        raise TeamError("Only an owner of the project may change a role.", 403)
+    membership = Membership.objects.filter(project=project, user=to_user).first()
+    if membership is None:
+        raise NotFound("No such member of the project.")
+    if role not in (Membership.Role.MEMBER, Membership.Role.REVIEWER):
+        raise TeamError("A role is member or reviewer here; ownership is handed over instead.")
+    if membership.role == Membership.Role.OWNER:
+        raise TeamError("An owner stays an owner until they hand the project over.")
+    Membership.objects.filter(pk=membership.pk).update(role=role)
+    membership.role = role
+    return membership
+
+
+@transaction.atomic
 def transfer_ownership(project: Project, from_user, to_user):
     """The new owner takes over; the previous owner stays on as a member."""
     # Under the same lock as remove_member: the giver may have been removed, or

@@ -43,6 +43,8 @@ class Membership(models.Model):
     class Role(models.TextChoices):
         OWNER = "owner"
         MEMBER = "member"
+        # Reads everything of the project and labels review queues; changes nothing else (belvedir/core/reviewers.py).
+        REVIEWER = "reviewer"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")

@@ -35,6 +35,7 @@ AREAS = [
         ],
     ),
     Link("Monitors", "monitors:list", ("/monitors/", "/alerts/")),
+    Link("Review", "review:queues", ("/review/",)),
     Link("Models", "models:list", ("/models/",)),
     Link("Tasks", "agent_tasks:list", ("/tasks/",)),
     Link("Jobs", "agent_tasks:jobs", ("/jobs/", "/trials/", "/regrades/")),

@@ -1,5 +1,6 @@
 from rest_framework import permissions
 
+from . import reviewers
 from .models import ApiKey, Membership
 
 READ_ONLY = "This API key is read-only (scope 'read'): it may read everything of its project but change nothing. Use a key of scope 'full'."
@@ -12,6 +13,9 @@ class HasFullScope(permissions.BasePermission):
 
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
+            return False
+        if not _reviewer_may(request, view):
+            self.message = reviewers.MESSAGE
             return False
         if not isinstance(request.auth, ApiKey) or request.auth.scope == ApiKey.Scope.FULL:
             return True
@@ -29,7 +33,17 @@ class HasIngestScope(permissions.BasePermission):
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
             return False
+        if not _reviewer_may(request, view):
+            self.message = reviewers.MESSAGE
+            return False
         return not (isinstance(request.auth, ApiKey) and request.auth.scope == ApiKey.Scope.READ)
+
+
+def _reviewer_may(request, view) -> bool:
+    """A reviewer's unsafe request goes only to views that say reviewers may write (the review queues' labels)."""
+    if request.method in permissions.SAFE_METHODS or getattr(view, "reviewers_may_write", False):
+        return True
+    return not reviewers.is_reviewer(request.user, request_project(request))
 
 
 def request_project(request):

@@ -26,7 +26,10 @@ class MembershipSerializer(serializers.ModelSerializer):
 
 
 class RoleSerializer(serializers.Serializer):
-    role = serializers.ChoiceField(choices=[Membership.Role.OWNER], help_text="Only 'owner': hands the project over; you stay on as a member.")
+    role = serializers.ChoiceField(
+        choices=Membership.Role.choices,
+        help_text="owner hands the project over (you stay on as a member); member or reviewer (reads and labels review queues only) changes a member's role.",
+    )
 
 
 class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
@@ -47,8 +50,12 @@ class MemberViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.G
         project = request_project(request)
         if not is_owner(request.user, project):
             raise PermissionDenied("Only an owner of the project may do this.")
-        RoleSerializer(data=request.data).is_valid(raise_exception=True)
-        actions.transfer_ownership(project, request.user, membership.user)
+        payload = RoleSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        if payload.validated_data["role"] == Membership.Role.OWNER:
+            actions.transfer_ownership(project, request.user, membership.user)
+        else:
+            actions.set_role(project, request.user, membership.user, payload.validated_data["role"])
         membership.refresh_from_db()
         return Response(MembershipSerializer(membership).data)
 

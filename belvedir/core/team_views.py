@@ -96,6 +96,19 @@ def make_owner(request, pk):
 @login_required
 @owner_required
 @require_POST
+def set_role(request, pk):
+    role = request.POST.get("role", "")
+    return _member_action(
+        request,
+        pk,
+        lambda m: actions.set_role(request.project, request.user, m.user, role),
+        lambda m: f"{m.user.username} is now a {role} of {request.project.name}.",
+    )
+
+
+@login_required
+@owner_required
+@require_POST
 def revoke_invitation(request, pk):
     invitation = get_object_or_404(Invitation.objects.filter(project=request.project), pk=pk)
     actions.revoke_invitation(invitation)

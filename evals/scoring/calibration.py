@@ -28,41 +28,54 @@ NOT_CALIBRATED = f"judge not calibrated: fewer than {CALIBRATED_AT} human labels
 RESAMPLES = 2000
 
 
-def cohen_kappa(a, b, weights: str | None = None) -> float | None:
+def cohen_kappa(a, b, weights: str | None = None, sample_weight=None) -> float | None:
     """Cohen's κ of two raters' grades (None when it is undefined: no pairs, or chance agreement is total).
 
     weights: None (plain), "linear" or "quadratic", as scikit-learn's cohen_kappa_score; the categories are
-    the grades either rater gave, in order.
+    the grades either rater gave, in order. sample_weight: each pair's weight (scikit-learn's too): a label drawn
+    from a stratum sampled more densely than others counts for less (review/active.py).
     """
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0:
         return None
     labels = np.unique(np.concatenate([a, b]))
-    index = {value: i for i, value in enumerate(labels)}
-    k = len(labels)
-    observed = np.zeros((k, k))
-    for x, y in zip(a, b, strict=True):
-        observed[index[x], index[y]] += 1
-    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / observed.sum()
+    return _kappa(np.searchsorted(labels, a), np.searchsorted(labels, b), len(labels), weights, sample_weight)
+
+
+def _kappa(ia, ib, k: int, weights: str | None, sample_weight=None) -> float | None:
+    """κ of pairs given as category indices 0..k-1: one bincount, so a bootstrap of thousands stays milliseconds."""
+    observed = np.bincount(ia * k + ib, weights=sample_weight, minlength=k * k).reshape(k, k)
+    total = observed.sum()
+    if total <= 0:
+        return None
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0)) / total
     if weights is None:
         disagreement = 1 - np.eye(k)
     else:
         distance = np.abs(np.subtract.outer(np.arange(k), np.arange(k)))
         disagreement = distance if weights == "linear" else distance**2
     chance = float((disagreement * expected).sum())
-    if chance == 0:
+    if chance <= 1e-12 * total:
         return None
     return 1 - float((disagreement * observed).sum()) / chance
 
 
-def kappa_interval(a, b, weights: str | None = None) -> statistics.Interval | None:
-    """95 % bootstrap interval of κ, resampling the labelled verdicts (fixed seed: the same labels print the same interval)."""
+def kappa_interval(a, b, weights: str | None = None, sample_weight=None, strata=None, resamples: int = RESAMPLES) -> statistics.Interval | None:
+    """95 % bootstrap interval of κ, resampling the labelled verdicts (fixed seed: the same labels print the same interval).
+
+    strata: each pair's stratum; the bootstrap then resamples within each one, keeping its size, as the labels were
+    drawn (a stratified design's interval, review/active.py)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     n = a.size
     if n < 2:
         return None
-    drawn = np.random.default_rng(statistics.BOOTSTRAP_SEED).integers(0, n, size=(RESAMPLES, n))
-    values = sorted(v for rows in drawn if (v := cohen_kappa(a[rows], b[rows], weights)) is not None)
+    labels = np.unique(np.concatenate([a, b]))
+    ia, ib, k = np.searchsorted(labels, a), np.searchsorted(labels, b), len(labels)
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    rng = np.random.default_rng(statistics.BOOTSTRAP_SEED)
+    groups = [np.arange(n)] if strata is None else [np.flatnonzero(np.asarray(strata) == s) for s in dict.fromkeys(strata)]
+    drawn = np.concatenate([group[rng.integers(0, group.size, size=(resamples, group.size))] for group in groups], axis=1)
+    values = sorted(v for rows in drawn if (v := _kappa(ia[rows], ib[rows], k, weights, w[rows])) is not None)
     if not values:
         return None
     return statistics.Interval(float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975)))
@@ -73,19 +86,31 @@ def weights_for(scale) -> str | None:
     return "quadratic" if scale[1] - scale[0] > 1 else None
 
 
+def evidence(project, judge_key: str) -> list[tuple]:
+    """Every label of the judge in the project: (judge's grade, person's grade, weight, stratum).
+
+    Labels made on an eval's or an evaluator's page weigh 1 each (stratum "page"); a review queue's are weighted by
+    how densely its strata were drawn (review/judged.py), so a queue that asks mostly about close calls does not
+    make the judge look worse than it is."""
+    labels = [(j, h, 1.0, "page") for j, h in JudgeLabel.objects.filter(judge_key=judge_key, sample__eval__project=project).values_list("judge_value", "value")]
+    for source in LABEL_SOURCES:
+        labels += [(*row, 1.0, "page") if len(row) == 2 else tuple(row) for row in source(project, judge_key)]
+    return labels
+
+
 def card(project, judge_key: str) -> dict:
     """Everything the card shows for one judge of the project."""
-    labels = list(JudgeLabel.objects.filter(judge_key=judge_key, sample__eval__project=project).values_list("judge_value", "value"))
-    for source in LABEL_SOURCES:
-        labels += source(project, judge_key)
+    labels = evidence(project, judge_key)
     scale = scale_of(judge_key)
     weights = weights_for(scale)
-    judge_values, human_values = [j for j, _ in labels], [h for _, h in labels]
-    kappa = cohen_kappa(judge_values, human_values, weights)
-    interval = kappa_interval(judge_values, human_values, weights)
+    judge_values, human_values = [row[0] for row in labels], [row[1] for row in labels]
+    sample_weight, strata = [row[2] for row in labels], [row[3] for row in labels]
+    kappa = cohen_kappa(judge_values, human_values, weights, sample_weight)
+    interval = kappa_interval(judge_values, human_values, weights, sample_weight, strata)
     repeats = repeat_pairs(project, judge_key)
     repeat_kappa = cohen_kappa([x for x, _ in repeats], [y for _, y in repeats], weights)
     deployment_id = judge_key.split(":", 1)[0]
+    total_weight = sum(sample_weight)
     return {
         "key": judge_key,
         "deployment": Deployment.objects.filter(project=project, pk=pk).values_list("name", flat=True).first() if (pk := parse_id(deployment_id)) else None,
@@ -95,7 +120,8 @@ def card(project, judge_key: str) -> dict:
         "n": len(labels),
         "kappa": kappa,
         "kappa_ci": interval.as_list() if interval else None,
-        "exact_agreement": statistics.mean([float(j == h) for j, h in labels]) if labels else None,
+        "exact_agreement": sum(w for j, h, w, _ in labels if j == h) / total_weight if labels else None,
+        "confusion": confusion(labels),
         "base_rate": base_rates(judge_values, human_values, scale),
         "self_consistency": {
             "n": len(repeats),
@@ -105,6 +131,16 @@ def card(project, judge_key: str) -> dict:
         "calibrated": len(labels) >= CALIBRATED_AT,
         "needed": max(0, CALIBRATED_AT - len(labels)),
     }
+
+
+def confusion(labels) -> dict:
+    """{"grades": [...], "counts": [[judge grade row × person grade column]]}: how many labels fell in each cell."""
+    grades = sorted({row[0] for row in labels} | {row[1] for row in labels})
+    index = {grade: i for i, grade in enumerate(grades)}
+    counts = [[0] * len(grades) for _ in grades]
+    for row in labels:
+        counts[index[row[0]]][index[row[1]]] += 1
+    return {"grades": grades, "counts": counts}
 
 
 def base_rates(judge_values, human_values, scale) -> dict:
@@ -130,7 +166,7 @@ def scale_of(judge_key: str) -> tuple[float, float]:
 
 # Judges that grade outside evals (traces' evaluators on live traffic) add their labels and keys to the
 # cards here, from their app's ready(): this module imports no app above it.
-LABEL_SOURCES = []  # fn(project, judge_key) -> [(judge_value, human_value), ...]
+LABEL_SOURCES = []  # fn(project, judge_key) -> [(judge_value, human_value), or (judge_value, human_value, weight, stratum), ...]
 KEY_SOURCES = []  # fn(project) -> [judge_key, ...]
 
 
@@ -158,7 +194,7 @@ def judge_key_of(ev: Eval) -> str | None:
 def calibration_status(ev: Eval) -> dict:
     """Is the eval's judge calibrated? {"key", "labels", "calibrated"}, counted over the project's labels."""
     key = judge_key_of(ev)
-    labels = JudgeLabel.objects.filter(judge_key=key, sample__eval__project_id=ev.project_id).count() if key else 0
+    labels = len(evidence(ev.project, key)) if key else 0
     return {"key": key, "labels": labels, "calibrated": labels >= CALIBRATED_AT}
 
 

@@ -115,6 +115,24 @@ TOOLS: tuple[Tool, ...] = (
         (_text("state", "open (not resolved), acknowledged or resolved.", max_length=20),),
         paged=True,
     ),
+    Tool(
+        "list_review_queues",
+        "Review queues: people labelling sessions, samples and trials against a rubric, each with its progress and, for a judge's calibration, its target.",
+        "/api/v1/review-queues",
+        paged=True,
+    ),
+    Tool(
+        "get_review_progress",
+        "One review queue's progress: items, labels and what is left, and per reviewer their labels, skips and median seconds a label.",
+        "/api/v1/review-queues/{queue_id}/progress",
+        (_id("queue_id", "review queue"),),
+    ),
+    Tool(
+        "get_review_agreement",
+        "How far a queue's reviewers agree (Krippendorff's α per score, Cohen's κ per pair, with intervals, and the items they disagree on); a calibrating queue adds its judge's κ against people.",
+        "/api/v1/review-queues/{queue_id}/agreement",
+        (_id("queue_id", "review queue"),),
+    ),
     Tool("list_task_sets", "Agent task sets (Harbor's format) with their latest version.", "/api/v1/task-sets"),
     Tool("list_jobs", "Agent jobs (agents × deployments × tasks × attempts), newest first, with progress.", "/api/v1/jobs", paged=True),
     Tool(
