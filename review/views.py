@@ -172,11 +172,13 @@ def review(request, pk):
         values = mine.values
     unblinded = item is not None and (not queue.blind or mine is not None)
     others = list(Label.objects.filter(item=item, skipped=False).exclude(reviewer=request.user).select_related("reviewer")) if unblinded else []
+    drawn = shown(item) if item else None
     context = {
+        **(drawn.context if drawn else {}),  # what the item's own template draws: its sample, session or trial
         "queue": queue,
         "rubric": rubric,
         "item": item,
-        "shown": shown(item) if item else None,
+        "shown": drawn,
         "fields": _fields(rubric, values),
         "mine": mine,
         "note": note,

@@ -251,7 +251,7 @@ def judged_eval(project, grades: list[float], repeats: dict[int, float] | None =
                 eval=ev,
                 row_index=i,
                 input=f"q{i}",
-                output=f"a{i}",
+                output=f"the answer to {i}",
                 scores={"turns": [{"rating": g}], **({"repeat": [repeats[i]]} if i in (repeats or {}) else {})},
             )
             for i, g in enumerate(grades)
@@ -359,7 +359,7 @@ def test_the_review_page_is_blind_until_you_label_and_takes_the_form(owner_clien
     ev = judged_eval(project, grades)
     queue = queues.calibrate(project, owner, judge_key_of(ev), target_width=None)
     page = owner_client.get(f"/review/{queue.pk}/label/").content.decode()
-    assert "blind-note" in page and "judge-verdict" not in page
+    assert "blind-note" in page and "judge-verdict" not in page and "the answer to 0" in page  # the sample's answer, as its page shows it
     item = Item.objects.get(queue=queue, held_by=owner)
     posted = owner_client.post(f"/review/{queue.pk}/label/", {"item": item.pk, "score-grade": "11", "started": "1"})
     assert posted.status_code == 400 and "from 1 to 10" in posted.content.decode()
