@@ -7,12 +7,12 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from belvedir.core.models import Membership
 from belvedir.core.permissions import request_project
+from belvedir.core.reviewers import is_reviewer
 
 from . import agreement, export, fill, handout, judged, progress, queues
 from .errors import ReviewError
-from .models import Item, Label, Queue
+from .models import Item, Queue
 
 # The actions a reviewer (Membership.Role.REVIEWER) may take: answering items.
 REVIEWER_ACTIONS = {"next", "label", "skip"}
@@ -93,10 +93,6 @@ class LabelInSerializer(serializers.Serializer):
 
 class SkipSerializer(serializers.Serializer):
     item = serializers.IntegerField()
-
-
-def _is_reviewer_only(request, queue) -> bool:
-    return Membership.objects.filter(project=queue.project, user=request.user, role=Membership.Role.REVIEWER).exists()
 
 
 class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
@@ -195,6 +191,8 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
         queue adds the judge's κ against people (weighted by stratum) and where it stands against the target width."""
         queue = self.get_object()
         found = agreement.report(queue)
+        if queue.blind and is_reviewer(request.user, queue.project):
+            found.pop("disagreements")  # which items people disagree on is theirs to find out by labelling
         if queue.judge_key:
             found["judge"] = {"key": queue.judge_key, **judged.estimate(queue), "target_width": queue.target_width}
         return Response(found)
@@ -204,10 +202,8 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
     def labels(self, request, pk=None):
         """Every labelled item with each label (reviewer, rubric version, values) and the consensus. On a blind queue a reviewer sees only the items they labelled."""
         queue = self.get_object()
-        found = export.labelled(queue)
-        if queue.blind and _is_reviewer_only(request, queue):
-            mine = set(Label.objects.filter(item__queue=queue, reviewer=request.user).values_list("item_id", flat=True))
-            found = [entry for entry in found if entry["item"] in mine]
+        only = request.user if queue.blind and is_reviewer(request.user, queue.project) else None
+        found = export.labelled(queue, labelled_by=only)
         return Response({"queue": queue.pk, "rubric_version": queue.rubric.number, "items": found})
 
     @extend_schema(request=None, responses={201: dict})

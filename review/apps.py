@@ -12,3 +12,4 @@ class ReviewConfig(AppConfig):
         from . import judged
 
         calibration.LABEL_SOURCES.append(judged.queue_labels)
+        calibration.COUNT_SOURCES.append(judged.queue_label_count)

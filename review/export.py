@@ -16,6 +16,7 @@ from traces.to_datasets import CONVERSATION, FIRST_USER_MESSAGE, Source, row_fro
 
 from .errors import ReviewError
 from .models import Item, Label, Queue
+from .rubric import as_number
 
 MAX_EXPORT = 50_000
 
@@ -25,17 +26,21 @@ def consensus(scores: list[dict], answers: list[dict]) -> dict:
     given on a tie); free text is left to the labels themselves."""
     agreed = {}
     for score in scores:
-        given = [values[score["name"]] for values in answers if values.get(score["name"]) is not None]
-        if not given or score["kind"] == "text":
+        given = [values.get(score["name"]) for values in answers]
+        given = [value for value in given if as_number(score, value) is not None]  # text, or a value an older version gave
+        if not given:
             continue
         agreed[score["name"]] = fmean(given) if score["kind"] == "numeric" else Counter(given).most_common(1)[0][0]
     return agreed
 
 
-def labelled(queue: Queue, limit: int = MAX_EXPORT) -> list[dict]:
-    """Each labelled item, in the order it was queued: {item, kind, object_id, step, judge_value, labels: [...], consensus}."""
+def labelled(queue: Queue, limit: int = MAX_EXPORT, labelled_by=None) -> list[dict]:
+    """Each labelled item, in the order it was queued: {item, kind, object_id, step, judge_value, labels: [...], consensus};
+    with `labelled_by`, only the items that person labelled (a skip is not a label)."""
     by_item = {}
     rows = Label.objects.filter(item__queue=queue, skipped=False).select_related("item", "reviewer", "rubric").order_by("item_id", "created_at")
+    if labelled_by is not None:
+        rows = rows.filter(item__in=Label.objects.filter(item__queue=queue, reviewer=labelled_by, skipped=False).values("item_id"))
     for label in rows[: limit * 10].iterator(chunk_size=2000):
         entry = by_item.setdefault(
             label.item_id,
@@ -64,8 +69,12 @@ def _inputs(entries: list[dict]) -> dict[tuple, object]:
     found = {(Item.Kind.SAMPLE, pk): text for pk, text in Sample.objects.filter(pk__in=ids[Item.Kind.SAMPLE]).values_list("pk", "input")}
     for trial in Trial.objects.filter(pk__in=ids[Item.Kind.TRIAL]).select_related("task"):
         found[(Item.Kind.TRIAL, trial.pk)] = f"Trial {trial.pk}: task {trial.task}, agent {trial.agent}"
-    for session in TraceSession.objects.filter(pk__in=ids[Item.Kind.SESSION] + ids[Item.Kind.STEP]):
-        for entry in (e for e in entries if e["object_id"] == session.pk and e["kind"] in (Item.Kind.SESSION, Item.Kind.STEP)):
+    of_session = {}
+    for entry in entries:
+        if entry["kind"] in (Item.Kind.SESSION, Item.Kind.STEP):
+            of_session.setdefault(entry["object_id"], []).append(entry)
+    for session in TraceSession.objects.filter(pk__in=list(of_session)):
+        for entry in of_session[session.pk]:
             step = entry["step"] if entry["kind"] == Item.Kind.STEP else None
             try:
                 found[(entry["kind"], session.pk, step)] = row_from(Source(session, step=step, input=CONVERSATION if step else FIRST_USER_MESSAGE))["input"]

@@ -6,9 +6,10 @@ import random
 from datetime import datetime
 
 from django.db import transaction
-from django.utils.dateparse import parse_date, parse_datetime
+from django.db.models.functions import Random
 
 from traces.models import EvaluatorScore
+from traces.training import BadFilter, parse_bound
 
 from .errors import ReviewError
 from .items import scoped
@@ -76,20 +77,16 @@ def add_items(queue: Queue, kind: str, ids, *, step: int | None = None) -> int:
 
 
 def _when(filters: dict, name: str) -> datetime | None:
+    """`since` from the start of its day, `until` to the end of its day (a time is taken as given)."""
     raw = filters.get(name)
-    if raw in (None, ""):
-        return None
-    value = parse_datetime(str(raw)) if isinstance(raw, str) and "T" in raw else None
-    if value is None and isinstance(raw, str):
-        day = parse_date(raw)
-        value = datetime(day.year, day.month, day.day) if day else None
-    if value is None:
-        raise ReviewError(f"filters.{name}", f"{name} is a date (2026-12-01) or a time (2026-12-01T09:00:00Z).")
-    return value
+    try:
+        return parse_bound(str(raw)[:40] if raw not in (None, "") else None, end=name == "until")
+    except BadFilter as exc:
+        raise ReviewError(f"filters.{name}", str(exc)) from None
 
 
 def matching(project, kind: str, filters: dict):
-    """The ids of the project's objects of `kind` that `filters` select, newest first."""
+    """The project's objects of `kind` that `filters` select."""
     if kind not in FILTERS:
         raise ReviewError("kind", f"A filter fills a queue with {', '.join(FILTERS)}, not {str(kind)[:40]!r}.")
     if not isinstance(filters, dict):
@@ -103,7 +100,7 @@ def matching(project, kind: str, filters: dict):
     if since:
         found = found.filter(**{f"{stamp}__gte": since})
     if until:
-        found = found.filter(**{f"{stamp}__lt": until})
+        found = found.filter(**{f"{stamp}__lte": until})
     text = {name: str(filters[name])[:200] for name in ("benchmark", "deployment", "verdict", "outcome", "status") if filters.get(name) not in (None, "")}
     number = {}
     for name in ("eval", "evaluator", "job"):
@@ -111,7 +108,9 @@ def matching(project, kind: str, filters: dict):
             try:
                 number[name] = int(filters[name])
             except (TypeError, ValueError):
-                raise ReviewError(f"filters.{name}", f"{name} is an id (a whole number).") from None
+                number[name] = 0
+            if not 0 < number[name] < 2**63:
+                raise ReviewError(f"filters.{name}", f"{name} is an id (a positive whole number).")
     if kind == Item.Kind.SAMPLE:
         if "eval" in number:
             found = found.filter(eval_id=number["eval"])
@@ -140,17 +139,18 @@ def matching(project, kind: str, filters: dict):
             found = found.filter(job_id=number["job"])
         if "status" in text:
             found = found.filter(status=text["status"])
-    return found.order_by("-pk").values_list("pk", flat=True)
+    return found
 
 
 def fill_by_filter(queue: Queue, kind: str, filters: dict) -> int:
-    """Queue what the filter selects (at `sample_rate`, 0 to 1, drawn at random); how many items were new."""
+    """Queue what the filter selects (at `sample_rate`, 0 to 1, drawn at random over every match); how many items were new."""
     rate = filters.get("sample_rate", 1) if isinstance(filters, dict) else 1
     if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= 1:
         raise ReviewError("filters.sample_rate", "sample_rate is the share queued: above 0, at most 1.")
-    ids = list(matching(queue.project, kind, filters)[: MAX_ITEMS + 1])
-    if rate < 1:
-        ids = [pk for pk in ids if random.random() < rate]
+    found = matching(queue.project, kind, filters)
+    if rate < 1:  # drawn in SQL over every match, before the cap: not among the newest rows only
+        found = found.annotate(draw=Random()).filter(draw__lt=rate)
+    ids = list(found.order_by("-pk").values_list("pk", flat=True)[: MAX_ITEMS + 1])
     if not ids:
         return 0
     with transaction.atomic():

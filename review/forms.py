@@ -68,7 +68,7 @@ class FillForm(forms.Form):
     verdict = forms.ChoiceField(required=False, choices=[("", "any"), ("pass", "pass"), ("fail", "fail")], help_text="Sessions: the evaluator's verdict.")
     job = forms.IntegerField(required=False, help_text="Trials: of this job.")
     since = forms.DateField(required=False, help_text="From this day (UTC).")
-    until = forms.DateField(required=False, help_text="Before this day (UTC).")
+    until = forms.DateField(required=False, help_text="Up to this day, included (UTC).")
     sample_rate = forms.FloatField(required=False, min_value=0.0001, max_value=1, initial=1, help_text="The share of matches queued, at random.")
 
     def filters(self) -> tuple[str, dict]:

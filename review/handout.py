@@ -54,7 +54,8 @@ def _strata(queue: Queue) -> list:
     """The order to look in: active calibration's stratum first, then the other; stratum by stratum for other queues
     too, so that each search walks the (queue, stratum, order) index instead of sorting the queue."""
     if not queue.target_width:
-        return [active.SURE, active.CLOSE]
+        # A judge's queue with no width to reach: one random order over both strata (a plain random sample).
+        return [None] if queue.judge_key else [active.SURE, active.CLOSE]
     sizes = judged.population(queue)
     labelled = {}
     for stratum, n in (
@@ -87,14 +88,16 @@ def submit(queue: Queue, item: Item, user, raw_values, *, seconds: float | None 
                 "item",
                 f"This item already has the {queue.overlap} label{'s' if queue.overlap > 1 else ''} the queue asks for: it was taken while you held it. Your answer was not stored; it is below.",
             )
-        if item.held_by_id not in (None, user.pk) and item.held_until and item.held_until > now:
+        held_by_another = item.held_by_id not in (None, user.pk) and item.held_until and item.held_until > now
+        if held_by_another and item.labels_done + 1 >= queue.overlap:  # the last label it needs is the holder's
             raise Taken("item", "Another reviewer holds this item now. Your answer was not stored; it is below.")
         if mine is not None:  # a skip, now answered after all
             mine.delete()
         label = Label.objects.create(item=item, reviewer=user, rubric=rubric, values=values, seconds=seconds)
         item.labels_done += 1
         item.done = item.labels_done >= queue.overlap
-        item.held_by, item.held_until = None, None
+        if not held_by_another:
+            item.held_by, item.held_until = None, None
         item.save(update_fields=["labels_done", "done", "held_by", "held_until"])
     if queue.target_width and not queue.stopped_at:
         _stop_when_known(queue)

@@ -57,10 +57,13 @@ def shown(item: Item) -> Shown:
         return Shown(f"Trial {found.pk}: {found.task} by {found.agent}", found.get_absolute_url(), "review/items/trial.html", {"trial": found})
     prices = trajectory.model_prices(project.pk)
     if item.kind == Item.Kind.STEP:
-        steps = [step for step in trajectory.all_steps(found, item.step, prices) if step.number == item.step]
+        # The trajectory page's own cursor to the step (all_steps reads the spans before it without their prompts).
+        before = trajectory.all_steps(found, item.step, prices)
+        params = {"after": before[-1].page_query.removeprefix("?after=")} if len(before) == item.step and item.step > 1 else {}
+        steps = [step for step in trajectory.steps_page(found, params, size=1, prices=prices)[0] if step.number == item.step]
         title = f"Step {item.step} of session {found.session_id}"
     else:
-        steps = trajectory.all_steps(found, STEPS_SHOWN, prices)
+        steps = trajectory.steps_page(found, {}, size=STEPS_SHOWN, prices=prices)[0]
         title = f"Session {found.session_id}"
     url = reverse("traces:session", args=[found.session_id])
     return Shown(title, url, "review/items/session.html", {"session": found, "steps": steps, "cursor": None, "more": found.span_count > len(steps)})

@@ -35,7 +35,10 @@ def verdicts(project, judge_key: str) -> list[dict]:
     scored = list(scores.order_by("-pk").values_list("session_id", "value")[: MAX_VERDICTS - len(found)])
     others = _other_judges(project, judge_key, [session for session, _ in scored])
     low, high = scale
-    for session, value in dict(scored).items():
+    newest = {}
+    for session, value in scored:  # newest first: a session scored again keeps its latest verdict
+        newest.setdefault(session, value)
+    for session, value in newest.items():
         passed = value > (low + high) / 2
         disagreement = any((other > (o_low + o_high) / 2) != passed for other, (o_low, o_high) in others.get(session, []))
         found.append(
@@ -48,7 +51,8 @@ def _other_judges(project, judge_key: str, sessions: list[int]) -> dict[int, lis
     """{session: [(another judge's grade, its scale), ...]}: where two judges graded the same session."""
     found = {}
     rows = EvaluatorScore.objects.filter(project=project, session_id__in=sessions, status=EvaluatorScore.Status.SCORED, value__isnull=False)
-    for session, value, detail in rows.exclude(detail__judge=judge_key).exclude(detail__judge=None).values_list("session_id", "value", "detail").iterator():
+    rows = rows.filter(detail__judge__isnull=False).exclude(detail__judge=judge_key)
+    for session, value, detail in rows.values_list("session_id", "value", "detail").iterator():
         found.setdefault(session, []).append((value, scale_of(detail.get("judge", ""))))
     return found
 
@@ -56,9 +60,9 @@ def _other_judges(project, judge_key: str, sessions: list[int]) -> dict[int, lis
 def human_value(queue: Queue, values: dict) -> float | None:
     """A label's grade on the judge's scale: its `judge_score`, a boolean read as 1/0."""
     value = values.get(queue.judge_score)
-    if value is None:
-        return None
-    return float(value) if not isinstance(value, bool) else (1.0 if value else 0.0)
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    return float(value) if isinstance(value, int | float) else None
 
 
 def population(queue: Queue) -> dict[int, int]:
@@ -100,3 +104,12 @@ def queue_labels(project, judge_key: str) -> list[tuple]:
         weights = active.label_weights(strata, population(queue))
         rows += [(j, h, float(w), f"queue {queue.pk}/{s}") for j, h, w, s in zip(judged, people, weights, strata, strict=True)]
     return rows
+
+
+def queue_label_count(project_id: int, judge_key: str) -> int:
+    """How many labels queue_labels gives the judge's card: answered labels of its queues' judged items (one query)."""
+    return (
+        Label.objects.filter(item__queue__project_id=project_id, item__queue__judge_key=judge_key, item__judge_value__isnull=False, skipped=False)
+        .exclude(item__queue__judge_score="")
+        .count()
+    )

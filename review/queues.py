@@ -5,11 +5,13 @@ from django.db.models import Max
 
 from evals.scoring.calibration import judge_keys_of, scale_of, weights_for
 
-from . import fill, judged
+from . import active, fill, judged
 from .errors import ReviewError
 from .models import Item, Queue, RubricVersion
 from .rubric import clean_instructions, clean_scores
 
+# A calibrating queue stops at a κ interval this wide unless told otherwise: κ known to about ±0.15.
+DEFAULT_WIDTH = 0.3
 FIELDS = {"name", "description", "overlap", "blind", "scores", "instructions", "judge", "target_width"}
 
 
@@ -53,7 +55,7 @@ def create_queue(project, user, data: dict) -> Queue:
     clean = _checked(data, creating=True)
     judge = data.get("judge") or ""
     if judge:
-        return calibrate(project, user, judge, name=clean["name"], target_width=clean.get("target_width"), overlap=clean.get("overlap", 1))
+        return calibrate(project, user, judge, name=clean["name"], target_width=clean.get("target_width", DEFAULT_WIDTH), overlap=clean.get("overlap", 1))
     if "scores" not in clean:
         raise ReviewError("scores", "A queue needs a rubric: a list of scores, each {name, kind, ...}.")
     if "target_width" in clean:
@@ -75,13 +77,20 @@ def update_queue(queue: Queue, user, data: dict) -> Queue:
         raise ReviewError("judge", "A queue's judge cannot change: make a new queue.")
     if "target_width" in clean and not queue.judge_key:
         raise ReviewError("target_width", "target_width belongs to a queue that calibrates a judge.")
+    if "target_width" in clean:
+        found = judged.estimate(queue)
+        if found["width"] is not None and found["n"] >= active.MIN_LABELS and found["width"] <= clean["target_width"]:
+            raise ReviewError("target_width", f"κ is already known to an interval {found['width']:.2f} wide: ask for a narrower one to label more.")
     with transaction.atomic():
         queue = Queue.objects.select_for_update().get(pk=queue.pk)
         if "scores" in clean or "instructions" in clean:
             current = queue.rubric
             scores = clean.get("scores", current.scores)
-            if queue.judge_score and queue.judge_score not in {score["name"] for score in scores}:
-                raise ReviewError("scores", f"This queue calibrates a judge: its rubric keeps the score {queue.judge_score!r}.")
+            if queue.judge_score:
+                kept = {score["name"]: score for score in scores}.get(queue.judge_score)
+                wanted = judge_rubric(queue.judge_key)[1][0]
+                if kept is None or any(kept.get(key) != wanted.get(key) for key in ("kind", "min", "max")):
+                    raise ReviewError("scores", f"This queue calibrates a judge: its score {queue.judge_score!r} stays on the judge's scale, as it is.")
             number = (queue.rubrics.aggregate(top=Max("number"))["top"] or 0) + 1
             RubricVersion.objects.create(
                 queue=queue, number=number, scores=scores, instructions=clean.get("instructions", current.instructions), created_by=user
@@ -108,7 +117,7 @@ def judge_rubric(judge_key: str) -> tuple[str, list[dict]]:
     ]
 
 
-def calibrate(project, user, judge_key: str, *, name: str = "", target_width: float | None = 0.3, overlap: int = 1) -> Queue:
+def calibrate(project, user, judge_key: str, *, name: str = "", target_width: float | None = DEFAULT_WIDTH, overlap: int = 1) -> Queue:
     """ "Calibrate this judge": a queue of its verdicts, drawn close calls first by Neyman allocation (review/active.py),
     that stops asking once κ's interval is narrower than `target_width`."""
     if judge_key not in judge_keys_of(project):

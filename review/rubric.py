@@ -125,12 +125,16 @@ def clean_values(scores: list[dict], raw) -> dict:
 
 
 def as_number(score: dict, value) -> float | None:
-    """A label's value as a number agreement can be computed on: a category's index, a boolean's 0/1; None for text."""
-    if value is None or score["kind"] == "text":
-        return None
-    if score["kind"] == "categorical":
-        return float(score["labels"].index(value)) if value in score["labels"] else None
-    return float(value)
+    """A label's value as a number agreement can be computed on: a category's index, a boolean's 0/1; None for text,
+    and for a value the score (as the current rubric has it) cannot read: one made under a version where it differed."""
+    kind = score["kind"]
+    if kind == "categorical":
+        return float(score["labels"].index(value)) if isinstance(value, str) and value in score["labels"] else None
+    if kind == "boolean":
+        return float(value) if isinstance(value, bool) else None
+    if kind == "numeric" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
 
 
 def level(score: dict) -> str:

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from belvedir.core import reviewers
 from belvedir.core.models import Membership
 from belvedir.core.scoping import get_scoped_or_404
 
@@ -23,12 +24,12 @@ from .rubric import keyed
 
 
 def _manages(request) -> bool:
-    """Owners and members make and change queues; reviewers label them."""
+    """Owners and members make and change queues; reviewers label them (belvedir/core/reviewers.py refuses the rest)."""
     return request.membership.role != Membership.Role.REVIEWER
 
 
 def _refused(request):
-    return render(request, "core/reviewer_only.html", {"message": "Reviewers label queues; an owner or member makes and changes them."}, status=403)
+    return render(request, "core/reviewer_only.html", {"message": reviewers.MESSAGE}, status=403)
 
 
 @login_required
@@ -75,6 +76,7 @@ def queue_detail(request, pk, *, fill_form=None, rubric_form=None, status=200):
         "progress": progress.of_queue(queue),
         "reviewers": progress.of_reviewers(queue),
         "agreement": agreement.report(queue) if queue.overlap > 1 else None,
+        "min_pair": agreement.MIN_PAIR,
         "judge": judged.estimate(queue) if queue.judge_key else None,
         "fill_form": fill_form or FillForm(),
         "rubric_form": rubric_form or RubricForm(initial={"scores": json.dumps(rubric.scores, indent=1), "instructions": rubric.instructions}),
@@ -109,8 +111,12 @@ def queue_action(request, pk, what):
             messages.success(request, f"Labels exported: version {version.number} of dataset {version.dataset.name} ({version.row_count:,} rows).")
             return redirect(version.dataset)
         elif what == "resume":
-            queue = queues.update_queue(queue, request.user, {"target_width": queue.target_width})
-            messages.success(request, "The queue hands items out again.")
+            try:
+                width = float(request.POST.get("target_width", ""))
+            except ValueError:
+                raise ReviewError("target_width", "Give the narrower interval width to label on to.") from None
+            queue = queues.update_queue(queue, request.user, {"target_width": width})
+            messages.success(request, f"The queue hands items out again, until κ's interval is {width:g} wide.")
         elif what == "delete":
             name = queue.name
             queue.delete()
@@ -164,13 +170,16 @@ def review(request, pk):
             messages.success(request, "Label saved.")
             return redirect("review:review", pk=queue.pk)
     elif request.GET.get("item", "").isdigit():
-        item = get_object_or_404(Item.objects.filter(queue=queue, labels__reviewer=request.user), pk=request.GET["item"])
+        # An item you labelled (to look again or change it); owners and members open any, to adjudicate.
+        openable = Item.objects.filter(queue=queue) if _manages(request) else Item.objects.filter(queue=queue, labels__reviewer=request.user)
+        item = get_object_or_404(openable, pk=request.GET["item"])
     else:
         item = handout.next_item(queue, request.user)
     mine = Label.objects.filter(item=item, reviewer=request.user, skipped=False).first() if item else None
     if mine is not None and not values:
         values = mine.values
-    unblinded = item is not None and (not queue.blind or mine is not None)
+    adjudicating = item is not None and mine is None and request.GET.get("item", "").isdigit()
+    unblinded = item is not None and (not queue.blind or mine is not None or adjudicating)
     others = list(Label.objects.filter(item=item, skipped=False).exclude(reviewer=request.user).select_related("reviewer")) if unblinded else []
     drawn = shown(item) if item else None
     context = {

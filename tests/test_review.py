@@ -3,6 +3,7 @@ item; agreement between people (α, κ) against reference implementations; label
 active calibration that stops once κ is known; the reviewer role; and bad input refused naming the field."""
 
 import threading
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -12,17 +13,23 @@ from django.test import Client
 from django.utils import timezone
 from sklearn.metrics import cohen_kappa_score
 
+from agent_tasks.actions import import_task_set
+from agent_tasks.jobs import create_job
+from agent_tasks.models import Trial
 from belvedir.core.actions import create_account
 from belvedir.core.models import ApiKey, Membership
 from evals.datasets.versions import rows_at
 from evals.models import Deployment, Eval, Sample
-from evals.scoring.calibration import card, cohen_kappa, judge_key_of, kappa_interval
+from evals.scoring.calibration import calibration_status, card, cohen_kappa, judge_key_of, kappa_interval
 from review import active, agreement, fill, handout, judged, queues, simulation
 from review.errors import Taken
 from review.models import Item, Label, Queue
 
 from .concurrency import start_thread
+from .pages import shown
 from .test_cli import bv  # noqa: F401  (the fixture: bv against a live server)
+from .test_evaluators import exchange, post
+from .test_mcp import HELLO
 
 RUBRIC = [
     {"name": "helpful", "kind": "numeric", "min": 1, "max": 5},
@@ -142,7 +149,13 @@ def test_every_item_is_labelled_once_per_overlap_slot_when_reviewers_race(projec
 
     def work(person):
         done = 0
-        while (item := handout.next_item(queue, person)) is not None:
+        # None means nothing is free for this person *now*: an item someone else holds may still need their label
+        # once it is released, so ask again until none is left that they have not labelled.
+        left = Item.objects.filter(queue=queue, done=False).exclude(labels__reviewer=person)
+        while left.exists():
+            if (item := handout.next_item(queue, person)) is None:
+                time.sleep(0.01)
+                continue
             handout.submit(queue, item, person, answer())
             done += 1
         return done
@@ -359,10 +372,106 @@ def test_the_review_page_is_blind_until_you_label_and_takes_the_form(owner_clien
     ev = judged_eval(project, grades)
     queue = queues.calibrate(project, owner, judge_key_of(ev), target_width=None)
     page = owner_client.get(f"/review/{queue.pk}/label/").content.decode()
-    assert "blind-note" in page and "judge-verdict" not in page and "the answer to 0" in page  # the sample's answer, as its page shows it
     item = Item.objects.get(queue=queue, held_by=owner)
+    row = Sample.objects.get(pk=item.object_id).row_index
+    assert "blind-note" in page and "judge-verdict" not in page and f"the answer to {row}" in page  # the sample's answer, as its page shows it
     posted = owner_client.post(f"/review/{queue.pk}/label/", {"item": item.pk, "score-grade": "11", "started": "1"})
     assert posted.status_code == 400 and "from 1 to 10" in posted.content.decode()
     assert owner_client.post(f"/review/{queue.pk}/label/", {"item": item.pk, "score-grade": "7", "started": "1"}).status_code == 302
     again = owner_client.get(f"/review/{queue.pk}/label/?item={item.pk}").content.decode()
     assert "judge-verdict" in again and "Change my label" in again
+
+
+def test_sessions_steps_and_trials_are_reviewed_as_their_own_pages_show_them(api, owner_client, project, owner):
+    post(
+        api,
+        [exchange("support-1", "Where is my order?", "It ships on Tuesday.", 1_765_000_000), exchange("support-1", "Thanks", "You're welcome.", 1_765_000_005)],
+    )
+    version = import_task_set(project, owner, "tasks", {p.relative_to(HELLO).as_posix(): p.read_bytes() for p in HELLO.rglob("*") if p.is_file()})[0]
+    trial = create_job(project, owner, version=version, agents=["nop"], budget_cents=100).trials.get()
+    Trial.objects.filter(pk=trial.pk).update(agent_output="the agent printed this", verifier_output="the verifier printed that")
+    queue = queues.create_queue(project, owner, {"name": "mixed", "scores": [{"name": "ok", "kind": "boolean"}]})
+    for body in ({"kind": "session", "ids": ["support-1"]}, {"kind": "step", "ids": ["support-1"], "step": 2}, {"kind": "trial", "ids": [trial.pk]}):
+        assert api.post(f"/api/v1/review-queues/{queue.pk}/items", body, format="json").json()["added"] == 1
+    refused = api.post(f"/api/v1/review-queues/{queue.pk}/items", {"kind": "session", "ids": ["nobody's"]}, format="json")
+    assert refused.status_code == 404 and refused.json()["field"] == "ids"
+    seen = []
+    for _ in range(3):
+        page = owner_client.get(f"/review/{queue.pk}/label/").content.decode()
+        seen.append(page)
+        item = Item.objects.get(queue=queue, held_by=owner, done=False)
+        handout.submit(queue, item, owner, {"ok": True})
+    session, step, trial_page = seen
+    assert "Where is my order?" in session and "You&#x27;re welcome." in session
+    assert "Step 2 of session support-1" in step and "You&#x27;re welcome." in step and "It ships on Tuesday." not in step
+    assert "the agent printed this" in trial_page and "the verifier printed that" in trial_page
+
+
+def test_what_a_blind_reviewer_and_a_rubric_change_cannot_do(api, project, owner):
+    queue, samples = sample_queue(project, owner, 2, overlap=2)
+    rita = reviewer(project, "rita")
+    from rest_framework.test import APIClient
+
+    rita_api = APIClient()
+    rita_api.credentials(HTTP_AUTHORIZATION=f"Bearer {ApiKey.issue(project=project, user=rita, name='r')[1]}")
+    first = handout.next_item(queue, owner)
+    handout.submit(queue, first, owner, answer(helpful=5))
+    # Rita skips the item alice labelled: a skip does not unblind it (the labels, nor which items people disagree on).
+    handout.skip(queue, first, rita)
+    assert rita_api.get(f"/api/v1/review-queues/{queue.pk}/labels").json()["items"] == []
+    assert "disagreements" not in rita_api.get(f"/api/v1/review-queues/{queue.pk}/agreement").json()
+    handout.submit(queue, first, rita, answer(helpful=1))
+    assert [e["item"] for e in rita_api.get(f"/api/v1/review-queues/{queue.pk}/labels").json()["items"]] == [first.pk]
+    # Adjudication: the owner opens an item she did not label, unblinded; a reviewer cannot open one she did not.
+    second = Item.objects.filter(queue=queue).exclude(pk=first.pk).get()
+    assert "judge-verdict" not in shown(logged_in(owner, project).get(f"/review/{queue.pk}/label/?item={second.pk}"))
+    assert logged_in(rita, project).get(f"/review/{queue.pk}/label/?item={second.pk}").status_code == 404
+    # A categorical score that becomes a number: labels of the old version are left out, not read as numbers.
+    changed = [{**score, "kind": "numeric", "min": 0, "max": 2} if score["name"] == "tone" else score for score in RUBRIC]
+    changed = [{k: v for k, v in score.items() if k != "labels"} for score in changed]
+    assert api.patch(f"/api/v1/review-queues/{queue.pk}", {"scores": changed}, format="json").status_code == 200
+    assert agreement.report(queue)["scores"] and api.get(f"/api/v1/review-queues/{queue.pk}/labels").json()["items"][0]["consensus"]["helpful"] == 3.0
+    # With room for two labels, a label from someone whose hold ran out is kept while another holds the item.
+    handout.next_item(queue, owner)  # alice holds the second item
+    Item.objects.filter(pk=second.pk).update(held_by=rita, held_until=timezone.now() + timedelta(minutes=5))
+    handout.submit(queue, second, owner, {"helpful": 3, "safe": True, "tone": 1})
+    assert Item.objects.get(pk=second.pk).labels_done == 1 and Item.objects.get(pk=second.pk).held_by == rita
+
+
+def test_a_calibrating_queue_keeps_its_judges_scale_defaults_its_width_and_resumes_only_narrower(api, owner_client, project, owner):
+    ev = judged_eval(project, [9.0] * 30 + [5.0] * 10)
+    made = api.post("/api/v1/review-queues", {"name": "cal", "judge": judge_key_of(ev)}, format="json").json()
+    queue = Queue.objects.get(pk=made["id"])
+    assert made["target_width"] == queues.DEFAULT_WIDTH
+    refused = api.patch(f"/api/v1/review-queues/{queue.pk}", {"scores": [{"name": "grade", "kind": "numeric", "min": 0, "max": 100}]}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "scores"
+    for _ in range(40):
+        if (item := handout.next_item(queue, owner)) is None:
+            break
+        handout.submit(queue, item, owner, {"grade": item.judge_value})
+    assert calibration_status(ev)["labels"] == Label.objects.filter(item__queue=queue).count() >= active.MIN_LABELS
+    queue.refresh_from_db()
+    found = judged.estimate(queue)
+    # People always agree: it stops early. Resuming at the width it has is refused; a narrower one hands items out again.
+    assert queue.stopped_at is not None and found["width"] <= queues.DEFAULT_WIDTH
+    again = owner_client.post(f"/review/{queue.pk}/resume/", {"target_width": f"{found['width'] + 0.01:.2f}"})
+    assert again.status_code == 400 and "already known" in again.content.decode()
+    assert owner_client.post(f"/review/{queue.pk}/resume/", {"target_width": "0.02"}).status_code == 302
+    queue.refresh_from_db()
+    assert queue.stopped_at is None and queue.target_width == 0.02 and handout.next_item(queue, owner) is not None
+
+
+def test_a_filter_takes_whole_days_samples_at_random_and_refuses_a_day_that_does_not_exist(api, project, owner):
+    queue, samples = sample_queue(project, owner, 1)
+    deployment = Deployment.objects.get(project=project)
+    ev = Eval.objects.create(project=project, deployment=deployment, benchmark="mmlu", seed=1, status="succeeded")
+    Sample.objects.bulk_create([Sample(eval=ev, row_index=i, input=f"m{i}") for i in range(400)])
+    today = timezone.now().date().isoformat()
+    refused = api.post(f"/api/v1/review-queues/{queue.pk}/items", {"kind": "sample", "filters": {"since": "2026-02-30"}}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "filters.since"
+    negative = api.post(f"/api/v1/review-queues/{queue.pk}/items", {"kind": "sample", "filters": {"eval": -5}}, format="json")
+    assert negative.status_code == 400 and negative.json()["field"] == "filters.eval"
+    added = api.post(
+        f"/api/v1/review-queues/{queue.pk}/items", {"kind": "sample", "filters": {"benchmark": "mmlu", "until": today, "sample_rate": 0.25}}, format="json"
+    ).json()["added"]
+    assert 60 <= added <= 140  # a quarter of 400, drawn at random (binomial: 100 ± 5 sd), and today's samples are in

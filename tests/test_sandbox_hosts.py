@@ -148,7 +148,17 @@ def test_twenty_runs_spread_over_both_hosts_by_free_capacity(hosts, owner, funde
 
     assert [r.status for r in ended] == ["succeeded"] * 20, [(r.status, r.status_message) for r in ended if r.status != "succeeded"]
     placed = [r.host.name for r in ended]
-    assert placed.count("local") == 8 and placed.count("second") == 12
+    # Never more at once on a host than its capacity (a lease spans its run's launch to its end, and more).
+    for host, capacity in (("local", 8), ("second", 12)):
+        spans = [(r.launched_at, r.finished_at) for r in ended if r.host.name == host]
+        assert max(sum(1 for start, end in spans if start <= moment < end) for moment, _ in spans) <= capacity, host
+    # All twenty at once (none ended before the last was placed): each went to the host with the most free places,
+    # which fills both, 8 and 12. On a slow machine a run can end first and free its place for a later one: then the
+    # split depends on which host it freed, and only the bound above holds.
+    first_end = min(r.finished_at for r in ended)
+    if all(r.launched_at < first_end for r in ended):
+        assert placed.count("local") == 8 and placed.count("second") == 12
+    assert {"local", "second"} <= set(placed)
     wait_for(lambda: not SandboxLease.objects.exists(), timeout=30)  # workers release after the run's end
 
 

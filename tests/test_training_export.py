@@ -190,3 +190,16 @@ def test_memory_stays_flat_as_the_group_grows(project):
     assert (small_count, large_count) == (CHUNK + 1, 8 * CHUNK + 1)
     # Eight times the tasks, about the same memory: one chunk at a time, benchmark check included.
     assert large_peak < 1.5 * small_peak, (small_peak, large_peak)
+
+
+def test_a_bare_date_bounds_the_whole_day_and_a_time_is_taken_as_given():
+    from datetime import UTC, datetime
+
+    from traces.training import BadFilter, parse_bound
+
+    assert parse_bound("2026-12-01", end=False) == datetime(2026, 12, 1, tzinfo=UTC)
+    # "until 2026-12-01" holds that day's evening (parse_datetime alone reads the date as midnight, and cut it off).
+    assert parse_bound("2026-12-01", end=True) == datetime(2026, 12, 1, 23, 59, 59, 999999, tzinfo=UTC)
+    assert parse_bound("2026-12-01T09:30:00Z", end=True) == datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+    with pytest.raises(BadFilter):
+        parse_bound("2026-02-30", end=False)

@@ -191,6 +191,10 @@ def label_pairs(project, judge_key: str) -> list[tuple[float, float]]:
     return list(EvaluatorLabel.objects.filter(judge_key=judge_key, score__project=project).values_list("judge_value", "value"))
 
 
+def label_count(project_id: int, judge_key: str) -> int:
+    return EvaluatorLabel.objects.filter(judge_key=judge_key, score__project_id=project_id).count()
+
+
 def judge_keys(project) -> list[str]:
     keys = []
     for evaluator in Evaluator.objects.filter(project=project, scorer__name=JUDGE_SCORER, judge__isnull=False):

@@ -62,10 +62,11 @@ def parse_bound(value: str | None, *, end: bool) -> datetime | None:
     if not value:
         return None
     try:
-        if moment := parse_datetime(value):
-            return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+        # A bare date first: parse_datetime reads "2026-12-01" too (as midnight), which would cut the day off an end.
         if day := parse_date(value):
             return timezone.make_aware(datetime.combine(day, time.max if end else time.min))
+        if moment := parse_datetime(value):
+            return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
     except ValueError:  # well formed, but no such day or time (2026-13-45): Django's parsers raise
         pass
     raise BadFilter(f"{value!r} is not a date (YYYY-MM-DD) or a datetime (ISO 8601).")

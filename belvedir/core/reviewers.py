@@ -22,7 +22,9 @@ ACCOUNT_PAGES = {
     "api_keys",
     "revoke_api_key",
 }
-OPEN_NAMESPACES = {"review", "admin"}
+# The review page, where a label or a skip is posted; every other page of the review app changes a queue.
+REVIEWER_PAGES = {"review:review"}
+OPEN_NAMESPACES = {"admin"}
 SAFE = {"GET", "HEAD", "OPTIONS", "TRACE"}
 
 
@@ -41,7 +43,7 @@ class ReviewerMiddleware:
         if request.method in SAFE or not request.user.is_authenticated or request.path.startswith(("/api/", "/mcp")):
             return None
         match = request.resolver_match
-        if match is None or match.url_name in ACCOUNT_PAGES or OPEN_NAMESPACES & set(match.namespaces):
+        if match is None or match.url_name in ACCOUNT_PAGES or match.view_name in REVIEWER_PAGES or OPEN_NAMESPACES & set(match.namespaces):
             return None
         if request.membership.role != Membership.Role.REVIEWER:
             return None

@@ -168,6 +168,7 @@ def scale_of(judge_key: str) -> tuple[float, float]:
 # cards here, from their app's ready(): this module imports no app above it.
 LABEL_SOURCES = []  # fn(project, judge_key) -> [(judge_value, human_value), or (judge_value, human_value, weight, stratum), ...]
 KEY_SOURCES = []  # fn(project) -> [judge_key, ...]
+COUNT_SOURCES = []  # fn(project_id, judge_key) -> how many labels the LABEL_SOURCES entry beside it gives
 
 
 def repeat_pairs(project, judge_key: str) -> list[tuple[float, float]]:
@@ -194,8 +195,15 @@ def judge_key_of(ev: Eval) -> str | None:
 def calibration_status(ev: Eval) -> dict:
     """Is the eval's judge calibrated? {"key", "labels", "calibrated"}, counted over the project's labels."""
     key = judge_key_of(ev)
-    labels = len(evidence(ev.project, key)) if key else 0
+    labels = label_count(ev.project_id, key) if key else 0
     return {"key": key, "labels": labels, "calibrated": labels >= CALIBRATED_AT}
+
+
+def label_count(project_id: int, judge_key: str) -> int:
+    """How many labels the judge's card counts (what evidence() reads), counted in the database, not read."""
+    return JudgeLabel.objects.filter(judge_key=judge_key, sample__eval__project_id=project_id).count() + sum(
+        count(project_id, judge_key) for count in COUNT_SOURCES
+    )
 
 
 class LabelRefused(ValueError):

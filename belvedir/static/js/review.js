@@ -12,6 +12,7 @@
   document.addEventListener("keydown", (event) => {
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     const typing = event.target.matches("textarea, input[type=number], input[type=text]");
+    if (event.key === "Enter" && event.target.matches("button, a")) return; // Enter on Skip or Previous is theirs
     if (event.key === "Enter" && !(typing && event.target.matches("textarea"))) {
       event.preventDefault();
       form.querySelector("#submit-label").click();
