@@ -65,6 +65,17 @@ def review_show(queue):
         output(agreed["judge"], ["key", "kappa", "low", "high", "width", "n", "target_width"], title="The judge against people")
 
 
+@review.command("eval")
+@click.argument("queue")
+@click.option("--score", required=True, help="A numeric or boolean score of the rubric.")
+@click.option("--eval", "eval_id", type=int, help="The eval whose samples are graded, when the queue holds several's.")
+@json_option
+def review_eval(queue, score, eval_id):
+    """A human-graded eval of the queue's labels, on the rows of the eval they label: compare it with `bv evals compare`."""
+    made = client().post(f"review-queues/{_queue_id(queue)}/eval", {"score": score, **({"eval": eval_id} if eval_id else {})})
+    output(made, ["eval", "score", "rows", "url"])
+
+
 @review.command("export")
 @click.argument("queue")
 @click.option("--dataset", is_flag=True, help="Make the labels the next version of the queue's dataset instead of printing them.")

@@ -12,6 +12,7 @@ from belvedir.core.reviewers import is_reviewer
 
 from . import agreement, export, fill, handout, judged, progress, queues
 from .errors import ReviewError
+from .human_eval import human_eval
 from .models import Item, Queue
 
 # The actions a reviewer (Membership.Role.REVIEWER) may take: answering items.
@@ -89,6 +90,11 @@ class LabelInSerializer(serializers.Serializer):
     item = serializers.IntegerField()
     values = serializers.JSONField(required=False, default=dict)
     seconds = serializers.FloatField(required=False, allow_null=True, min_value=0, max_value=86_400)
+
+
+class HumanEvalSerializer(serializers.Serializer):
+    score = serializers.CharField(max_length=50, help_text="A numeric or boolean score of the rubric.")
+    eval = serializers.IntegerField(required=False, help_text="The eval whose samples are graded, when the queue holds several's.")
 
 
 class SkipSerializer(serializers.Serializer):
@@ -205,6 +211,14 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
         only = request.user if queue.blind and is_reviewer(request.user, queue.project) else None
         found = export.labelled(queue, labelled_by=only)
         return Response({"queue": queue.pk, "rubric_version": queue.rubric.number, "items": found})
+
+    @extend_schema(request=HumanEvalSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"], url_path="eval")
+    def eval_(self, request, pk=None):
+        """A human-graded eval: the labels of one score on an eval's samples, on the same rows, so that it compares paired."""
+        data = self._payload(HumanEvalSerializer)
+        ev = human_eval(self.get_object(), request.user, data["score"], data.get("eval"))
+        return Response({"eval": ev.pk, "score": ev.score, "rows": ev.total, "url": ev.get_absolute_url()}, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: dict})
     @action(detail=True, methods=["post"])

@@ -18,6 +18,7 @@ from belvedir.core.scoping import get_scoped_or_404
 from . import agreement, export, fill, handout, judged, progress, queues
 from .errors import ReviewError, Taken
 from .forms import CalibrateForm, FillForm, QueueForm, RubricForm
+from .human_eval import human_eval
 from .items import shown
 from .models import Item, Label, Queue
 from .rubric import keyed
@@ -81,6 +82,9 @@ def queue_detail(request, pk, *, fill_form=None, rubric_form=None, status=200):
         "fill_form": fill_form or FillForm(),
         "rubric_form": rubric_form or RubricForm(initial={"scores": json.dumps(rubric.scores, indent=1), "instructions": rubric.instructions}),
         "versions": queue.rubrics.count(),
+        "graded_scores": [s["name"] for s in rubric.scores if s["kind"] in ("numeric", "boolean")]
+        if queue.items.filter(kind=Item.Kind.SAMPLE).exists()
+        else [],
         "manages": _manages(request),
     }
     return render(request, "review/detail.html", context, status=status)
@@ -110,6 +114,10 @@ def queue_action(request, pk, what):
             version = export.to_dataset(queue, request.user)
             messages.success(request, f"Labels exported: version {version.number} of dataset {version.dataset.name} ({version.row_count:,} rows).")
             return redirect(version.dataset)
+        elif what == "eval":
+            ev = human_eval(queue, request.user, request.POST.get("score", "")[:50])
+            messages.success(request, f"Human-graded eval #{ev.pk}: {ev.total} labelled rows, on the rows of the eval they label.")
+            return redirect(ev)
         elif what == "resume":
             try:
                 width = float(request.POST.get("target_width", ""))

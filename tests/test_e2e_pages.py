@@ -108,8 +108,13 @@ def detail_pages(project, owner, api) -> list[str]:
     """One of each result page, holding what stretches a phone: long unbroken outputs, wide tables, a transcript and
     a step-by-step diff."""
     from agent_tasks.models import Job, Trial
+    from belvedir.core.actions import create_account
+    from belvedir.core.models import Membership
     from evals.models import Sample
     from harnesses.models import Harness, Run
+    from review import handout
+    from review.fill import add_items
+    from review.queues import create_queue
     from traces.models import TraceSession
 
     from .test_agent_job_rules import task_set
@@ -139,7 +144,33 @@ def detail_pages(project, owner, api) -> list[str]:
     assert TraceSession.objects.filter(session_id__in=["phone-a", "phone-b"]).count() == 2
     monitor = decided_monitor(project, owner)
     live = live_monitor(project, owner)
+    # A review queue of those samples, the trial and the session, labelled twice over (agreement tables), with the
+    # "add to review queue" form on the eval, trial and session pages above.
+    queue = create_queue(
+        project,
+        owner,
+        {
+            "name": "phone review",
+            "overlap": 2,
+            "scores": [
+                {"name": "ok", "kind": "boolean"},
+                {"name": "tone", "kind": "categorical", "labels": ["warm", "flat"]},
+                {"name": "note", "kind": "text"},
+            ],
+        },
+    )
+    add_items(queue, "sample", list(Sample.objects.filter(eval=a).values_list("pk", flat=True)))
+    add_items(queue, "trial", [trial.pk])
+    add_items(queue, "session", ["phone-b"])
+    colleague = create_account(username="colleague", password=None)
+    Membership.objects.create(project=project, user=colleague, role=Membership.Role.REVIEWER)
+    for person in (owner, colleague):
+        for _ in range(5):
+            handout.submit(queue, handout.next_item(queue, person), person, {"ok": person == owner, "tone": "warm"})
     return [
+        "/review/",
+        f"/review/{queue.pk}/",
+        f"/review/{queue.pk}/label/",
         f"/monitors/{monitor.pk}/",
         f"/monitors/{live.pk}/",
         f"/evals/{a.pk}/",

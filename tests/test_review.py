@@ -2,6 +2,7 @@
 item; agreement between people (α, κ) against reference implementations; labels that move a judge's calibration card;
 active calibration that stops once κ is known; the reviewer role; and bad input refused naming the field."""
 
+import json
 import threading
 import time
 from datetime import timedelta
@@ -475,3 +476,33 @@ def test_a_filter_takes_whole_days_samples_at_random_and_refuses_a_day_that_does
         f"/api/v1/review-queues/{queue.pk}/items", {"kind": "sample", "filters": {"benchmark": "mmlu", "until": today, "sample_rate": 0.25}}, format="json"
     ).json()["added"]
     assert 60 <= added <= 140  # a quarter of 400, drawn at random (binomial: 100 ± 5 sd), and today's samples are in
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_human_graded_eval_compares_paired_with_the_eval_it_labels(api, owner_client, project, owner, bv):
+    queue, samples = sample_queue(project, owner, 6, overlap=2)
+    rita = reviewer(project, "rita")
+    source = samples[0].eval
+    Sample.objects.filter(eval=source, row_index__in=[0, 1, 2]).update(score=1.0)
+    Sample.objects.filter(eval=source, row_index__in=[3, 4, 5]).update(score=0.0)
+    people_say = {0: (True, True), 1: (False, False), 2: (True, False), 3: (True, True)}  # rows 4 and 5 stay unlabelled
+    for item in Item.objects.filter(queue=queue).order_by("pk"):
+        row = Sample.objects.get(pk=item.object_id).row_index
+        if row in people_say:
+            for person, safe in zip((owner, rita), people_say[row], strict=True):
+                handout.submit(queue, item, person, answer(safe=safe))
+    refused = api.post(f"/api/v1/review-queues/{queue.pk}/eval", {"score": "tone"}, format="json")
+    assert refused.status_code == 400 and refused.json()["field"] == "score"
+    made = api.post(f"/api/v1/review-queues/{queue.pk}/eval", {"score": "safe"}, format="json")
+    assert made.status_code == 201 and made.json()["rows"] == 4
+    human = Eval.objects.get(pk=made.json()["eval"])
+    # Consensus (the commonest answer, the first given on a tie): rows 0, 2, 3 yes, row 1 no.
+    assert dict(human.samples.values_list("row_index", "score")) == {0: 1.0, 1: 0.0, 2: 1.0, 3: 1.0}
+    assert human.score == pytest.approx(0.75) and human.score_low < 0.75 < human.score_high and human.status == "succeeded"
+    compared = api.get(f"/api/v1/evals/{source.pk}/compare/{human.pk}").json()
+    assert compared["n"] == 4 and compared["unpaired"] == 2
+    assert {(f["row_index"], f["direction"]) for f in compared["flipped"]} == {(1, "right_to_wrong"), (3, "wrong_to_right")}
+    assert human.cost in (None, 0)  # no deployment was asked
+    assert owner_client.post(f"/review/{queue.pk}/eval/", {"score": "helpful"}).status_code == 302
+    assert json.loads(bv("review", "eval", str(queue.pk), "--score", "safe", "--json").stdout)["rows"] == 4
+    assert "Graded by people" in shown(owner_client.get(f"/evals/{human.pk}/")) and api.get(f"/api/v1/evals/{human.pk}").json()["score"] == 0.75
