@@ -216,8 +216,9 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
     @action(detail=True, methods=["post"], url_path="eval")
     def eval_(self, request, pk=None):
         """A human-graded eval: the labels of one score on an eval's samples, on the same rows, so that it compares paired."""
+        queue = self.get_object()  # another project's queue is not found (404) before its body is read
         data = self._payload(HumanEvalSerializer)
-        ev = human_eval(self.get_object(), request.user, data["score"], data.get("eval"))
+        ev = human_eval(queue, request.user, data["score"], data.get("eval"))
         return Response({"eval": ev.pk, "score": ev.score, "rows": ev.total, "url": ev.get_absolute_url()}, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={201: dict})
