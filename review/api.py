@@ -110,7 +110,9 @@ class QueueViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.Dest
         return self.action in REVIEWER_ACTIONS
 
     def get_queryset(self):
-        return Queue.objects.for_user(self.request.user, request_project(self.request)).prefetch_related("rubrics")
+        found = Queue.objects.for_user(self.request.user, request_project(self.request)).prefetch_related("rubrics")
+        # A list's progress from one query (a queue's own actions count afresh: they change it).
+        return found.annotate(**progress.COUNTS) if self.action == "list" else found
 
     def _payload(self, serializer_class):
         payload = serializer_class(data=self.request.data)

@@ -35,7 +35,7 @@ def consensus(scores: list[dict], answers: list[dict]) -> dict:
 
 
 def labelled(queue: Queue, limit: int = MAX_EXPORT, labelled_by=None) -> list[dict]:
-    """Each labelled item, in the order it was queued: {item, kind, object_id, step, judge_value, labels: [...], consensus};
+    """Each labelled item, in the order items were first labelled: {item, kind, object_id, step, judge_value, labels: [...], consensus};
     with `labelled_by`, only the items that person labelled (a skip is not a label)."""
     by_item = {}
     rows = Label.objects.filter(item__queue=queue, skipped=False).select_related("item", "reviewer", "rubric").order_by("item_id", "created_at")
@@ -57,7 +57,9 @@ def labelled(queue: Queue, limit: int = MAX_EXPORT, labelled_by=None) -> list[di
             {"reviewer": label.reviewer.username, "rubric_version": label.rubric.number, "values": label.values, "at": label.created_at.isoformat()}
         )
     scores = queue.rubric.scores
-    found = list(by_item.values())[:limit]
+    # In the order items were first labelled: a later export adds rows at the end of the dataset's next version
+    # (replace_rows matches rows by place), rather than shifting every row after an item labelled late.
+    found = sorted(by_item.values(), key=lambda entry: (entry["labels"][0]["at"], entry["item"]))[:limit]
     for entry in found:
         entry["consensus"] = consensus(scores, [label["values"] for label in entry["labels"]])
     return found

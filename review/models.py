@@ -45,6 +45,9 @@ class Queue(models.Model):
 
     @property
     def rubric(self) -> "RubricVersion":
+        """The current version (from a prefetch of the versions when there is one: a list pays no query a queue)."""
+        if "rubrics" in getattr(self, "_prefetched_objects_cache", {}):
+            return max(self.rubrics.all(), key=lambda version: version.number)
         return self.rubrics.order_by("-number").first()
 
 

@@ -6,9 +6,19 @@ from django.db.models import Count, Q, Sum
 
 from .models import Item, Label, Queue
 
+COUNTS = {
+    "item_count": Count("items", distinct=True),
+    "done_count": Count("items", filter=Q(items__done=True), distinct=True),
+    "label_count": Sum("items__labels_done"),
+}
+
 
 def of_queue(queue: Queue) -> dict:
-    counts = Item.objects.filter(queue=queue).aggregate(items=Count("pk"), done=Count("pk", filter=Q(done=True)), labels=Sum("labels_done"))
+    """Items, labels and what is left; from the queue's annotations (with_counts) when it has them, else one query."""
+    if hasattr(queue, "item_count"):
+        counts = {"items": queue.item_count, "done": queue.done_count, "labels": queue.label_count}
+    else:
+        counts = Item.objects.filter(queue=queue).aggregate(items=Count("pk"), done=Count("pk", filter=Q(done=True)), labels=Sum("labels_done"))
     items, labels = counts["items"], counts["labels"] or 0
     return {
         "items": items,

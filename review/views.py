@@ -6,7 +6,6 @@ import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q, Sum
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
@@ -56,9 +55,7 @@ def queue_list(request):
             else:
                 messages.success(request, f"Queue {queue.name} made: {queue.items.count():,} items." + (" Add items below." if not queue.judge_key else ""))
                 return redirect(queue)
-    found = Queue.objects.for_user(request.user, project).annotate(
-        item_count=Count("items", distinct=True), done_count=Count("items", filter=Q(items__done=True), distinct=True), label_count=Sum("items__labels_done")
-    )
+    found = Queue.objects.for_user(request.user, project).annotate(**progress.COUNTS)
     context = {"queues": found[:200], "form": form, "calibrate_form": calibrate_form, "manages": _manages(request)}
     return render(request, "review/list.html", context, status=400 if posted is not None and posted.errors else 200)
 

@@ -506,3 +506,22 @@ def test_a_human_graded_eval_compares_paired_with_the_eval_it_labels(api, owner_
     assert owner_client.post(f"/review/{queue.pk}/eval/", {"score": "helpful"}).status_code == 302
     assert json.loads(bv("review", "eval", str(queue.pk), "--score", "safe", "--json").stdout)["rows"] == 4
     assert "Graded by people" in shown(owner_client.get(f"/evals/{human.pk}/")) and api.get(f"/api/v1/evals/{human.pk}").json()["score"] == 0.75
+
+
+def test_the_queue_list_costs_the_same_queries_for_one_queue_or_five(api, owner_client, project, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def cost(path: str) -> int:
+        (api if path.startswith("/api/") else owner_client).get(path)  # once before: a key's first use of the minute is stamped
+        with CaptureQueriesContext(connection) as queries:
+            assert api.get(path).status_code == 200 if path.startswith("/api/") else owner_client.get(path).status_code == 200
+        return len(queries)
+
+    sample_queue(project, owner, 3)
+    one = cost("/api/v1/review-queues"), cost("/review/")
+    for n in range(4):
+        queues.create_queue(project, owner, {"name": f"more {n}", "scores": RUBRIC})
+    assert (cost("/api/v1/review-queues"), cost("/review/")) == one
+    listed = api.get("/api/v1/review-queues").json()["results"]
+    assert sorted(q["progress"]["items"] for q in listed) == [0, 0, 0, 0, 3] and {q["rubric"]["version"] for q in listed} == {1}

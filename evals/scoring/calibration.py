@@ -99,7 +99,8 @@ def evidence(project, judge_key: str) -> list[tuple]:
 
 
 def card(project, judge_key: str) -> dict:
-    """Everything the card shows for one judge of the project."""
+    """Everything the card shows for one judge of the project. κ, its interval and the exact agreement weigh each
+    label as evidence() does; n, the confusion matrix and the base rates count labels as they are."""
     labels = evidence(project, judge_key)
     scale = scale_of(judge_key)
     weights = weights_for(scale)
