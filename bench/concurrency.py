@@ -152,6 +152,15 @@ class FixedGate(asyncio.Semaphore):
     def __init__(self, maximum: int):
         super().__init__(maximum)
         self.allowed, self.in_flight, self.answered = maximum, 0, 0
+        # What the engine asks of any gate since deployments' caps are shared (evals/shares.py): told its share, it
+        # keeps its fixed level, as the gate it stands for did.
+        self.maximum = self.level = self.share = maximum
+
+    def set_share(self, share: int):
+        self.share = share
+
+    def take_wanted(self) -> int:
+        return self.maximum
 
     async def acquire(self):
         await super().acquire()

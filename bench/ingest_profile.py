@@ -54,9 +54,10 @@ def measure(args):
     from django.utils import timezone
 
     from belvedir.core.actions import create_account, ensure_default_project
+    from belvedir.core.collector import collector_paused
     from traces import otlp
     from traces.batches import process_pending
-    from traces.ingest import _row, collector_paused
+    from traces.ingest import _row
     from traces.models import Span, TraceBatch
 
     user = create_account(username="bench", password=None)
@@ -119,10 +120,11 @@ def measure_run_key(args, project, user):
     from django.db import connection
     from django.utils import timezone
 
+    from belvedir.core.collector import collector_paused
     from harnesses.redaction import redact_run_rows, run_secrets
     from traces import otlp, workload_keys
     from traces.batches import process_pending
-    from traces.ingest import _row, collector_paused
+    from traces.ingest import _row
     from traces.models import Span, TraceBatch
 
     run_id, key_id, _ = make_run_key(project, user)

@@ -123,10 +123,11 @@ async def _post(client: aiohttp.ClientSession, deployment: Deployment, path: str
             # Never follow a redirect: a public endpoint answering 307 would
             # otherwise have this worker re-send the body to wherever it names.
             async with client.post(url, data=data, headers=headers, allow_redirects=False) as response:
-                public = peer_is_public(response)
                 body = await response.read()
                 status = response.status
-                retry_after = retry_after_seconds(response.headers) if status != 200 else None
+                if status != 200:
+                    # Only a failure's body may be shown, and only from a public peer: not looked up for every answer.
+                    public, retry_after = peer_is_public(response), retry_after_seconds(response.headers)
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, RefusedConnection):
                 raise RequestFailed(f"Refused: {exc.os_error.strerror}") from None

@@ -16,22 +16,24 @@ from decimal import Decimal
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from belvedir.core.collector import collections_spaced
 from belvedir.sandbox.errors import SandboxPlatformError
 
-from . import early_stop, loglikelihood, shares, statistics
+from . import early_stop, loglikelihood, sample_writes, shares, statistics
 from .benchmarks.base import Benchmark
 from .client import RequestFailed, completion_of, completion_request, http_session, loglikelihood_of, loglikelihood_request, models_entry, send_request
 from .concurrency import AdaptiveLimit, Timeline
 from .models import Eval, Sample, SampleAttempt
 from .response_cache import ResponseCache, is_sampled, record_models_entry
+from .sample_writes import NewSample
 from .scoring.base import ScoringError, Usage
 
 logger = logging.getLogger(__name__)
-BATCH_SIZE = 200
+BATCH_SIZE = 1000
 BATCH_SECONDS = 1.0
 PASS_AT_K = (1, 5, 10)
 
@@ -60,7 +62,7 @@ class EvalRun:
         self.code_sandbox = code_sandbox
         # Re-scoring: {row index: StoredOutput} of the source eval; None when the deployment is asked.
         self.stored: dict[int, StoredOutput] | None = stored
-        self.pending: list[Sample] = []
+        self.pending: list[NewSample] = []
         self.cancelled = False
         # The gate's level, in flight and throughput over the pass, for the eval page (set by _run; None re-scoring).
         self.timeline: Timeline | None = None
@@ -82,7 +84,8 @@ class EvalRun:
         # and an eval stuck on a lock there (seen in the test suite, where
         # evals run as threads of one process) would stall every other eval.
         async with ThreadSensitiveContext():
-            await self._run()
+            with collections_spaced():
+                await self._run()
 
     async def _run(self):
         deployment = self.eval.deployment
@@ -243,8 +246,8 @@ class EvalRun:
             return True
         return False
 
-    def _sample(self, index, row, error) -> Sample:
-        return Sample(
+    def _sample(self, index, row, error) -> NewSample:
+        return NewSample(
             eval_id=self.eval.pk, row_index=index, input=row.input[:20000], reference=row.reference[:20000], category=dict(row.categories), error=error
         )
 
@@ -349,12 +352,11 @@ class EvalRun:
     def _write(self, batch) -> bool:
         """Store a batch (and the answers the response cache keeps), refresh the counters; True when the eval was cancelled
         meanwhile, or stops early here or did before (decided against another eval, or precise enough: evals/early_stop.py)."""
-        if batch:
-            try:
-                with transaction.atomic():
-                    Sample.objects.bulk_create(batch, ignore_conflicts=True)
-            except IntegrityError:
-                logger.warning("eval %s: a batch collided with stored rows", self.eval.pk)
+        try:
+            sample_writes.store(batch)
+        except IntegrityError:
+            # Not a row stored twice (skipped): the eval itself went (deleted while it ran).
+            logger.warning("eval %s: a batch could not be stored", self.eval.pk, exc_info=True)
         if self.cache is not None:
             self.cache.write(self.eval.pk)
         if self.sampled and not self._sampled_stored:

@@ -29,10 +29,12 @@ from datetime import timedelta
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+
+from belvedir.core import bulk
 
 from .client import Request
 from .models import CachedResponse, CacheMode, Deployment, Eval
@@ -54,21 +56,34 @@ def source_of(deployment: Deployment) -> str:
 
 
 def key_of(deployment: Deployment, request: Request, attempt: int, fingerprint: str | None = None) -> Key:
-    parts = {
+    return _key(_deployment_parts(deployment, fingerprint), request, attempt)
+
+
+def _deployment_parts(deployment: Deployment, fingerprint: str | None = None) -> dict:
+    """What every key of the deployment's requests holds alike."""
+    return {
         "base_url": deployment.base_url.rstrip("/"),
         "model": deployment.model,
         "source": source_of(deployment),
         "fingerprint": served_parts(deployment.served_fingerprint)[0] if fingerprint is None else fingerprint,
-        "path": request.path,
-        "body": _normalised(request.payload),
-        "attempt": attempt,
     }
-    text = orjson.dumps(parts, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _key(parts: dict, request: Request, attempt: int) -> Key:
+    text = orjson.dumps({**parts, "path": request.path, "body": _normalised(request.payload), "attempt": attempt}, option=orjson.OPT_SORT_KEYS).decode()
     return Key(text, hashlib.sha256(text.encode()).hexdigest())
 
 
 def _normalised(value):
-    # 0 and 0.0 ask the same (a YAML file writes one, a form the other); orjson sorts the keys.
+    # 0 and 0.0 ask the same (a YAML file writes one, a form the other); orjson sorts the keys. By exact type, text
+    # first: a request is mostly its messages' text, and this runs for every request an eval makes.
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is dict:
+        return {key: _normalised(item) for key, item in value.items()}
+    if kind is list or kind is tuple:
+        return [_normalised(item) for item in value]
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
@@ -107,6 +122,8 @@ class ResponseCache:
     _fresh: dict = field(default_factory=dict)
     _hit_ids: list = field(default_factory=list)
     _fingerprint_changed: bool = False
+    # The deployment's part of every key, worked out again only when what it serves changes.
+    _parts: tuple[str, dict] | None = None
 
     @classmethod
     def for_eval(cls, ev: Eval) -> "ResponseCache | None":
@@ -118,7 +135,10 @@ class ResponseCache:
         """The request's key, or None when it may be neither served nor kept (sampled, no seed, under `auto`)."""
         if self.mode == CacheMode.AUTO and is_sampled(request.payload):
             return None
-        return key_of(self.deployment, request, attempt)
+        served = self.deployment.served_fingerprint
+        if self._parts is None or self._parts[0] != served:
+            self._parts = (served, _deployment_parts(self.deployment))
+        return _key(self._parts[1], request, attempt)
 
     async def lookup(self, key: Key) -> bytes | None:
         """The kept answer to exactly this request, or None (a miss); never one under `bypass`."""
@@ -191,24 +211,47 @@ class ResponseCache:
 def _store(project_id: int, deployment: Deployment, fresh: list[tuple[Key, bytes, str]]):
     """Insert the answers, replacing any kept for the same request (a bypassing eval's fresh one wins).
 
-    One prepared statement run for every answer (executemany), not bulk_create's one statement of them all:
-    psycopg splits a statement's text on every placeholder before sending it, and a batch of 500 answers' was
-    most of the write (bench/response_cache.py; 160 µs an answer against 80).
+    PostgreSQL: one binary COPY into a temporary table and one upsert from it (belvedir/core/bulk.py); an
+    executemany of the upsert spent most of its time quoting every value into the statement on the client.
+    Other databases: one prepared statement run for every answer (executemany), not bulk_create's one
+    statement of them all, whose text is split again on every placeholder (bench/response_cache.py).
     """
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
+    now = timezone.now()
     source = source_of(deployment)
-    rows = [(project_id, deployment.pk, key.hash, source, system, key.text, body, len(key.text) + len(body), now) for key, body, system in fresh]
+    rows = [(project_id, deployment.pk, key.hash, source, system, key.text, body, len(key.text) + len(body), 0, now) for key, body, system in fresh]
+    if bulk.is_postgresql():
+        names = _names()
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS cached_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {_table()} WITH NO DATA")
+            bulk.copy_rows(cursor, "cached_incoming", _columns(), rows)
+            cursor.execute(_upsert(f"SELECT {names} FROM cached_incoming"))
+        return
+    now = connection.ops.adapt_datetimefield_value(now)
     with connection.cursor() as cursor:
-        cursor.executemany(_upsert(), rows)
+        cursor.executemany(_upsert("VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"), [row[:-1] + (now,) for row in rows])
+
+
+COLUMNS = ("project", "deployment", "key_hash", "source", "system_fingerprint", "key", "body", "size", "hits", "created_at")
 
 
 @functools.cache
-def _upsert() -> str:
-    q = connection.ops.quote_name
-    table, key = q(CachedResponse._meta.db_table), q("key")
+def _columns():
+    return [CachedResponse._meta.get_field(name) for name in COLUMNS]
+
+
+def _names() -> str:
+    return ", ".join(connection.ops.quote_name(f.column) for f in _columns())
+
+
+def _table() -> str:
+    return connection.ops.quote_name(CachedResponse._meta.db_table)
+
+
+@functools.cache
+def _upsert(rows: str) -> str:
+    key = connection.ops.quote_name("key")
     return (
-        f"INSERT INTO {table} (project_id, deployment_id, key_hash, source, system_fingerprint, {key}, body, size, hits, created_at) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, 0, %s) ON CONFLICT (project_id, key_hash) DO UPDATE SET "
+        f"INSERT INTO {_table()} ({_names()}) {rows} ON CONFLICT (project_id, key_hash) DO UPDATE SET "
         f"deployment_id = excluded.deployment_id, source = excluded.source, system_fingerprint = excluded.system_fingerprint, {key} = excluded.{key}, "
         "body = excluded.body, size = excluded.size, hits = 0, created_at = excluded.created_at, last_hit_at = NULL"
     )

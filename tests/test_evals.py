@@ -474,3 +474,44 @@ def test_samples_download_only_as_csv_or_jsonl_and_the_url_never_names_the_file(
         assert response.status_code == 404 and "Content-Disposition" not in response, other
     assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "html"}).status_code == 404
     assert api.get(f"/api/v1/evals/{ev.pk}/samples", {"download": "jsonl"}).content.decode().count("\n") == 1
+
+
+def test_a_batch_of_samples_is_stored_whole_and_a_row_another_pass_stored_is_kept_not_doubled(project, owner, deployment):
+    """The engine's batches go to PostgreSQL by binary COPY (evals/sample_writes.py): every column comes back as
+    written, JSON and NULLs included; a batch holding a row another pass of the eval stored meanwhile stores the
+    rest and keeps the other pass's row; a batch of an eval deleted mid-run is refused as Django's IntegrityError,
+    which the engine logs instead of ending the pass."""
+    from django.db import IntegrityError, connection, transaction
+
+    from evals.sample_writes import NewSample, store
+
+    ev = create_eval(project, owner, deployment=deployment, benchmark="gsm8k", sample_limit=3)
+
+    def row(index, output):
+        return NewSample(eval_id=ev.pk, row_index=index, input=f"q{index}", reference="1", category={"subject": "é"}, output=output)
+
+    first = row(0, "first")
+    first.scores, first.completions, first.score, first.latency_ms, first.prompt_tokens = {"passed": 1, "n": 2}, [{"output": "a"}], 0.5, 12.5, 7
+    store([first, row(1, "one pass")])
+    store([row(1, "the other pass"), row(2, "two")])
+    stored = {s.row_index: s for s in Sample.objects.filter(eval=ev)}
+    assert sorted(stored) == [0, 1, 2]
+    assert stored[1].output == "one pass" and stored[2].output == "two"
+    zero = stored[0]
+    assert (zero.scores, zero.completions, zero.category, zero.score, zero.latency_ms, zero.prompt_tokens) == (
+        {"passed": 1, "n": 2},
+        [{"output": "a"}],
+        {"subject": "é"},
+        0.5,
+        12.5,
+        7,
+    )
+    assert (stored[2].score, stored[2].completion_tokens, stored[2].error, stored[2].created_at is not None) == (None, None, "", True)
+    gone = ev.pk
+    Eval.objects.filter(pk=gone).delete()
+    # Foreign keys are checked at commit, and this test's transaction commits nothing: checked at once instead.
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        store([row(3, "orphan")])
+    assert not Sample.objects.filter(eval_id=gone).exists()

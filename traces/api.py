@@ -11,6 +11,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from belvedir.core.collector import collector_paused
 from belvedir.core.ids import parse_id
 from belvedir.core.models import ApiKey
 from belvedir.core.permissions import HasIngestScope, request_project
@@ -22,7 +23,7 @@ from .evaluator_api import EvaluatorScoreSerializer
 from .evaluator_rules import session_scores
 from .evaluators import filter_by_score
 from .filters import by_user_and_metadata
-from .ingest import collector_paused, foreign_in_body
+from .ingest import foreign_in_body
 from .models import Span, Task, TaskGroup, TraceSession
 from .training import training_data_response
 

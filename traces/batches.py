@@ -21,10 +21,11 @@ from django.db import DatabaseError, DataError, IntegrityError, connection, tran
 from django.utils import timezone
 from psycopg.errors import CheckViolation
 
+from belvedir.core.collector import collector_paused
 from belvedir.core.models import Project
 
 from . import backlog, otlp, partitions, workload_keys
-from .ingest import collector_paused, store_spans
+from .ingest import store_spans
 from .models import IngestRejection, TraceBatch
 
 logger = logging.getLogger(__name__)

@@ -10,21 +10,17 @@ Either way the number of queries does not grow with the number of spans, and
 a span already stored (a client retrying a batch) is skipped, not duplicated.
 """
 
-import gc
-import re
 from collections import defaultdict
-from contextlib import contextmanager
-from functools import cache
 from operator import itemgetter
 
-import orjson
 from django.db import connection, transaction
 from django.db.models import F, JSONField
 from django.db.models.functions import Greatest, Least
 from django.utils import timezone
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
-from psycopg.types.string import BytesBinaryDumper
+
+from belvedir.core import bulk
 
 from . import otlp, workload_keys
 from .extract import SESSION_KEYS, extract, session_of, to_datetime
@@ -32,29 +28,11 @@ from .messages import MAX_METADATA_KEYS
 from .models import Span, TraceSession
 
 SESSION_KEY_SET = frozenset(SESSION_KEYS)
-SPAN_COLUMNS = [f for f in Span._meta.concrete_fields if not f.primary_key]
+SPAN_COLUMNS = bulk.columns(Span)
 SPAN_FIELDS = [f.attname for f in SPAN_COLUMNS]
 # orjson: span attributes and messages are serialised for every span, and the
 # standard library's encoder was the largest single cost of ingest.
 JSON_COLUMN_INDEXES = [i for i, f in enumerate(SPAN_COLUMNS) if isinstance(f, JSONField)]
-
-
-@contextmanager
-def collector_paused():
-    """Run a block without the cyclic garbage collector.
-
-    Parsing 1,000 spans allocates ~100,000 dicts and lists, none in cycles;
-    with the collector on, that triggers full collections over the whole
-    process mid-request (a third of parse time, and the slowest requests).
-    Reference counting still frees everything; the collector runs after.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def store_spans(project, raw_spans: list[dict], *, received_at=None, confine_to: str | None = None, redact=None) -> int:
@@ -180,21 +158,21 @@ def _copy_spans(rows) -> list[dict]:
     if not rows:
         return rows
     table = connection.ops.quote_name(Span._meta.db_table)
-    names = ", ".join(connection.ops.quote_name(f.column) for f in SPAN_COLUMNS)
     values = _copy_values(rows)
     try:
         # Straight into the table: COPY cannot skip conflicts, but a batch
         # sent for the first time has none, and this is half the writing of
         # going through a temporary table.
         with transaction.atomic(), connection.cursor() as cursor:
-            _copy(cursor, table, names, values)
+            bulk.copy_rows(cursor, table, SPAN_COLUMNS, values)
         return rows
     except UniqueViolation:
         # Some spans are stored already (an exporter re-sending a batch whose
         # answer it never got): stage them and keep only the new ones.
+        names = ", ".join(connection.ops.quote_name(f.column) for f in SPAN_COLUMNS)
         with connection.cursor() as cursor:
             cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS span_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {table} WITH NO DATA")
-            _copy(cursor, "span_incoming", names, values)
+            bulk.copy_rows(cursor, "span_incoming", SPAN_COLUMNS, values)
             cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM span_incoming ON CONFLICT DO NOTHING RETURNING trace_id, span_id")
             new = set(cursor.fetchall())
             cursor.execute("TRUNCATE span_incoming")
@@ -202,43 +180,15 @@ def _copy_spans(rows) -> list[dict]:
 
 
 def _copy_values(rows) -> list[list]:
-    """The rows as binary COPY takes them, in column order, jsonb columns already in jsonb's wire format.
-
-    Binary COPY names no type per field: the server reads each with its
-    column's own receive function, and jsonb's takes a version byte (1) and
-    the JSON text. Sent as bytea, that costs psycopg nothing per value, where
-    a `Jsonb` wrapper went through two Python dumper calls: five per span.
-    """
+    """The rows as binary COPY takes them, in column order, jsonb columns already in its wire format (bulk.jsonb)."""
     get = itemgetter(*SPAN_FIELDS)
     values = []
     for row in rows:
         value = list(get(row))
         for i in JSON_COLUMN_INDEXES:
-            value[i] = b"\x01" + orjson.dumps(value[i])
+            value[i] = bulk.jsonb(value[i])
         values.append(value)
     return values
-
-
-def _copy(cursor, table, names, values):
-    # Binary: no text escaping of every value, which was half of COPY's time
-    # in this process (write_row ~14 ms per 1,000 spans instead of ~22-38).
-    raw = cursor.cursor
-    # bytea's binary dumper by default is psycopg's DB-API one, in Python (it
-    # unwraps `Binary`); the plain one is in C: a third of this COPY's CPU here.
-    raw.adapters.register_dumper(None, BytesBinaryDumper)
-    with raw.copy(f"COPY {table} ({names}) FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(_column_types())
-        for row in values:
-            copy.write_row(row)
-
-
-@cache
-def _column_types() -> tuple[str, ...]:
-    """The span columns' PostgreSQL types, as binary COPY must be told them ("varchar(32)" -> "varchar"; jsonb: see `_copy_values`).
-
-    Worked out once per process: asking each field, per batch, cost ~0.5 ms.
-    """
-    return tuple("bytea" if isinstance(f, JSONField) else re.sub(r"\(.*?\)", "", f.db_type(connection)).split(" CHECK")[0].strip() for f in SPAN_COLUMNS)
 
 
 def _upsert_sessions_postgres(project, sessions, now):

@@ -36,10 +36,11 @@ _PATTERNS = [
     re.compile(r"\(([A-J])\)"),
 ]
 _SPACE = re.compile(r"\s+")
+_MARKUP = re.compile(r"[*_`]")
 
 
 def _plain(text: str) -> str:
-    return _SPACE.sub(" ", re.sub(r"[*_`]", "", text)).strip().lower().rstrip(".")
+    return _SPACE.sub(" ", _MARKUP.sub("", text)).strip().lower().rstrip(".")
 
 
 def extract_choice(output: str, options: list[str]) -> str | None:
@@ -52,9 +53,9 @@ def extract_choice(output: str, options: list[str]) -> str | None:
             return letters[-1]
     # The option written out: only when exactly one option's text is there
     # (the longest wins over one it contains, as "Maria" over "Mari").
-    plain = _plain(text)
-    found = [i for i, option in enumerate(options) if (o := _plain(option)) and o in plain]
-    found = [i for i in found if not any(j != i and _plain(options[i]) in _plain(options[j]) for j in found)]
+    plain, plains = _plain(text), [_plain(option) for option in options]
+    found = [i for i, o in enumerate(plains) if o and o in plain]
+    found = [i for i in found if not any(j != i and plains[i] in plains[j] for j in found)]
     return valid[found[0]] if len(found) == 1 else None
 
 
