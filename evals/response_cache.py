@@ -227,7 +227,9 @@ def _store(project_id: int, deployment: Deployment, fresh: list[tuple[Key, bytes
             cursor.execute(_upsert(f"SELECT {names} FROM cached_incoming"))
         return
     now = connection.ops.adapt_datetimefield_value(now)
-    with connection.cursor() as cursor:
+    # In one transaction: in autocommit each row was a commit of its own, a write to SQLite's log every answer
+    # (0.5 ms a row, most of the engine's time at 512 in flight on SQLite).
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(_upsert("VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"), [row[:-1] + (now,) for row in rows])
 
 

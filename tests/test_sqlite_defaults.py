@@ -109,3 +109,33 @@ def crawl(session, url: str) -> tuple[set[str], list]:
             if link.netloc == urlsplit(url).netloc and not NOT_FOLLOWED.search(link.path):
                 queue.append(link.path + (f"?{link.query}" if link.query else ""))
     return seen, failed
+
+
+# The eval engine's own writes, which take a path of their own on SQLite (evals/sample_writes.py, the response cache's
+# _store): a second pass's row stored meanwhile is kept, not doubled; a fresh answer replaces the one kept for its key.
+ENGINE_WRITES = """
+from evals.models import CachedResponse, Deployment, Eval, Sample
+from evals.response_cache import Key, _store
+from evals.sample_writes import NewSample, store
+
+ev = Eval.objects.get(benchmark="gsm8k", sample_limit=2)
+def row(index, output):
+    return NewSample(eval_id=ev.pk, row_index=index, input="q", reference="7", category={"subject": "é"}, output=output, scores={"n": 2})
+store([row(5, "first pass"), row(6, "first pass")])
+store([row(6, "second pass"), row(7, "second pass")])
+print("samples", sorted(Sample.objects.filter(eval=ev, row_index__gte=5).values_list("row_index", "output", "scores", "category")))
+deployment = Deployment.objects.get(pk=ev.deployment_id)
+_store(ev.project_id, deployment, [(Key('{"k": 1}', "a" * 64), b"old", "")])
+_store(ev.project_id, deployment, [(Key('{"k": 1}', "a" * 64), b"new", "fp"), (Key('{"k": 2}', "b" * 64), b"two", "")])
+print("cached", sorted((c.key_hash[:1], bytes(c.body), c.system_fingerprint) for c in CachedResponse.objects.filter(project_id=ev.project_id)))
+"""
+
+
+def test_the_eval_engines_batched_writes_skip_and_replace_as_on_postgresql(on_sqlite):
+    env, _, _ = on_sqlite
+    out = manage(env, "shell", "--command", ENGINE_WRITES)
+    assert (
+        "samples [(5, 'first pass', {'n': 2}, {'subject': 'é'}), (6, 'first pass', {'n': 2}, {'subject': 'é'}), (7, 'second pass', {'n': 2}, {'subject': 'é'})]"
+        in out
+    )
+    assert "cached [('a', b'new', 'fp'), ('b', b'two', '')]" in out
