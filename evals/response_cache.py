@@ -220,10 +220,8 @@ def _store(project_id: int, deployment: Deployment, fresh: list[tuple[Key, bytes
     source = source_of(deployment)
     rows = [(project_id, deployment.pk, key.hash, source, system, key.text, body, len(key.text) + len(body), 0, now) for key, body, system in fresh]
     if bulk.is_postgresql():
-        names = _names()
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS cached_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {_table()} WITH NO DATA")
-            bulk.copy_rows(cursor, "cached_incoming", _columns(), rows)
+            names = bulk.stage(cursor, "cached_incoming", _table(), _columns(), rows)
             cursor.execute(_upsert(f"SELECT {names} FROM cached_incoming"))
         return
     now = connection.ops.adapt_datetimefield_value(now)

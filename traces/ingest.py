@@ -169,10 +169,8 @@ def _copy_spans(rows) -> list[dict]:
     except UniqueViolation:
         # Some spans are stored already (an exporter re-sending a batch whose
         # answer it never got): stage them and keep only the new ones.
-        names = ", ".join(connection.ops.quote_name(f.column) for f in SPAN_COLUMNS)
         with connection.cursor() as cursor:
-            cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS span_incoming ON COMMIT DELETE ROWS AS SELECT {names} FROM {table} WITH NO DATA")
-            bulk.copy_rows(cursor, "span_incoming", SPAN_COLUMNS, values)
+            names = bulk.stage(cursor, "span_incoming", table, SPAN_COLUMNS, values)
             cursor.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM span_incoming ON CONFLICT DO NOTHING RETURNING trace_id, span_id")
             new = set(cursor.fetchall())
             cursor.execute("TRUNCATE span_incoming")

@@ -57,6 +57,15 @@ def copy_rows(cursor, table: str, fields: Sequence[Field], rows: Iterable[Sequen
             copy.write_row(row)
 
 
+def stage(cursor, name: str, table: str, fields: Sequence[Field], rows: Iterable[Sequence]) -> str:
+    """The rows copied into a temporary table `name` of `table`'s `fields` (made once per connection, emptied at
+    commit), for an INSERT ... SELECT that decides what a conflict means; the column list, for that SELECT."""
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name} ON COMMIT DELETE ROWS AS SELECT {names} FROM {table} WITH NO DATA")
+    copy_rows(cursor, name, fields, rows)
+    return names
+
+
 @cache
 def column_types(fields: tuple[Field, ...]) -> tuple[str, ...]:
     """The columns' PostgreSQL types as binary COPY must be told them ("varchar(32)" -> "varchar"; jsonb: see `jsonb`).
