@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from belvedir.sandbox.egress import KEEPER_USER
 from belvedir.sandbox.models import SandboxHost
 from belvedir.sandbox.owners import Owner
 from billing.models import Account, LedgerEntry
@@ -81,13 +82,19 @@ def test_a_sandbox_that_stops_while_the_engine_is_healthy_fails_charged_with_a_r
     # The sandbox's PID 1 ends without any request to the engine, which stays
     # up: what a workload that reached it would do (signalled here from the
     # host, whatever uid the init runs as).
-    init_pid = docker_cli("inspect", "-f", "{{.State.Pid}}", Owner("run", run.pk).container_name).stdout.strip()
+    name = Owner("run", run.pk).container_name
+    # What an init that fails says on its way out (tini's fatal errors go to its stderr) reaches the reason: said here
+    # on its stderr by its own uid, which only the platform's execs have.
+    said = docker_cli("exec", "-u", KEEPER_USER, name, "sh", "-c", "echo '[FATAL tini (1)] Error while waiting for pids' > /proc/1/fd/2")
+    assert said.returncode == 0, said.stderr
+    init_pid = docker_cli("inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
     os.kill(int(init_pid), signal.SIGKILL)
     worker.join(60)
     run.refresh_from_db()
 
     assert run.status == "failed", (run.status, run.status_message)
     assert "stopped from inside" in run.status_message
+    assert "Its last words: [FATAL tini (1)] Error while waiting for pids" in run.status_message
     assert not refunded(run)
 
 

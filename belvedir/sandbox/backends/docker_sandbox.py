@@ -78,6 +78,9 @@ KILLER_SECONDS = 30
 KILLER_RUN_SECONDS = 120
 # How long a sandbox's removal is waited for, past one engine call's timeout (API_TIMEOUT): see _remove_container.
 REMOVE_SECONDS = 300
+# How much of what a stopped sandbox's init said last goes into the reason given for its end.
+LAST_WORDS_LINES = 3
+LAST_WORDS_CHARS = 400
 # The engine's exit code for an exec it could not start.
 EXEC_FAILED = 126
 # Ending every process of a user is one exec as that user (no capability is at hand to do it as another: Docker
@@ -620,11 +623,24 @@ class DockerSandbox(Sandbox):
                 return SandboxOutOfMemory(f"The sandbox was stopped: out of memory (limit {self.spec.limits.memory_mb} MB).")
             return SandboxDied(
                 f"The sandbox stopped from inside while running (its main process exited with code {state.get('ExitCode')}), "
-                "e.g. a command killed its PID 1 or keep-alive process."
+                f"e.g. a command killed its PID 1 or keep-alive process.{self._last_words()}"
             )
         if check_pids and self._pids_exhausted():
             return SandboxDied(f"The sandbox reached its limit of {self.spec.limits.pids} processes and could start no more.")
         return None
+
+    def _last_words(self) -> str:
+        """What the sandbox's init and keep-alive said last, if anything: tini names its own failures there.
+
+        Only PID 1 and its keep-alive write to the container's log (a workload's
+        execs have their own streams, and its uid cannot reach theirs).
+        """
+        try:
+            said = self.container.logs(stdout=True, stderr=True, tail=LAST_WORDS_LINES)
+        except ENGINE_ERRORS:
+            return ""
+        said = said.decode(errors="replace").strip()[-LAST_WORDS_CHARS:]
+        return f" Its last words: {said}" if said else ""
 
     def _engine_actions(self) -> set[str] | None:
         """What the engine recorded happening to this container (kill, oom, die…); None if unknown."""
