@@ -80,7 +80,7 @@ def test_api_redeem_returns_credit_and_balance(api, coupon):
 
 
 @pytest.mark.django_db
-def test_attempts_are_throttled_per_user(api, owner_client, settings):
+def test_attempts_are_throttled_per_user(api, owner_client, settings, held_rate_window):
     settings.COUPON_ATTEMPTS_PER_MINUTE = 3
     from django.core.cache import cache
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters():
+def _fresh_counters(held_rate_window):
     cache.clear()
 
 
