@@ -100,12 +100,13 @@ echo "setup: all but the sandbox image took $((SECONDS - started)) s"
 # 1. the in-process tests (the fast tier's, less those marked sandbox, which
 #    run on Docker here): one pytest-xdist worker per core, as in the fast
 #    tier, where they are proven to run side by side;
-# 2. the tests of the real parts, one worker per core too, each taking whole
-#    files (--dist loadfile: a module's server or second engine is started
-#    once). Each worker has its own test database, live server, egress proxy
-#    and sandbox instance label (tests/conftest.py), so neither sees, reaps or
-#    sweeps the other's containers. They wait on sandboxes, servers and
-#    browsers more than they compute: side by side, 578 s instead of 860 s;
+# 2. the tests of the real parts, one worker per core and one more, each
+#    taking whole files (--dist loadfile: a module's server or second engine
+#    is started once). Each worker has its own test database, live server,
+#    egress proxy and sandbox instance label (tests/conftest.py), so none sees,
+#    reaps or sweeps another's containers. They wait on sandboxes, servers and
+#    browsers more than they compute: on 2 cores, 2 workers took 578 s where 1
+#    took 860 s (12-04), and 3 workers 1,264 s where 2 took 1,446-1,508 s (12-07);
 # 3. the faults tests alone: they stop PostgreSQL and Docker engines under
 #    everything else.
 # An extra argument such as -k may select no test of a run (pytest's exit 5); it fails only if it selects none of any.
@@ -116,7 +117,7 @@ faults=0
 .venv/bin/python -m pytest -n auto --dist worksteal -m "not ($heavy or sandbox)" "$@" || in_process=$?
 wait "$image"
 echo "setup: the sandbox image was ready $((SECONDS - started)) s after the start"
-.venv/bin/python -m pytest -n auto --dist loadfile -m "($heavy or sandbox) and not faults" "$@" || real_parts=$?
+.venv/bin/python -m pytest -n "$(($(nproc) + 1))" --dist loadfile -m "($heavy or sandbox) and not faults" "$@" || real_parts=$?
 .venv/bin/python -m pytest -m faults "$@" || faults=$?
 echo "make test took $((SECONDS - started)) s, setup included."
 if [ "$in_process" = 5 ] && [ "$real_parts" = 5 ] && [ "$faults" = 5 ]; then

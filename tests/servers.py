@@ -116,7 +116,9 @@ def _answers(url) -> bool:
 def local_model_server(*arguments: str):
     """`manage.py serve_local_model` on a free port (the real weights, from `manage.py install_local_model`); yields its base URL."""
     port = free_port()
-    command = [sys.executable, "manage.py", "serve_local_model", "--port", str(port), *arguments]
+    # One thread: llama.cpp's threads wait for each other at every layer, so beside the suite's other workers a core
+    # taken from one holds up all (the gsm8k test with two cores kept busy: 200-227 s at 2 threads, 132 s at 1).
+    command = [sys.executable, "manage.py", "serve_local_model", "--port", str(port), "--threads", "1", *arguments]
     url = f"http://127.0.0.1:{port}/v1"
     server = _started(command, subprocess_environ(), f"{url}/models")
     try:
