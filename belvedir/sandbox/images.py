@@ -300,8 +300,11 @@ def _layer_command(seed: tuple[str, ...]) -> str:
         f"        print(f'{{top}} holds {{size / 2**20:.0f}} MB'); sys.exit({TOO_BIG})\n"
     )
     check = f"python3 -c {shlex.quote(sizes)} {Limits.defaults().tmp_mb} {' '.join(shlex.quote(f) for f in seed)}" if seed else "true"
+    # One stream, in the order things were written: the layer's size is read as the output's last word, and tar's
+    # warnings on a stream of their own could come after it (seen in CI: "Removing leading `/' from hard link
+    # targets" last, read as the size). The engine copies an exec's stdout and stderr each on its own.
     return (
-        f"set -e; {check}; mkdir -p {SEED_DIR} {keep}; chmod -R a+rX {SEED_DIR};"
+        f"exec 2>&1; set -e; {check}; mkdir -p {SEED_DIR} {keep}; chmod -R a+rX {SEED_DIR};"
         f" find / -xdev \\( {pruned} \\) -prune -o -cnewer {MARKER} -print0 | tar --null --no-recursion -cf {LAYER} -T -;"
         f" python3 -c {shlex.quote(f'import os; print(os.path.getsize({LAYER!r}))')}"
     )
