@@ -57,14 +57,13 @@ def _trace_batches_stored_inline(settings):
 
 
 @pytest.fixture
-def held_rate_window(monkeypatch):
-    """The rate limits' clock held in the middle of the current window: a test that counts attempts against a limit
+def held_rate_window(time_machine):
+    """The clock held in the middle of the rate limits' current window: a test that counts attempts against a limit
     per minute would otherwise see its count start again when its attempts straddle a minute (seen: 11 logins
     on a loaded machine, the last one allowed)."""
     from belvedir.core import throttle
 
-    held = (time.time() // throttle.WINDOW_SECONDS + 0.5) * throttle.WINDOW_SECONDS
-    monkeypatch.setattr(throttle, "clock", lambda: held)
+    time_machine.move_to((time.time() // throttle.WINDOW_SECONDS + 0.5) * throttle.WINDOW_SECONDS, tick=False)
 
 
 @pytest.fixture
