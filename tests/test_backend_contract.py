@@ -599,6 +599,19 @@ def test_it_reports_out_of_memory(flavour, backend):
             box.exec("python3 -c 'x = bytearray(512 * 1024 * 1024); print(len(x))'", timeout=60)
 
 
+@claiming(Capability.OOM)
+def test_a_sandbox_its_files_fill_is_out_of_memory_whatever_the_platform_asks_of_it_next(flavour, backend):
+    # A tmpfs holds its pages in the sandbox's memory, beyond reclaim: after this even the runtime's process for the
+    # next exec is OOM-killed as it starts (runc: "read init-p: connection reset by peer", an agent job's filler in
+    # CI), which read as the engine failing, the platform's fault, refunded.
+    with backend.sandbox(spec(flavour, limits=Limits.defaults(memory_mb=64), writable=("/app",))) as box:
+        with pytest.raises(SandboxOutOfMemory, match="64 MB"):
+            box.exec("cat /dev/zero > /app/fill", timeout=60)
+        for _ in range(3):
+            with pytest.raises(SandboxOutOfMemory, match="64 MB"):
+                box.end_processes(box.spec.user)
+
+
 @claiming(Capability.LIMITS)
 def test_disk_writes_are_bounded_by_the_sandbox_not_the_host(flavour, backend):
     with backend.sandbox(spec(flavour, limits=Limits.defaults(memory_mb=256, home_mb=32))) as box:

@@ -190,7 +190,7 @@ class Sandbox(ABC):
         """Stop everything in it now (a timeout, a cancel): the platform's doing, so `diagnose` blames no one."""
 
     @abstractmethod
-    def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
+    def diagnose(self, *, check_limits: bool = True) -> SandboxUserError | None:
         """Why the sandbox stopped or chokes, if the workload caused it; None when it did not (or it cannot tell)."""
 
 

@@ -116,6 +116,8 @@ exit 9
 # runsc's own exit code for an exec it could not see to the end.
 SIGKILLED = 137
 RUNSC_EXEC_FAILED = 128
+# Within this of its memory limit a sandbox is full: an exec's runtime process cannot start in it (see _memory_exhausted).
+MEMORY_FULL_MARGIN = 8 << 20
 
 
 class DockerSandbox(Sandbox):
@@ -396,7 +398,7 @@ class DockerSandbox(Sandbox):
             if self._oom_killed():
                 raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
             # Stopped by the workload (charged) or by the platform (refunded): the evidence decides.
-            if died := self.diagnose(check_pids=False):
+            if died := self.diagnose(check_limits=False):
                 died.output = output
                 raise died
             raise SandboxPlatformError(f"The sandbox stopped during a command (exit code {self.container.attrs['State'].get('ExitCode')}).")
@@ -404,10 +406,11 @@ class DockerSandbox(Sandbox):
             # Killed by the platform from another thread (a cancel). Under gVisor the exec can end (137) before the engine
             # sees the container stop, which read as the command's own exit (seen once in CI's contract test).
             raise SandboxPlatformError(f"The sandbox was stopped by the platform during a command (exit code {exit_code}).", output=output)
-        if exit_code != 0 and (died := self.diagnose(check_pids=False)):
+        if exit_code != 0 and (died := self.diagnose(check_limits=False)):
             died.output = output
             raise died
-        if exit_code != 0 and self._new_oom_kill():
+        # A full memory first: it is read from outside, where the look for a kill would itself be OOM-killed inside.
+        if exit_code != 0 and (self._memory_exhausted() or self._new_oom_kill()):
             raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
         if broke:
             # The command ran to its end in a sandbox still running, but the engine's stream of its output broke:
@@ -497,6 +500,9 @@ class DockerSandbox(Sandbox):
             if code not in (EXEC_FAILED, SIGKILLED, None):
                 return code == 0
             time.sleep(0.02)
+        # No killer lived to its end: a fork bomb's processes or a full memory left it no room, the workload's doing.
+        if died := self.diagnose():
+            raise died
         return False
 
     def _exit_code(self, exec_id: str, deadline: float) -> int | None:
@@ -595,7 +601,7 @@ class DockerSandbox(Sandbox):
                 raise died from exc
             raise SandboxPlatformError(f"The Docker engine failed while trying to {doing}: {explain(exc)}") from exc
 
-    def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
+    def diagnose(self, *, check_limits: bool = True) -> SandboxUserError | None:
         """Why the sandbox stopped or chokes, if the workload caused it; None otherwise.
 
         The evidence, in order: an engine that does not answer is a platform
@@ -625,8 +631,10 @@ class DockerSandbox(Sandbox):
                 f"The sandbox stopped from inside while running (its main process exited with code {state.get('ExitCode')}), "
                 f"e.g. a command killed its PID 1 or keep-alive process.{self._last_words()}"
             )
-        if check_pids and self._pids_exhausted():
+        if check_limits and self._pids_exhausted():
             return SandboxDied(f"The sandbox reached its limit of {self.spec.limits.pids} processes and could start no more.")
+        if check_limits and self._memory_exhausted():
+            return SandboxOutOfMemory(f"The sandbox's memory is full (limit {self.spec.limits.memory_mb} MB): no command can start in it.")
         return None
 
     def _last_words(self) -> str:
@@ -659,6 +667,22 @@ class DockerSandbox(Sandbox):
             return False
         limit = pids.get("limit") or self.spec.limits.pids
         return bool(pids.get("current")) and pids["current"] >= limit
+
+    def _memory_exhausted(self) -> bool:
+        """Whether what the sandbox holds fills its memory: the runtime's process for an exec is then OOM-killed as it
+        starts ("read init-p: connection reset by peer (possibly OOM-killed)"), seen when an agent filled its tmpfs.
+
+        Held means not reclaimable: the cgroup's usage less its inactive file cache (as `docker stats` counts it);
+        what a tmpfs holds stays. Measured here (runc, cgroup v1): an exec still starts with 2 MiB left.
+        """
+        try:
+            memory = self.container.stats(stream=False, one_shot=True).get("memory_stats") or {}
+        except ENGINE_ERRORS:
+            return False
+        stats = memory.get("stats") or {}
+        held = memory.get("usage", 0) - stats.get("total_inactive_file", stats.get("inactive_file", 0))
+        limit = memory.get("limit") or self.spec.limits.memory_mb << 20
+        return bool(memory.get("usage")) and held >= limit - MEMORY_FULL_MARGIN
 
     def _new_oom_kill(self) -> bool:
         """Whether the kernel OOM-killed anything in this sandbox since the last look.

@@ -344,7 +344,7 @@ class FakeSandbox(Sandbox):
     def kill(self):
         self.stop_processes()
 
-    def diagnose(self, *, check_pids: bool = True) -> SandboxUserError | None:
+    def diagnose(self, *, check_limits: bool = True) -> SandboxUserError | None:
         return None
 
     # -- pieces ------------------------------------------------------------
