@@ -1,5 +1,8 @@
-"""`bv jobs` against a live server whose worker runs trials in real sandboxes (runc): run and wait, list, show,
-trials, compare as a gate (exit 0, 1 or 2), cancel and export."""
+"""`bv jobs` against a live server whose worker runs the job's trials through the queue's own path: run and wait,
+list, show, trials, compare as a gate (exit 0, 1 or 2), cancel and export.
+
+Each trial ends as its verifier would end it (tests/trial_endings.py): what the CLI shows is the job's, proven here;
+the shipped tasks' oracle and nop in real sandboxes are tests/test_agent_trials.py's."""
 
 import io
 import json
@@ -10,13 +13,15 @@ import pytest
 from click.testing import CliRunner
 from django.conf import settings
 
+from agent_tasks import jobs
 from agent_tasks.actions import import_task_set
 from belvedir.sandbox.models import SandboxHost
 from belvedir_cli.main import cli
 
 from .harness_fixtures import fund
+from .trial_endings import as_verified
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.docker]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "tasks"
 SIX = ["complete-fizzbuzz", "count-errors", "create-files", "csv-totals", "dedupe-emails", "upper-names"]
@@ -32,9 +37,10 @@ def bv(live_server, api_key, tmp_path, monkeypatch):
     return run
 
 
-def test_bv_jobs_runs_follows_compares_as_a_gate_and_exports(bv, project, owner, worker, tmp_path):
+def test_bv_jobs_runs_follows_compares_as_a_gate_and_exports(bv, project, owner, worker, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "execute", as_verified)
     SandboxHost.objects.update(enabled=False)
-    SandboxHost.objects.create(name="cli-jobs", url=settings.SANDBOX_DOCKER_URL, capacity=2)
+    SandboxHost.objects.create(name="cli-jobs", backend="fake", url="fake://cli-jobs", capacity=2)
     files = {f"tasks/{p.relative_to(EXAMPLES).as_posix()}": p.read_bytes() for p in sorted(EXAMPLES.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
     import_task_set(project, owner, "examples", files)
     fund(project, 500)

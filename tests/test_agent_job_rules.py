@@ -37,6 +37,7 @@ from evals.models import Deployment
 
 from .concurrency import run_concurrently
 from .harness_fixtures import fund
+from .trial_endings import as_verified, ends_with
 
 pytestmark = pytest.mark.django_db
 
@@ -234,15 +235,6 @@ def test_a_short_balance_or_a_debt_skips_the_trial_naming_it(project, owner):
     assert not LedgerEntry.objects.filter(kind="run_charge").exists()
 
 
-def ends_with(reward=None, **result):
-    """An `execute` that ends the trial as a sandbox would have: with this reward, or this error."""
-
-    def execute(trial, agent=None, **kwargs):
-        return trials.finish(trial, trials.TrialResult(reward=reward, **result))
-
-    return execute
-
-
 def no_capacity_once(then):
     """An `execute` whose first call finds no host free (a run took the place after the claim), then does `then`."""
     calls = []
@@ -254,6 +246,32 @@ def no_capacity_once(then):
         return then(trial, agent, **kwargs)
 
     return execute
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_runs_every_agent_on_every_task_each_attempt_through_the_queue_and_charges_each_trial_once(project, owner, host, held, monkeypatch):
+    monkeypatch.setattr(jobs, "execute", as_verified)
+    fund(project, 1000)
+    before = Account.balance_for(project)
+    tasks = ["complete-fizzbuzz", "repair-json-config", "upper-names"]
+    version = task_set(project, owner, tasks)
+    job = jobs.create_job(project, owner, version=version, agents=["oracle", "nop"], tasks=tasks, attempts=2, budget_cents=100, runtime="runc")
+    assert len(held) == 4  # as many as the host has places, sent on commit
+    while held:  # as a worker would: each sent trial run in send order, each sending the job's next
+        jobs.run_job_trial(held.pop(0))
+    job.refresh_from_db()
+
+    assert job.status == Job.Status.FINISHED
+    ran = list(job.trials.select_related("task"))
+    assert {(t.task.name, t.agent, t.attempt, t.status) for t in ran} == {(n, a, k, "succeeded") for n in tasks for a in ("oracle", "nop") for k in (1, 2)}
+    assert len(ran) == 12 and {t.runtime for t in ran} == {"runc"}  # the job's runtime reached each trial
+    charges = LedgerEntry.objects.filter(kind=LedgerEntry.Kind.RUN_CHARGE, reference__startswith="trial:")
+    assert sorted(charges.values_list("reference", flat=True)) == sorted(f"trial:{t.pk}" for t in ran)
+    assert Account.balance_for(project) == before - 12 * PRICE and job.charged_cents == 12 * PRICE
+    results = {entry["contestant"]: entry for entry in summary(job)}
+    assert results["oracle"]["pass_at_k"]["1"]["value"] == 1.0 and results["oracle"]["pass_hat_k"]["2"]["value"] == 1.0
+    assert results["nop"]["pass_at_k"]["2"]["value"] == 0.0 and results["nop"]["cost_per_solve_cents"] is None
+    assert results["oracle"]["cost_per_solve_cents"] == PRICE
 
 
 def test_a_trial_waiting_again_for_a_host_keeps_its_one_charge(funded, owner, host, held, monkeypatch):
