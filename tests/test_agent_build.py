@@ -78,19 +78,21 @@ def recipe_of(task):
     return resolve(task.files("environment")).recipe(task.build_timeout_sec)
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_a_task_with_run_lines_is_built_once_and_its_trials_see_what_the_build_made(project, owner, runtime, request):
+def test_a_task_with_run_lines_is_built_once_and_its_trials_under_either_runtime_see_what_the_build_made(project, owner, request):
     task = built_task(project, owner, request.node.name)
     recipe, backend = recipe_of(task), DockerBackend(settings.SANDBOX_DOCKER_URL)
     tag = images.tag_for(backend, recipe)
     request.addfinalizer(lambda: remove_image(tag))
     assert backend.image_id(tag) is None
-    trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"), runtime_wanted=runtime)
-    assert (trial.status, trial.error, trial.reward, trial.runtime) == ("succeeded", "", 1.0, runtime)
+    trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"), runtime_wanted="runc")
+    assert (trial.status, trial.error, trial.reward, trial.runtime) == ("succeeded", "", 1.0, "runc")
     assert backend.image_id(tag) is not None
-    # Found by the hash of its build context and base: the next trial builds nothing, and doing nothing scores 0 on it.
+    # Found by the hash of its build context and base: the next trial builds nothing, under gVisor sees the same
+    # image, and doing nothing scores 0 on it.
     assert images.ensure(backend, recipe) == (tag, False)
-    assert run_trial(task, "nop", runtime_wanted=runtime).reward == 0.0
+    trial = run_trial(task, ShellAgent("echo ok > /app/agent.txt"), runtime_wanted="runsc")
+    assert (trial.status, trial.error, trial.reward, trial.runtime) == ("succeeded", "", 1.0, "runsc")
+    assert run_trial(task, "nop", runtime_wanted="runsc").reward == 0.0
 
 
 def test_two_workers_wanting_the_same_image_build_it_once_and_the_builder_prunes(project, owner, request, monkeypatch):
@@ -172,7 +174,7 @@ def one_file_layer(text: str) -> bytes:
     "run, reason",
     [
         # No network at build time: a package index, the host's database and the engine's socket are all out of reach.
-        ("pip download --no-deps --timeout 5 -d /tmp/x six", "RUN at line 3 exited with code"),
+        ("pip download --no-deps --timeout 5 --retries 0 -d /tmp/x six", "RUN at line 3 exited with code"),
         ("python3 -c \"import socket; socket.create_connection(('127.0.0.1', 5432), 3)\"", "RUN at line 3 exited with code"),
         ("test -S /var/run/docker.sock || exit 7", "RUN at line 3 exited with code 7"),
     ],
