@@ -311,7 +311,8 @@ def evals_show(eval_id):
     if click.get_current_context().obj.get("json"):
         output(ev)
         return
-    output(with_interval({key: value for key, value in ev.items() if key not in ("categories", "metrics", "noise", "warnings", "early_stop")}))
+    hidden = ("categories", "metrics", "noise", "warnings", "early_stop", "serving_stack")
+    output(with_interval({key: value for key, value in ev.items() if key not in hidden}))
     for warning in ev.get("warnings") or []:
         click.echo(f"Warning: {warning}")
     if stop := ev.get("early_stop"):
@@ -417,6 +418,8 @@ def print_comparison(body: dict, show_flips: int):
         click.echo(f"Set aside {body['set_aside']['count']} rows that flipped within their own epochs: {body['set_aside']['flaky_rows'][:20]}")
     if (judge := body.get("judge")) and not judge["calibrated"]:
         click.echo(f"Warning: {judge['warning']}")
+    if (stacks := body.get("serving")) and not stacks["same"]:
+        click.echo(f"Warning: {stacks['warning']}")
     for axis, entries in (body.get("by_category") or {}).items():
         rows = [{**e, "a": fmt(e["a"], ".3f"), "b": fmt(e["b"], ".3f"), "delta": fmt(e["delta"], "+.3f"), "95% CI": interval(e["delta_ci"])} for e in entries]
         output(rows, ["name", "n", "a", "b", "delta", "95% CI", "verdict"], title=f"Delta B - A by {axis}")

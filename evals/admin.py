@@ -89,8 +89,9 @@ class EvalAdmin(admin.ModelAdmin):
     search_fields = ["=id", "=suite_run__id", "=cell_key", "benchmark", "project__name", "deployment__name"]
     list_select_related = ["project", "dataset", "deployment"]
     raw_id_fields = ["project", "deployment", "dataset", "created_by", "same_rows_as", "suite_run", "judge", "rescored_from", "reused_from", "decide_against"]
-    # Made by evals/suites/cells.py from what decides the answers: an edit would make a cell reuse what it should not.
-    readonly_fields = ["cell_key"]
+    # Made by evals/suites/cells.py from what decides the answers: an edit would make a cell reuse what it should not;
+    # the serving stack is what the server said, not an opinion.
+    readonly_fields = ["cell_key", "serving_stack"]
 
     @admin.display(description="reused from", ordering="reused_from")
     def reused_from_eval(self, ev):

@@ -93,6 +93,12 @@ class EvalSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text='Where and why it stopped early, e.g. {"at": 812, "of": 14042, "verdict": "better", "reason": "decision", "p": 0.003, "alpha": 0.05, "summary": ...}; {"resumed": ...} once resumed; {} otherwise.',
     )
+    served_by = serializers.CharField(source="serving_described", read_only=True, help_text='`serving_stack` in words; "" when not known.')
+    serving_stack = serializers.JSONField(
+        read_only=True,
+        help_text='What the deployment\'s server said of itself as it answered: {"server": [Server headers], "models": the /models entry\'s digest, '
+        '"system_fingerprints": [...], "peak_in_flight": n}; {} when not known. A comparison across differing stacks says so (`serving`).',
+    )
     concurrency = serializers.ListField(
         child=serializers.ListField(child=serializers.FloatField()),
         read_only=True,
@@ -144,6 +150,8 @@ class EvalSerializer(serializers.ModelSerializer):
             "rate_per_s",
             "eta_seconds",
             "concurrency",
+            "served_by",
+            "serving_stack",
             "created_at",
             "started_at",
             "finished_at",
@@ -472,7 +480,8 @@ class EvalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gen
         flips, verdict, MDE, rows needed, the flipped samples; with epochs, the noise floor, and with
         ?set_aside_flaky=1 the rows that flipped within either side's epochs left out and listed. A `sequential`
         section (the always-valid test on the prefix of the run order both stored) when either stopped early,
-        or with ?sequential=1 (at ?alpha=, the evals' own decision α by default).
+        or with ?sequential=1 (at ?alpha=, the evals' own decision α by default). `serving` says whether the two
+        were served by the same stack (Server header, /models entry, system_fingerprint) and warns when not.
         409 when the evals did not score the same rows."""
         a = self.get_object()
         b = get_object_or_404(self.get_queryset(), pk=other)

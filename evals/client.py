@@ -27,6 +27,7 @@ from belvedir.core.netpolicy import Refused, outbound_policy
 from . import loglikelihood
 from .models import Deployment
 from .outbound import PolicyResolver, RefusedConnection, check_literal, peer_is_public
+from .serving import Seen
 
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 # A longer Retry-After is waited this long, then the request is sent again: three such waits fit in the
@@ -98,12 +99,17 @@ class Observer(Protocol):
     async def backoff(self, delay: float) -> None: ...
 
 
-async def send_request(client: aiohttp.ClientSession, deployment: Deployment, request: Request, observer: Observer | None = None) -> tuple[bytes, float]:
-    """A 200's body and its latency in ms; `observer` (a gate the caller holds a slot of) learns of every answer, retries included."""
-    return await _post(client, deployment, request.path, request.payload, observer)
+async def send_request(
+    client: aiohttp.ClientSession, deployment: Deployment, request: Request, observer: Observer | None = None, seen: Seen | None = None
+) -> tuple[bytes, float]:
+    """A 200's body and its latency in ms; `observer` (a gate the caller holds a slot of) learns of every answer, retries
+    included, and `seen` (evals/serving.py) the headers of the 200."""
+    return await _post(client, deployment, request.path, request.payload, observer, seen)
 
 
-async def _post(client: aiohttp.ClientSession, deployment: Deployment, path: str, payload: dict, observer: Observer | None = None) -> tuple[bytes, float]:
+async def _post(
+    client: aiohttp.ClientSession, deployment: Deployment, path: str, payload: dict, observer: Observer | None = None, seen: Seen | None = None
+) -> tuple[bytes, float]:
     """A 200's body and its latency in ms, with bounded retries and exponential backoff with jitter, never sooner than a Retry-After."""
     url = deployment.base_url.rstrip("/") + path
     headers = {"Content-Type": "application/json"}
@@ -125,6 +131,8 @@ async def _post(client: aiohttp.ClientSession, deployment: Deployment, path: str
             async with client.post(url, data=data, headers=headers, allow_redirects=False) as response:
                 body = await response.read()
                 status = response.status
+                if status == 200 and seen is not None:
+                    seen.headers(response.headers)
                 if status != 200:
                     # Only a failure's body may be shown, and only from a public peer: not looked up for every answer.
                     public, retry_after = peer_is_public(response), retry_after_seconds(response.headers)

@@ -9,7 +9,7 @@ is refused with the reason, never silently matched by index.
 from dataclasses import dataclass
 from functools import lru_cache
 
-from . import benchmarks, sequential, statistics
+from . import benchmarks, sequential, serving, statistics
 from .categories import axes_of, group_by_category
 from .models import DatasetVersion, Eval
 from .noise import noise
@@ -114,6 +114,7 @@ def compare_evals(a: Eval, b: Eval, *, set_aside_flaky: bool = False, sequential
     result["set_aside"] = {"applied": set_aside_flaky, "count": len(flaky) if set_aside_flaky else 0, "flaky_rows": flaky}
     result["noise"] = noise_floor_of(a, b, result["delta"])
     result["judge"] = judge_note(a, b)
+    result["serving"] = serving.note(a.serving_stack, b.serving_stack)
     if stopped_early(a) or stopped_early(b) or sequential_alpha is not None:
         scores_a, scores_b = (_usable_scores(rows) for rows in (rows_a, rows_b))
         result["sequential"] = sequential_section(a, b, scores_a, scores_b, sequential_alpha or decision_alpha(a, b))

@@ -23,12 +23,12 @@ from django.utils import timezone
 from belvedir.core.collector import collections_spaced
 from belvedir.sandbox.errors import SandboxPlatformError
 
-from . import early_stop, loglikelihood, sample_writes, shares, statistics
+from . import early_stop, loglikelihood, sample_writes, serving, shares, statistics
 from .benchmarks.base import Benchmark
 from .client import RequestFailed, completion_of, completion_request, http_session, loglikelihood_of, loglikelihood_request, models_entry, send_request
 from .concurrency import AdaptiveLimit, Timeline
 from .models import Eval, Sample, SampleAttempt
-from .response_cache import ResponseCache, is_sampled, record_models_entry
+from .response_cache import ResponseCache, is_sampled, record_models_entry, served_parts
 from .sample_writes import NewSample
 from .scoring.base import ScoringError, Usage
 
@@ -77,6 +77,8 @@ class EvalRun:
         self.cache = ResponseCache.for_eval(ev) if stored is None else None
         # Whether a request went out sampled without a seed (stored once, at the next write: Eval.sampled).
         self.sampled, self._sampled_stored = ev.sampled, ev.sampled
+        # What the deployment's server says of itself in its answers, stamped on the eval as the pass ends (serving.py).
+        self.seen = serving.Seen()
 
     async def run(self):
         # The ORM calls below run in one thread of this eval's own: by default
@@ -98,8 +100,9 @@ class EvalRun:
             # Its share of the deployment's cap beside every other eval asking it, before the first request.
             await self._settle(min(gate.maximum, 2 * int(gate.level), len(todo)), held=0)
         async with http_session(limit) as client:
-            if self.cache is not None:
-                # What the server says it serves is part of every key: asked once per pass, before any key is made.
+            if self.stored is None:
+                # What the server says it serves: part of every cache key (asked once per pass, before any key is
+                # made) and of the eval's serving stamp.
                 entry = await models_entry(client, deployment)
                 await sync_to_async(record_models_entry)(deployment, entry)
             rows_done = asyncio.Event()
@@ -113,6 +116,8 @@ class EvalRun:
                 finally:
                     try:
                         await self._flush(final=True)
+                        if self.stored is None:
+                            await sync_to_async(self._write_stamp)()
                     finally:
                         if self.timeline is not None:
                             await sync_to_async(shares.release)(self.eval)
@@ -149,8 +154,10 @@ class EvalRun:
             async with gate:
                 if self._stopped():
                     raise Stopped
-                body, latency_ms = await send_request(client, deployment, request, observer=gate)
+                body, latency_ms = await send_request(client, deployment, request, observer=gate, seen=self.seen)
+                in_flight = gate.in_flight
             reply = completion_of(body, deployment, latency_ms)
+            self.seen.reply(reply.system_fingerprint, in_flight)
             self.spent += deployment.cost(reply.prompt_tokens, reply.completion_tokens) or 0
             if key:
                 self.cache.keep(key, body, reply.system_fingerprint)
@@ -215,8 +222,9 @@ class EvalRun:
                 if self._stopped():
                     return
                 try:
-                    body, latency_ms = await send_request(client, deployment, request, observer=gate)
+                    body, latency_ms = await send_request(client, deployment, request, observer=gate, seen=self.seen)
                     results.append(loglikelihood_of(body, option, latency_ms))
+                    self.seen.reply(None, gate.in_flight)
                 except RequestFailed as exc:
                     error = str(exc)
                     break
@@ -342,6 +350,10 @@ class EvalRun:
     async def _settle(self, wanted: int, held: int):
         # The gate is this loop's: set here, the share settled in the ORM's thread.
         self.timeline.gate.set_share(await sync_to_async(shares.settle)(self.eval, wanted=max(1, wanted), held=held))
+
+    def _write_stamp(self):
+        models = served_parts(self.eval.deployment.served_fingerprint)[0]
+        Eval.objects.filter(pk=self.eval.pk).update(serving_stack=self.seen.stamp(self.eval.serving_stack or {}, models))
 
     def _write_chart(self, series: list):
         Eval.objects.filter(pk=self.eval.pk).update(concurrency=series)

@@ -11,6 +11,8 @@ from belvedir.core.models import ProjectScopedQuerySet
 from belvedir.sandbox.output import MASK
 from belvedir.sandbox.owners import Owner
 
+from . import serving
+
 # The documented default of requests in flight per deployment, and the most a deployment may be given
 # (vLLM serving a small model keeps gaining throughput past 256 in flight); the engine finds the level
 # that works below it (evals/concurrency.py).
@@ -263,6 +265,9 @@ class Eval(models.Model):
     # The engine's requests in flight over time (evals/concurrency.py), for the eval page's chart:
     # [[seconds since the pass began, the level allowed, requests in flight, responses per second], ...].
     concurrency = models.JSONField(default=list, blank=True)
+    # What its deployment's server said of itself as it answered (evals/serving.py): its Server header, its /models
+    # entry's digest, the system_fingerprints of its answers, the most requests in flight at once. {}: not known.
+    serving_stack = models.JSONField(default=dict, blank=True)
     # A suite cell reused instead of run (same benchmark version, data, deployment fingerprint,
     # generation settings, rows and epochs): the finished eval its samples were copied from.
     reused_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reuses")
@@ -289,6 +294,10 @@ class Eval(models.Model):
     @property
     def label(self):
         return self.benchmark or (self.dataset.name if self.dataset_id else "?")
+
+    @property
+    def serving_described(self) -> str:
+        return serving.described(self.serving_stack)
 
     @property
     def is_active(self):

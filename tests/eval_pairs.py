@@ -34,14 +34,16 @@ class PairedEvals:
     def __exit__(self, *exc):
         self.stack.close()
 
-    def deployment(self, name, wrong=(), latency=0.0, **fields) -> Deployment:
+    def deployment(self, name, wrong=(), latency=0.0, server=None, **fields) -> Deployment:
+        """`server`: the Server header its answers carry (aiohttp's own when None)."""
         wrong = set(wrong)
         answer = lambda q: "#### -1" if q in wrong else f"So\n#### {REFERENCES.get(q, '0')}"  # noqa: E731
         fake = self.stack.enter_context(FakeOpenAI(answer=answer, latency=latency))
+        fake.server = server
         return Deployment.objects.create(project=self.project, name=name, base_url=fake.url, model=name, **fields)
 
-    def run(self, name, wrong=(), **kwargs) -> Eval:
-        deployment = self.deployment(name, wrong)
+    def run(self, name, wrong=(), server=None, **kwargs) -> Eval:
+        deployment = self.deployment(name, wrong, server=server)
         if self.first is None:
             ev = create_eval(self.project, self.owner, deployment=deployment, benchmark="gsm8k", sample_limit=ROWS, seed=SEED, **kwargs)
             self.first = ev

@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from evals import serving
 from evals.actions import create_eval, resume_eval
 from evals.models import Eval, Sample
 from evals.tasks import run_eval
@@ -84,6 +85,51 @@ def test_a_paired_comparison_lists_exactly_the_flipped_rows(api, pairs):
     assert body["a"]["score_ci"][0] < 37 / 40 < body["a"]["score_ci"][1]
     reverse = api.get(f"/api/v1/evals/{b.pk}/compare/{a.pk}").json()
     assert reverse["verdict"] == "better" and reverse["flips"] == {"right_to_wrong": 2, "wrong_to_right": 17}
+
+
+def test_evals_whose_servers_differ_only_in_their_server_header_are_flagged_when_compared(api, owner_client, pairs):
+    a = pairs.run("a", server="vllm/0.6.3")
+    b = pairs.run("b", server="sglang/0.4.1")
+    c = pairs.run("c", server="vllm/0.6.3")
+    assert a.serving_stack["server"] == ["vllm/0.6.3"] and 1 <= a.serving_stack["peak_in_flight"] <= ROWS
+    flagged = api.get(f"/api/v1/evals/{a.pk}/compare/{b.pk}").json()
+    assert flagged["verdict"] == "not decisive"  # the same answers: the difference, if any, would be the stack's
+    assert flagged["serving"]["differs"] == [{"part": "server", "label": "Server header", "a": "vllm/0.6.3", "b": "sglang/0.4.1"}]
+    assert flagged["serving"]["warning"].startswith("Served by different stacks (Server header vllm/0.6.3 against sglang/0.4.1)")
+    same = api.get(f"/api/v1/evals/{a.pk}/compare/{c.pk}").json()["serving"]
+    assert (same["same"], same["differs"], same["warning"]) == (True, [], "")
+    assert 'id="serving-stacks"' in owner_client.get(f"/evals/{a.pk}/compare/{b.pk}/").content.decode()
+    assert 'id="serving-stacks"' not in owner_client.get(f"/evals/{a.pk}/compare/{c.pk}/").content.decode()
+    assert "Served by: Server header vllm/0.6.3; at most" in owner_client.get(f"/evals/{a.pk}/").content.decode()
+    assert api.get(f"/api/v1/evals/{b.pk}").json()["served_by"].startswith("Server header sglang/0.4.1; at most")
+    # A part one side never saw (answered wholly from the cache: no header) is no difference; an eval stamped
+    # before stamps were kept cannot tell at all.
+    Eval.objects.filter(pk=c.pk).update(serving_stack={**c.serving_stack, "server": []})
+    assert api.get(f"/api/v1/evals/{b.pk}/compare/{c.pk}").json()["serving"]["same"] is True
+    Eval.objects.filter(pk=c.pk).update(serving_stack={})
+    assert api.get(f"/api/v1/evals/{a.pk}/compare/{c.pk}").json()["serving"] is None
+
+
+def test_a_resumed_evals_stamp_keeps_what_each_pass_saw():
+    first = serving.Seen()
+    first.headers({"Server": "vllm/0.6.3"})
+    first.reply("fp_1", in_flight=8)
+    stamp = first.stamp({}, models="abc")
+    second = serving.Seen()
+    second.headers({"Server": "vllm/0.6.4"})
+    second.reply("fp_1", in_flight=3)
+    second.reply(" fp_2\n", in_flight=2)
+    assert second.stamp(stamp, models="") == {
+        "server": ["vllm/0.6.3", "vllm/0.6.4"],
+        "models": "abc",
+        "system_fingerprints": ["fp_1", "fp_2"],
+        "peak_in_flight": 8,
+    }
+    # A server that names itself anew on every answer is kept as a few names, not thousands.
+    many = serving.Seen()
+    for n in range(100):
+        many.headers({"Server": f"edge-{n}"})
+    assert many.servers == [f"edge-{n}" for n in range(serving.KEPT)]
 
 
 def test_a_small_gap_is_not_decisive_and_says_how_many_rows_would_be(api, pairs):

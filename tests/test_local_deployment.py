@@ -287,6 +287,12 @@ def test_the_real_model_answers_gsm8k_through_the_engine(server, loopback_deploy
     # An empty answer is the model's own (end of turn first): scored wrong, not an error.
     assert all(s.score == 0 for s in samples if s.output == "")
     assert len({s.output for s in samples}) > 1
+    # The stack it was served by, as the real server states it: its Server header and its /models entry.
+    ev.deployment.refresh_from_db()
+    stamp = ev.serving_stack
+    assert stamp["models"] and ev.deployment.served_fingerprint == f"models:{stamp['models']}"
+    assert stamp["server"] == [requests.get(f"{server}/models", timeout=30).headers["Server"]]
+    assert 1 <= stamp["peak_in_flight"] <= ev.deployment.max_in_flight
     spec = benchmarks.get("gsm8k")
     for sample in [s for s in samples if s.output][:2] + [s for s in samples if not s.output][:1]:
         row = spec.rows()[sample.row_index]

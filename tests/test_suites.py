@@ -196,6 +196,10 @@ def test_summary_names_categories_that_moved_inside_an_undecided_benchmark():
         {"benchmark": "gsm8k", "corrected_verdict": "not decisive", "delta": 0.0, "by_category": {}},
     ]
     assert summary(rows) == "worse on mbpp (−6.2 points, significant), better on mmlu/stem, nothing else decisive"
+    # A benchmark whose two evals were served by different stacks is named, its verdict kept.
+    rows[2]["serving"] = {"same": False}
+    rows[0]["serving"] = {"same": True}
+    assert summary(rows).endswith("nothing else decisive (gsm8k: served by different stacks)")
 
 
 def test_a_benchmark_significant_alone_is_not_after_holm_and_the_gate_passes(worker, project, owner, servers):

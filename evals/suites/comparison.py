@@ -127,6 +127,8 @@ def summary(rows: list[dict]) -> str:
         line = ", ".join(parts) + (", nothing else decisive" if rest else "")
     if uncalibrated:
         line += f" ({', '.join(uncalibrated)}: judge not calibrated)"
+    if stacks := [row["benchmark"] for row in rows if row.get("serving") and not row["serving"]["same"]]:
+        line += f" ({', '.join(stacks)}: served by different stacks)"
     return line
 
 

@@ -46,6 +46,8 @@ class FakeOpenAI:
         # and the system_fingerprint its completions carry (None: none, as most servers).
         self.models: list[dict] | None = None
         self.system_fingerprint: str | None = None
+        # The Server header of its answers (None: aiohttp's own), as an inference server names itself there.
+        self.server: str | None = None
         self.in_flight = 0
         self.peak_in_flight = 0
         self.capacity: int | None = None
@@ -106,6 +108,10 @@ class FakeOpenAI:
         # "created" changes with every answer, as vLLM's does: no fingerprint may depend on it.
         return web.json_response({"object": "list", "data": [{"object": "model", "created": len(self.requests), **m} for m in self.models]})
 
+    async def _name_server(self, request: web.Request, response: web.StreamResponse):
+        if self.server is not None:
+            response.headers["Server"] = self.server
+
     def _echoed(self, body: dict) -> dict:
         prompt = body["prompt"]
         words = re.findall(r"\s*\S+", prompt)
@@ -128,6 +134,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._handle)
         app.router.add_post("/v1/completions", self._handle)
         app.router.add_get("/v1/models", self._models)
+        app.on_response_prepare.append(self._name_server)
         self._runner = web.AppRunner(app, access_log=None)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, 0, backlog=1024)
