@@ -116,8 +116,7 @@ class EvalRun:
                 finally:
                     try:
                         await self._flush(final=True)
-                        if self.stored is None:
-                            await sync_to_async(self._write_stamp)()
+                        await sync_to_async(self._write_stamp)()
                     finally:
                         if self.timeline is not None:
                             await sync_to_async(shares.release)(self.eval)
@@ -352,8 +351,12 @@ class EvalRun:
         self.timeline.gate.set_share(await sync_to_async(shares.settle)(self.eval, wanted=max(1, wanted), held=held))
 
     def _write_stamp(self):
-        models = served_parts(self.eval.deployment.served_fingerprint)[0]
-        Eval.objects.filter(pk=self.eval.pk).update(serving_stack=self.seen.stamp(self.eval.serving_stack or {}, models))
+        if self.stored is not None:
+            # Re-scored: its outputs are the source eval's, and so is the stack that made them.
+            stamp = Eval.objects.filter(pk=self.eval.rescored_from_id).values_list("serving_stack", flat=True).first() or {}
+        else:
+            stamp = self.seen.stamp(self.eval.serving_stack or {}, served_parts(self.eval.deployment.served_fingerprint)[0])
+        Eval.objects.filter(pk=self.eval.pk).update(serving_stack=stamp)
 
     def _write_chart(self, series: list):
         Eval.objects.filter(pk=self.eval.pk).update(concurrency=series)

@@ -120,6 +120,8 @@ def test_rescoring_asks_the_deployment_nothing_and_a_changed_scorer_takes_effect
     assert rescored.score == pytest.approx(expected) and ev.score == 1.0
     assert list(rescored.samples.values_list("output", flat=True)) == list(ev.samples.values_list("output", flat=True))
     assert api.get(f"/api/v1/evals/{rescored.pk}").json()["rescored_from"] == ev.pk
+    # Its outputs were made by the source's stack: so says its stamp.
+    assert rescored.serving_stack == ev.serving_stack and ev.serving_stack["server"][0].startswith("Python/")
 
 
 def test_a_loglikelihood_eval_is_rerun_not_rescored(project, owner):
