@@ -409,8 +409,7 @@ class DockerSandbox(Sandbox):
         if exit_code != 0 and (died := self.diagnose(check_limits=False)):
             died.output = output
             raise died
-        # A full memory first: it is read from outside, where the look for a kill would itself be OOM-killed inside.
-        if exit_code != 0 and (self._memory_exhausted() or self._new_oom_kill()):
+        if exit_code != 0 and self._out_of_memory():
             raise SandboxOutOfMemory(f"Killed: out of memory (limit {self.spec.limits.memory_mb} MB).", output=output)
         if broke:
             # The command ran to its end in a sandbox still running, but the engine's stream of its output broke:
@@ -631,9 +630,12 @@ class DockerSandbox(Sandbox):
                 f"The sandbox stopped from inside while running (its main process exited with code {state.get('ExitCode')}), "
                 f"e.g. a command killed its PID 1 or keep-alive process.{self._last_words()}"
             )
-        if check_limits and self._pids_exhausted():
+        if not check_limits:
+            return None
+        stats = self._stats()
+        if self._pids_exhausted(stats):
             return SandboxDied(f"The sandbox reached its limit of {self.spec.limits.pids} processes and could start no more.")
-        if check_limits and self._memory_exhausted():
+        if self._memory_exhausted(stats):
             return SandboxOutOfMemory(f"The sandbox's memory is full (limit {self.spec.limits.memory_mb} MB): no command can start in it.")
         return None
 
@@ -660,40 +662,50 @@ class DockerSandbox(Sandbox):
         except ENGINE_ERRORS:
             return None
 
-    def _pids_exhausted(self) -> bool:
+    def _stats(self) -> dict:
+        """The engine's one look at the container's pids and memory; {} when it does not answer."""
         try:
-            pids = self.container.stats(stream=False, one_shot=True).get("pids_stats") or {}
+            return self.container.stats(stream=False, one_shot=True)
         except ENGINE_ERRORS:
-            return False
+            return {}
+
+    def _pids_exhausted(self, stats: dict) -> bool:
+        pids = stats.get("pids_stats") or {}
         limit = pids.get("limit") or self.spec.limits.pids
         return bool(pids.get("current")) and pids["current"] >= limit
 
-    def _memory_exhausted(self) -> bool:
+    def _memory_exhausted(self, stats: dict) -> bool:
         """Whether what the sandbox holds fills its memory: the runtime's process for an exec is then OOM-killed as it
         starts ("read init-p: connection reset by peer (possibly OOM-killed)"), seen when an agent filled its tmpfs.
 
         Held means not reclaimable: the cgroup's usage less its inactive file cache (as `docker stats` counts it);
         what a tmpfs holds stays. Measured here (runc, cgroup v1): an exec still starts with 2 MiB left.
         """
-        try:
-            memory = self.container.stats(stream=False, one_shot=True).get("memory_stats") or {}
-        except ENGINE_ERRORS:
-            return False
-        stats = memory.get("stats") or {}
-        held = memory.get("usage", 0) - stats.get("total_inactive_file", stats.get("inactive_file", 0))
+        memory = stats.get("memory_stats") or {}
+        counts = memory.get("stats") or {}
+        held = memory.get("usage", 0) - counts.get("total_inactive_file", counts.get("inactive_file", 0))
         limit = memory.get("limit") or self.spec.limits.memory_mb << 20
         return bool(memory.get("usage")) and held >= limit - MEMORY_FULL_MARGIN
 
-    def _new_oom_kill(self) -> bool:
-        """Whether the kernel OOM-killed anything in this sandbox since the last look.
+    def _out_of_memory(self) -> bool:
+        """Whether a command that failed did so for memory: a kill the cgroup counted, or, when the look inside got
+        no answer (it is an exec, OOM-killed itself in a full sandbox), a memory full as the engine sees it."""
+        killed = self._new_oom_kill()
+        return killed if killed is not None else self._memory_exhausted(self._stats())
+
+    def _new_oom_kill(self) -> bool | None:
+        """Whether the kernel OOM-killed anything in this sandbox since the last look; None when the look got no
+        answer (its own exec killed before it could say).
 
         Docker's own OOMKilled flag only covers the container's main process,
         never an exec, so the cgroup's counter is read instead (v1 and v2
         paths; the cgroup files are read-only inside the sandbox).
         """
-        script = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null"
+        script = "cat /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null; echo looked"
         with self.engine_errors("look for out-of-memory kills"):
             output = self._exec_bytes(["sh", "-c", script]) or b""
+        if b"looked" not in output:
+            return None
         count = sum(int(line.split()[1]) for line in output.decode().splitlines() if line.startswith("oom_kill "))
         seen, self._oom_kills = self._oom_kills, count
         return count > seen
