@@ -123,8 +123,10 @@ def detail_pages(project, owner, api) -> list[str]:
 
     deployment = Deployment.objects.get(project=project, name="local")
     a, b = Eval.objects.filter(project=project).order_by("pk")
-    for ev, right in ((a, 0.0), (b, 1.0)):
+    # Served by two stacks, one naming itself at unbroken length: the eval page's "Served by" and the comparison's warning.
+    for ev, right, server in ((a, 0.0, "vllm/0.6.3-" + "v" * 80), (b, 1.0, "sglang/0.4.1")):
         ev.status, ev.score = "succeeded", right * 0.5
+        ev.serving_stack = {"server": [server], "models": "748b91de18a8fb34", "system_fingerprints": ["fp_" + "f" * 60], "peak_in_flight": 64}
         ev.save()
         Sample.objects.bulk_create(
             Sample(eval=ev, row_index=i, input="Natalia sold clips to " + "forty-eight friends " * 20, output="x" * 400, reference="72", score=right * (i % 2))
